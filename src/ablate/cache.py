@@ -1,0 +1,127 @@
+"""Content-addressed on-disk cache: numpy arrays and JSON, written atomically, never pickled.
+
+An entry's key is the sha256 of a JSON description of everything that determines its content (snapshot fingerprint,
+component parameters, model fingerprint, ...). Entries are written to a temporary file in the same folder and then
+renamed into place, so a reader sees a whole entry or none; concurrent writers of one key race harmlessly (both write
+the same bytes, the last rename wins).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+
+def default_cache_dir() -> Path:
+    """``$ABLATE_CACHE_DIR`` if set, else the user cache folder (``$XDG_CACHE_HOME/ablate`` or ``~/.cache/ablate``)."""
+    env = os.environ.get("ABLATE_CACHE_DIR")
+    if env:
+        return Path(env).expanduser().resolve()
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return (Path(base) / "ablate").resolve()
+
+
+def key_of(*parts: Any) -> str:
+    """Stable sha256 key of JSON-serialisable parts (dict keys sorted)."""
+    blob = json.dumps(parts, sort_keys=True, ensure_ascii=False, default=str).encode()
+    return hashlib.sha256(blob).hexdigest()
+
+
+def sha256_text(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _atomic_write(path: Path, write) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            write(fh)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+
+
+@dataclass
+class CacheStats:
+    hits: int = 0
+    misses: int = 0
+    by_kind: dict[str, dict[str, int]] = field(default_factory=dict)
+
+    def record(self, kind: str, hit: bool) -> None:
+        if hit:
+            self.hits += 1
+        else:
+            self.misses += 1
+        d = self.by_kind.setdefault(kind, {"hits": 0, "misses": 0})
+        d["hits" if hit else "misses"] += 1
+
+
+class Cache:
+    """A folder of ``<kind>/<key[:2]>/<key>.{npy,json}`` entries."""
+
+    def __init__(self, root: str | os.PathLike[str] | None = None, enabled: bool = True) -> None:
+        self.root = Path(root).expanduser().resolve() if root else default_cache_dir()
+        self.enabled = enabled
+        self.stats = CacheStats()
+
+    def _path(self, kind: str, key: str, ext: str) -> Path:
+        return self.root / kind / key[:2] / f"{key}.{ext}"
+
+    # -- arrays ---------------------------------------------------------------------------------------------------
+    def load_array(self, kind: str, key: str) -> np.ndarray | None:
+        p = self._path(kind, key, "npy")
+        if not self.enabled or not p.exists():
+            self.stats.record(kind, False)
+            return None
+        try:
+            arr = np.load(p, allow_pickle=False)
+        except (ValueError, OSError):  # a corrupt entry is a miss, never a crash
+            self.stats.record(kind, False)
+            return None
+        self.stats.record(kind, True)
+        return arr
+
+    def save_array(self, kind: str, key: str, arr: np.ndarray) -> Path:
+        p = self._path(kind, key, "npy")
+        if self.enabled:
+            _atomic_write(p, lambda fh: np.save(fh, np.ascontiguousarray(arr), allow_pickle=False))
+        return p
+
+    # -- json -----------------------------------------------------------------------------------------------------
+    def load_json(self, kind: str, key: str) -> Any | None:
+        p = self._path(kind, key, "json")
+        if not self.enabled or not p.exists():
+            self.stats.record(kind, False)
+            return None
+        try:
+            value = json.loads(p.read_text(encoding="utf-8"))
+        except (ValueError, OSError):
+            self.stats.record(kind, False)
+            return None
+        self.stats.record(kind, True)
+        return value
+
+    def save_json(self, kind: str, key: str, value: Any) -> Path:
+        p = self._path(kind, key, "json")
+        if self.enabled:
+            data = json.dumps(value, ensure_ascii=False).encode("utf-8")
+            _atomic_write(p, lambda fh: fh.write(data))
+        return p
+
+    def dir_for(self, kind: str, key: str) -> Path:
+        """A folder for multi-file entries (e.g. a fine-tuned model). Callers write into a temp sibling and rename."""
+        return self.root / kind / key[:2] / key

@@ -1,0 +1,1 @@
+"""Retrievers: one module each, behind :class:`ablate.retrievers.base.Retriever`."""
