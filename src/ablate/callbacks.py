@@ -1,0 +1,67 @@
+"""Hydra callback for ``-m`` sweeps: one MLflow parent run per sweep, children nested under it, and the variants'
+table printed (and attached to the parent) when the sweep ends.
+
+The parent run id is handed to the jobs through a file in the sweep folder, so it also reaches jobs that Hydra's
+joblib launcher runs in other processes.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from hydra.experimental.callback import Callback
+
+PARENT_FILE = ".ablate_parent_run"
+
+
+def _experiment(cfg: Any) -> str:
+    from ablate.cli import _opt
+
+    return _opt(cfg.tracking.experiment) or _opt(cfg.corpus.get("name")) or Path(str(cfg.corpus.path)).name
+
+
+class SweepCallback(Callback):
+    def __init__(self) -> None:
+        self.tracker = None
+        self.parent: str | None = None
+        self.sweep_dir: Path | None = None
+
+    def on_multirun_start(self, config: Any, **kwargs: Any) -> None:
+        from ablate.cli import _git_commit, _register_resolvers
+        from ablate.tracking import Tracker, resolve_tracking_uri
+
+        _register_resolvers()
+        try:
+            self.sweep_dir = Path(str(config.hydra.sweep.dir)).resolve()
+            self.sweep_dir.mkdir(parents=True, exist_ok=True)
+            self.tracker = Tracker(resolve_tracking_uri(config.tracking.uri or None, os.getcwd()))
+            overrides = list(config.hydra.overrides.task)
+            self.parent = self.tracker.start(
+                _experiment(config),
+                run_name=f"sweep {self.sweep_dir.name}",
+                tags={
+                    "ablate.sweep": str(self.sweep_dir),
+                    "ablate.role": "sweep-parent",
+                    "ablate.overrides": " ".join(overrides),
+                    "ablate.git_commit": _git_commit(),
+                },
+            )
+            (self.sweep_dir / PARENT_FILE).write_text(self.parent)
+        except Exception as e:  # noqa: BLE001 - a sweep still runs without a parent
+            print(f"warning: could not create the sweep's parent run: {e}", file=sys.stderr)
+            self.parent = None
+
+    def on_multirun_end(self, config: Any, **kwargs: Any) -> None:
+        if self.tracker is None or self.parent is None:
+            return
+        from ablate.sweep_summary import summarize_sweep
+
+        try:
+            summarize_sweep(self.tracker, self.parent, str(self.sweep_dir), config)
+        finally:
+            from ablate.tracking import _retry
+
+            _retry(self.tracker.client.set_terminated, self.parent, "FINISHED")

@@ -1,0 +1,507 @@
+"""Load and validate a corpus folder, chunk it deterministically, and fingerprint the snapshot.
+
+A corpus folder is the BEIR layout (``corpus.jsonl``, ``queries.jsonl``, ``qrels/<split>.tsv``) plus an optional
+``corpus.yaml`` manifest and optional per-document fields (version, effective date, ACL groups, series, sections,
+metadata) and per-query fields (tags, persona, as-of date, answers, split, group). See docs/architecture.md.
+
+Everything is validated on load; the first problem raises :class:`~ablate.errors.InputError` naming the file, the
+line, the problem and the fix. The snapshot fingerprint is a sha256 over the content of every file read and the
+chunker's parameters, so two runs with the same fingerprint indexed the very same text.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import yaml
+
+from ablate.errors import ConfigError, InputError
+from ablate.types import Chunk, Document, Qrels, Query, Section, Unit
+
+FORMAT_VERSION = "ablate-corpus-1"
+CHUNKERS = ("none", "paragraph", "clause", "tokens")
+_CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
+
+
+@dataclass(frozen=True)
+class ChunkerSpec:
+    """How documents become chunks. ``size``/``overlap`` count tokens (words; characters for Chinese)."""
+
+    kind: str = "none"
+    size: int = 200
+    overlap: int = 40
+    title_prefix: bool = True
+
+    def __post_init__(self) -> None:
+        if self.kind not in CHUNKERS:
+            raise ConfigError("chunker.kind", self.kind, f"valid options: {', '.join(CHUNKERS)}")
+        if self.kind == "tokens" and not (0 <= self.overlap < self.size):
+            raise ConfigError(
+                "chunker.overlap", self.overlap, f"it must be >= 0 and smaller than chunker.size={self.size}"
+            )
+
+    def params(self) -> dict[str, Any]:
+        d = asdict(self)
+        if self.kind != "tokens":
+            d.pop("size"), d.pop("overlap")
+        return d
+
+
+@dataclass
+class Snapshot:
+    """A frozen, validated corpus: documents, their chunks, queries, qrels per split, and fingerprints."""
+
+    name: str
+    root: Path
+    language: str
+    qrels_unit: Unit
+    documents: dict[str, Document]
+    chunks: list[Chunk]
+    queries: dict[str, Query]
+    qrels: dict[str, Qrels]
+    splits: dict[str, list[str]]
+    chunker: ChunkerSpec
+    files: dict[str, str]  # relative path -> sha256
+    manifest: dict[str, Any] = field(default_factory=dict)
+
+    @cached_property
+    def fingerprint(self) -> str:
+        """sha256 over the files' content hashes and the chunker parameters."""
+        return _sha(
+            json.dumps(
+                {"format": FORMAT_VERSION, "files": self.files, "chunker": self.chunker.params()}, sort_keys=True
+            )
+        )
+
+    @cached_property
+    def content_fingerprint(self) -> str:
+        """sha256 over the documents' files only (independent of chunking and labels): the index snapshot."""
+        return _sha(json.dumps({k: v for k, v in self.files.items() if k == "corpus.jsonl"}, sort_keys=True))
+
+    @cached_property
+    def chunk_to_doc(self) -> dict[str, str]:
+        return {c.chunk_id: c.doc_id for c in self.chunks}
+
+    @cached_property
+    def chunk_text(self) -> dict[str, str]:
+        return {c.chunk_id: c.text for c in self.chunks}
+
+    @cached_property
+    def chunk_index(self) -> dict[str, int]:
+        return {c.chunk_id: i for i, c in enumerate(self.chunks)}
+
+    @property
+    def identities(self) -> dict[str, list[str]]:
+        return dict(self.manifest.get("identities") or {})
+
+    @property
+    def label_version(self) -> str:
+        return str(self.manifest.get("label_version") or "")
+
+    def split_qids(self, split: str) -> list[str]:
+        if split not in self.splits:
+            raise ConfigError(
+                "corpus.split", split, f"the corpus {self.name!r} has splits: {', '.join(sorted(self.splits)) or 'none'}"
+            )
+        return self.splits[split]
+
+    def split_qrels(self, split: str) -> Qrels:
+        self.split_qids(split)
+        return self.qrels.get(split) or Qrels({}, unit=self.qrels_unit, name=split)
+
+    def allowed_mask(self, groups: Iterable[str] | None) -> np.ndarray | None:
+        """Boolean mask over ``chunks`` for an identity holding ``groups`` (``None`` = no filtering)."""
+        if groups is None:
+            return None
+        groups = list(groups)
+        return np.fromiter((c.visible_to(groups) for c in self.chunks), dtype=bool, count=len(self.chunks))
+
+    def manifest_record(self) -> dict[str, Any]:
+        """What a run logs about its snapshot (JSON-ready)."""
+        return {
+            "name": self.name,
+            "root": str(self.root),
+            "language": self.language,
+            "qrels_unit": self.qrels_unit,
+            "fingerprint": self.fingerprint,
+            "content_fingerprint": self.content_fingerprint,
+            "chunker": self.chunker.params(),
+            "files": self.files,
+            "n_documents": len(self.documents),
+            "n_chunks": len(self.chunks),
+            "n_queries": len(self.queries),
+            "splits": {s: len(q) for s, q in self.splits.items()},
+            "qrels": {
+                s: {"sha256": q.source_sha256, "content_hash": q.content_hash(), "queries": len(q.judgements)}
+                for s, q in self.qrels.items()
+            },
+            "label_version": self.label_version,
+        }
+
+
+def _sha(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _sha_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# JSONL readers
+
+
+def _read_jsonl(path: Path) -> Iterable[tuple[int, dict[str, Any]]]:
+    try:
+        fh = open(path, encoding="utf-8")
+    except OSError as e:
+        raise InputError(str(path), f"cannot be read ({e.strerror})", "check the path and permissions") from None
+    with fh:
+        for lineno, line in enumerate(fh, start=1):
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise InputError(
+                    f"{path}:{lineno}", f"invalid JSON ({e.msg} at column {e.colno})", "make each line one JSON object"
+                ) from None
+            except UnicodeDecodeError:
+                raise InputError(f"{path}:{lineno}", "is not UTF-8", "re-encode the file as UTF-8") from None
+            if not isinstance(obj, dict):
+                raise InputError(f"{path}:{lineno}", "is not a JSON object", "make each line one JSON object")
+            yield lineno, obj
+
+
+def _req_id(obj: dict[str, Any], where: str, key: str = "_id") -> str:
+    v = obj.get(key)
+    if isinstance(v, int) and not isinstance(v, bool):
+        v = str(v)
+    if not isinstance(v, str) or not v.strip():
+        raise InputError(where, f"missing or empty {key!r}", f'give every line a non-empty string "{key}"')
+    if any(ch.isspace() for ch in v):
+        raise InputError(where, f"id {v!r} contains whitespace", "ids must not contain spaces or tabs (TREC files)")
+    return v
+
+
+def _str_list(obj: dict[str, Any], key: str, where: str) -> tuple[str, ...]:
+    v = obj.get(key)
+    if v is None:
+        return ()
+    if isinstance(v, str):
+        return (v,)
+    if not isinstance(v, list) or not all(isinstance(x, (str, int, float)) for x in v):
+        raise InputError(where, f"{key!r} must be a list of strings", f'write e.g. "{key}": ["a", "b"]')
+    return tuple(str(x) for x in v)
+
+
+def _opt_str(obj: dict[str, Any], key: str) -> str | None:
+    v = obj.get(key)
+    return None if v is None or v == "" else str(v)
+
+
+def load_documents(path: Path) -> dict[str, Document]:
+    docs: dict[str, Document] = {}
+    for lineno, obj in _read_jsonl(path):
+        where = f"{path}:{lineno}"
+        did = _req_id(obj, where)
+        if did in docs:
+            raise InputError(where, f"duplicate document id {did!r}", "give every document a unique _id")
+        if "#" in did:
+            raise InputError(where, f"document id {did!r} contains '#'", "'#' separates doc and chunk ids; rename it")
+        sections: list[Section] = []
+        seen: set[str] = set()
+        raw_sections = obj.get("sections") or []
+        if not isinstance(raw_sections, list):
+            raise InputError(where, "'sections' must be a list", 'write "sections": [{"id": "1.1", "text": "..."}]')
+        for s in raw_sections:
+            if not isinstance(s, dict):
+                raise InputError(where, "a section is not an object", 'write {"id": "1.1", "text": "..."}')
+            sid = _req_id(s, where + " (section)", "id")
+            if sid in seen:
+                raise InputError(where, f"duplicate section id {sid!r} in document {did!r}", "make section ids unique")
+            seen.add(sid)
+            sections.append(Section(sid=sid, text=str(s.get("text") or ""), title=str(s.get("title") or "")))
+        text = obj.get("text")
+        if text is None and sections:
+            text = "\n\n".join(f"{s.sid} {s.title + ': ' if s.title else ''}{s.text}" for s in sections)
+        if not isinstance(text, str):
+            raise InputError(where, f"document {did!r} has no 'text' (and no 'sections')", 'add a "text" string')
+        meta = obj.get("metadata") or {}
+        if not isinstance(meta, dict):
+            raise InputError(where, "'metadata' must be an object", "write it as a JSON object or drop it")
+        docs[did] = Document(
+            doc_id=did,
+            title=str(obj.get("title") or ""),
+            text=text,
+            version=_opt_str(obj, "version"),
+            effective_date=_opt_str(obj, "effective_date"),
+            acl=_str_list(obj, "acl", where),
+            series=_opt_str(obj, "series"),
+            sections=tuple(sections),
+            metadata=meta,
+        )
+    if not docs:
+        raise InputError(str(path), "contains no documents", "add at least one JSON line with _id and text")
+    return docs
+
+
+def load_queries(path: Path) -> dict[str, Query]:
+    queries: dict[str, Query] = {}
+    for lineno, obj in _read_jsonl(path):
+        where = f"{path}:{lineno}"
+        qid = _req_id(obj, where)
+        if qid in queries:
+            raise InputError(where, f"duplicate query id {qid!r}", "give every query a unique _id")
+        text = obj.get("text")
+        if not isinstance(text, str) or not text.strip():
+            raise InputError(where, f"query {qid!r} has no text", 'add a non-empty "text"')
+        meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
+        queries[qid] = Query(
+            qid=qid,
+            text=text,
+            tags=_str_list(obj, "tags", where),
+            persona=_opt_str(obj, "persona"),
+            as_of=_opt_str(obj, "as_of"),
+            answers=_str_list(obj, "answers", where) or _str_list(meta, "answers", where),
+            split=_opt_str(obj, "split"),
+            group=_opt_str(obj, "group"),
+        )
+    if not queries:
+        raise InputError(str(path), "contains no queries", "add at least one JSON line with _id and text")
+    return queries
+
+
+def load_qrels_tsv(path: Path, unit: Unit, queries: dict[str, Query], known_ids: set[str], name: str) -> Qrels:
+    """Read BEIR ``query-id<TAB>corpus-id<TAB>score`` (header optional) or TREC ``qid 0 docid rel`` lines."""
+    judgements: dict[str, dict[str, int]] = {}
+    with open(path, encoding="utf-8") as fh:
+        for lineno, line in enumerate(fh, start=1):
+            if not line.strip():
+                continue
+            parts = line.rstrip("\n").split("\t") if "\t" in line else line.split()
+            where = f"{path}:{lineno}"
+            if lineno == 1 and parts[0].strip().lower() in ("query-id", "query_id", "qid"):
+                continue
+            if len(parts) == 4:  # TREC qrels: qid iter docid rel
+                parts = [parts[0], parts[2], parts[3]]
+            if len(parts) != 3:
+                raise InputError(
+                    where, f"expected 3 tab-separated columns, found {len(parts)}", "write query-id<TAB>corpus-id<TAB>score"
+                )
+            qid, uid, score = (p.strip() for p in parts)
+            try:
+                grade = int(float(score))
+                if grade != float(score):
+                    raise ValueError
+            except ValueError:
+                raise InputError(where, f"score {score!r} is not an integer grade", "use 0, 1, 2, ...") from None
+            if qid not in queries:
+                raise InputError(
+                    where, f"query id {qid!r} is not in queries.jsonl", "add the query or remove the qrels line"
+                )
+            if uid not in known_ids:
+                what = "document" if unit == "doc" else "chunk"
+                hint = (
+                    "check the id, or the chunker: chunk-level qrels need the chunker that makes these ids "
+                    "(e.g. chunker=clause for DOC#section ids)"
+                    if unit == "chunk"
+                    else "add the document or remove the qrels line"
+                )
+                raise InputError(where, f"{what} id {uid!r} is not in the corpus", hint)
+            prev = judgements.setdefault(qid, {}).get(uid)
+            if prev is not None and prev != grade:
+                raise InputError(
+                    where, f"({qid}, {uid}) is judged twice with different grades ({prev} and {grade})", "keep one"
+                )
+            judgements[qid][uid] = grade
+    return Qrels(judgements, unit=unit, name=name, source_sha256=_sha_file(path))
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Chunking
+
+
+def _cjk_share(text: str) -> float:
+    chars = [c for c in text if not c.isspace()]
+    return sum(1 for c in chars if _CJK.match(c)) / len(chars) if chars else 0.0
+
+
+def detect_language(texts: Sequence[str], sample: int = 200) -> str:
+    """``zh`` when CJK ideographs make up over 20% of the non-space characters of a sample of texts, else ``en``."""
+    step = max(1, len(texts) // sample)
+    joined = "".join(texts[::step][:sample])
+    return "zh" if _cjk_share(joined) > 0.2 else "en"
+
+
+def _window_tokens(text: str, cjk: bool) -> list[str]:
+    if cjk:
+        # Chinese: characters (keeping runs of ASCII letters/digits whole) so windows never split inside a word code.
+        return re.findall(r"[A-Za-z0-9][A-Za-z0-9._/-]*|\S", text)
+    return text.split()
+
+
+def chunk_document(doc: Document, spec: ChunkerSpec) -> list[Chunk]:
+    def mk(local: str | None, pos: int, body: str, heading: str = "") -> Chunk:
+        head = doc.title
+        if heading:
+            head = f"{head} — {heading}" if head else heading
+        text = f"{head} {body}".strip() if spec.title_prefix and head else body
+        cid = doc.doc_id if local is None else f"{doc.doc_id}#{local}"
+        return Chunk(chunk_id=cid, doc_id=doc.doc_id, text=text, version=doc.version, position=pos, acl=doc.acl)
+
+    if spec.kind == "none":
+        return [mk(None, 0, doc.text)]
+    if spec.kind == "clause" and doc.sections:
+        return [
+            mk(s.sid, i, s.text, f"{s.sid} {s.title}".strip() if s.title else s.sid)
+            for i, s in enumerate(doc.sections)
+        ]
+    if spec.kind in ("paragraph", "clause"):
+        paras = [p.strip() for p in re.split(r"\n\s*\n", doc.text) if p.strip()] or [doc.text]
+        return [mk(f"p{i}", i, p) for i, p in enumerate(paras)]
+    # fixed token windows with overlap
+    cjk = _cjk_share(doc.text) > 0.2
+    toks = _window_tokens(doc.text, cjk)
+    stride = spec.size - spec.overlap
+    out = []
+    for i, start in enumerate(range(0, max(1, len(toks) - spec.overlap), stride)):
+        piece = toks[start : start + spec.size]
+        if not piece:
+            break
+        out.append(mk(f"t{i}", i, ("" if cjk else " ").join(piece)))
+        if start + spec.size >= len(toks):
+            break
+    return out or [mk("t0", 0, doc.text)]
+
+
+def chunk_corpus(docs: dict[str, Document], spec: ChunkerSpec) -> list[Chunk]:
+    chunks: list[Chunk] = []
+    for doc in docs.values():
+        chunks.extend(chunk_document(doc, spec))
+    return chunks
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# The folder
+
+
+def read_manifest(root: Path) -> dict[str, Any]:
+    p = root / "corpus.yaml"
+    if not p.exists():
+        return {}
+    try:
+        m = yaml.safe_load(p.read_text(encoding="utf-8")) or {}
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f"{p}:{mark.line + 1}" if mark else str(p)
+        raise InputError(where, f"invalid YAML ({getattr(e, 'problem', e)})", "fix the YAML syntax") from None
+    if not isinstance(m, dict):
+        raise InputError(str(p), "is not a YAML mapping", "write key: value pairs (name, language, qrels_unit, ...)")
+    return m
+
+
+def load_corpus(
+    path: str | Path,
+    chunker: ChunkerSpec | None = None,
+    *,
+    language: str | None = None,
+    qrels_unit: str | None = None,
+    name: str | None = None,
+) -> Snapshot:
+    """Load, validate and chunk a corpus folder.
+
+    ``chunker``/``language``/``qrels_unit`` override the manifest (``corpus.yaml``); BEIR folders without a manifest
+    default to one chunk per document, language auto-detected and document-level qrels.
+    """
+    root = Path(path).expanduser()
+    if not root.is_dir():
+        raise InputError(str(root), "is not a folder", "set corpus.path to a folder with corpus.jsonl, queries.jsonl, qrels/")
+    root = root.resolve()
+    manifest = read_manifest(root)
+    for fname in ("corpus.jsonl", "queries.jsonl"):
+        if not (root / fname).is_file():
+            raise InputError(str(root / fname), "is missing", f"a corpus folder needs {fname} (BEIR layout)")
+    qdir = root / "qrels"
+    qfiles = sorted(qdir.glob("*.tsv")) if qdir.is_dir() else []
+
+    if chunker is None:
+        mc = manifest.get("chunker") or {}
+        if isinstance(mc, str):
+            mc = {"kind": mc}
+        chunker = ChunkerSpec(**mc)
+    unit = qrels_unit or manifest.get("qrels_unit") or "doc"
+    if unit not in ("doc", "chunk"):
+        raise ConfigError("corpus.qrels_unit", unit, "valid options: doc, chunk")
+
+    docs = load_documents(root / "corpus.jsonl")
+    queries = load_queries(root / "queries.jsonl")
+    chunks = chunk_corpus(docs, chunker)
+    seen: set[str] = set()
+    for c in chunks:
+        if c.chunk_id in seen:
+            raise InputError(
+                str(root / "corpus.jsonl"),
+                f"chunk id {c.chunk_id!r} is produced twice",
+                "make document and section ids unique",
+            )
+        seen.add(c.chunk_id)
+
+    known = set(docs) if unit == "doc" else seen
+    qrels: dict[str, Qrels] = {}
+    for f in qfiles:
+        qrels[f.stem] = load_qrels_tsv(f, unit, queries, known, f.stem)  # type: ignore[arg-type]
+
+    splits: dict[str, list[str]] = {}
+    for split, q in qrels.items():
+        splits[split] = list(q.judgements)
+    for q in queries.values():
+        if q.split:
+            lst = splits.setdefault(q.split, [])
+            if q.qid not in lst:
+                lst.append(q.qid)
+    for split, lst in splits.items():
+        for qid in lst:
+            qs = queries[qid].split
+            if qs and qs != split:
+                raise InputError(
+                    str(qdir / f"{split}.tsv"),
+                    f"query {qid!r} is labelled in split {split!r} but declares split {qs!r} in queries.jsonl",
+                    "keep each query in one split",
+                )
+    files = {"corpus.jsonl": _sha_file(root / "corpus.jsonl"), "queries.jsonl": _sha_file(root / "queries.jsonl")}
+    files.update({f"qrels/{f.name}": qrels[f.stem].source_sha256 for f in qfiles})
+    if (root / "corpus.yaml").exists():
+        files["corpus.yaml"] = _sha_file(root / "corpus.yaml")
+
+    lang = language or manifest.get("language") or "auto"
+    if lang == "auto":
+        lang = detect_language([d.text for d in docs.values()])
+    if lang not in ("en", "zh"):
+        raise ConfigError("corpus.language", lang, "valid options: en, zh, auto")
+    return Snapshot(
+        name=name or str(manifest.get("name") or root.name),
+        root=root,
+        language=lang,
+        qrels_unit=unit,  # type: ignore[arg-type]
+        documents=docs,
+        chunks=chunks,
+        queries=queries,
+        qrels=qrels,
+        splits=splits,
+        chunker=chunker,
+        files=files,
+        manifest=manifest,
+    )

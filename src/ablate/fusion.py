@@ -1,0 +1,58 @@
+"""Rank fusion: pure functions ``Run[] -> Run``.
+
+Reciprocal Rank Fusion (Cormack, Clarke & Büttcher, SIGIR 2009):
+
+    RRF(d) = sum over lists L_j containing d of 1 / (k + rank_{L_j}(d)),   ranks counted from 1.
+
+Only ranks are used, never the retrievers' raw scores (BM25's unbounded scores and cosine similarities are not on
+one scale). Every input list is cut to its first ``window`` results before fusion, and every result is identified by
+its chunk id — all retrievers index the same snapshot chunks, so one clause is one id in every list. The fused score
+only orders results; it is not a probability that a result is relevant. Ties are broken by ``types.TIE_RULE``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ablate.errors import ConfigError
+from ablate.types import Hit, Run, rank_hits
+
+
+def rrf_scores(rankings: Sequence[Sequence[str]], k: float = 60.0) -> dict[str, float]:
+    """RRF score of every id in any of the ``rankings`` (each a list of ids in rank order, rank 1 first)."""
+    if k < 0:
+        raise ConfigError("rrf.k", k, "it must be >= 0 (60 is the usual default)")
+    scores: dict[str, float] = {}
+    for ranking in rankings:
+        seen: set[str] = set()
+        rank = 0
+        for uid in ranking:
+            if uid in seen:  # a list that names one id twice counts it once, at its best rank
+                continue
+            seen.add(uid)
+            rank += 1
+            scores[uid] = scores.get(uid, 0.0) + 1.0 / (k + rank)
+    return scores
+
+
+def rrf(runs: Sequence[Run], k: float = 60.0, window: int = 100, depth: int | None = None, name: str = "rrf") -> Run:
+    """Fuse ``runs`` by RRF over each run's top-``window`` chunks; return the top ``depth`` (default: all)."""
+    if window < 1:
+        raise ConfigError("retrieval.window", window, "it must be a positive integer")
+    qids: list[str] = []
+    for r in runs:
+        qids.extend(q for q in r.results if q not in qids)
+    out: dict[str, list[Hit]] = {}
+    for qid in qids:
+        lists = [r.get(qid)[:window] for r in runs]
+        info: dict[str, Hit] = {}
+        for hits in lists:
+            for h in hits:
+                info.setdefault(h.chunk_id, h)
+        scores = rrf_scores([[h.chunk_id for h in hits] for hits in lists], k)
+        fused = rank_hits(
+            Hit(chunk_id=c, doc_id=info[c].doc_id, score=s, version=info[c].version) for c, s in scores.items()
+        )
+        out[qid] = fused[:depth] if depth else fused
+    meta = {"fusion": "rrf", "rrf.k": k, "window": window, "inputs": [r.name for r in runs]}
+    return Run(name=name, results=out, meta=meta)
