@@ -54,8 +54,8 @@ def specs_from_config(cfg: Any):
     from ablate.evaluation import EvalSettings
     from ablate.pipeline import BM25Spec, DenseSpec, RerankSpec, VariantSpec
 
-    c = OmegaConf.to_container(cfg, resolve=True)
-    assert isinstance(c, dict)
+    keys = ("eval", "rerank", "retrieval", "rrf", "variant", "fusion", "bm25", "dense", "corpus")
+    c: dict[str, Any] = {k: OmegaConf.to_container(cfg[k], resolve=True) for k in keys}
     ks = c["eval"]["ks"]
     if isinstance(ks, int):
         ks = [ks]

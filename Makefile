@@ -1,0 +1,36 @@
+# ablate — common tasks. `make help` lists them.
+PY ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+
+.PHONY: help setup demo test test-slow lint bench ui clean
+
+help: ## list the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
+
+$(BIN)/python:
+	$(PY) -m venv $(VENV)
+
+setup: $(BIN)/python ## create .venv; install CPU torch first (never a CUDA build), then ablate with dev extras
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet "torch==2.13.0"
+	$(BIN)/pip install --quiet -e ".[dev]"
+
+demo: ## the main job: A, B, C, D, Oracle on the embedded demo corpus, logged to ./mlflow.db, table printed
+	$(BIN)/python -m ablate -m variant=A,B,C,D,oracle
+
+test: ## the default test suite (slow tests excluded)
+	$(BIN)/python -m pytest -q
+
+test-slow: ## whole-dataset and browser checks
+	$(BIN)/python -m pytest -q -m slow
+
+lint: ## ruff + mypy
+	$(BIN)/ruff check src tests experiments
+	$(BIN)/mypy src/ablate
+
+ui: ## open the MLflow UI on the default store
+	$(BIN)/mlflow ui --backend-store-uri sqlite:///$(CURDIR)/mlflow.db --host 127.0.0.1 --port 5000
+
+clean: ## remove Hydra outputs (keeps mlflow.db and the cache)
+	rm -rf outputs multirun
