@@ -66,3 +66,14 @@ identities:
 @pytest.fixture
 def tiny_corpus(tmp_path: Path) -> Path:
     return write_corpus(tmp_path / "tiny", TINY_DOCS, TINY_QUERIES, TINY_QRELS, TINY_MANIFEST)
+
+
+@pytest.fixture(scope="session")
+def mlflow_uri(tmp_path_factory) -> str:
+    """One sqlite store for the whole test session: creating one runs MLflow's migrations (~20 s here)."""
+    from ablate.tracking import Tracker
+
+    d = tmp_path_factory.mktemp("mlflow")
+    uri = f"sqlite:///{d}/mlflow.db"
+    Tracker(uri).experiment_id("warmup")
+    return uri

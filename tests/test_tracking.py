@@ -24,10 +24,10 @@ def test_flatten():
 
 
 @pytest.fixture(scope="module")
-def store(tmp_path_factory):
-    """One sqlite store per module: creating one runs MLflow's migrations (seconds)."""
-    d = tmp_path_factory.mktemp("mlflow")
-    return d, Tracker(f"sqlite:///{d}/mlflow.db")
+def store(mlflow_uri):
+    from pathlib import Path
+
+    return Path(mlflow_uri[len("sqlite:///"):]).parent, Tracker(mlflow_uri)
 
 
 def test_run_contents_and_failed_status(store):
