@@ -84,10 +84,14 @@ def test_rank_bm25_epsilon_zero_matches_bm25s_floor_on_common_terms():
     corpus_tokens = TOK.tokenize_many(texts)
     query_tokens = [["travel"], ["travel", "hotel"]]
     ours = _full_scores_bm25s(corpus_tokens, query_tokens, "robertson")
-    with_floor = np.array([BM25Okapi(corpus_tokens, k1=K1, b=B).get_scores(q) for q in query_tokens]) / (K1 + 1)
+    with_floor = np.array([BM25Okapi(corpus_tokens, k1=K1, b=B).get_scores(q) for q in query_tokens]) / (
+        K1 + 1
+    )
     assert not np.allclose(ours, with_floor)  # the default epsilon=0.25 disagrees ...
     eps0 = BM25Okapi(corpus_tokens, k1=K1, b=B, epsilon=0.0)
-    assert np.allclose(ours, np.array([eps0.get_scores(q) for q in query_tokens]) / (K1 + 1), atol=1e-6)  # ... 0 agrees
+    assert np.allclose(
+        ours, np.array([eps0.get_scores(q) for q in query_tokens]) / (K1 + 1), atol=1e-6
+    )  # ... 0 agrees
 
 
 def _lucene_by_hand(corpus_tokens, query):
@@ -107,7 +111,9 @@ def _lucene_by_hand(corpus_tokens, query):
 
 
 def test_bm25s_lucene_equals_the_formula_by_hand():
-    corpus_tokens = TOK.tokenize_many(CORPUS + ["travel travel travel"] * 8)  # negative-Robertson terms included
+    corpus_tokens = TOK.tokenize_many(
+        CORPUS + ["travel travel travel"] * 8
+    )  # negative-Robertson terms included
     query_tokens = TOK.tokenize_many(QUERIES + ["travel travel"])  # a repeated query term counts twice
     ours = _full_scores_bm25s(corpus_tokens, query_tokens, "lucene")
     ref = np.array([_lucene_by_hand(corpus_tokens, q) for q in query_tokens])
@@ -159,7 +165,9 @@ def test_hits_sorted_by_tie_rule_and_limited_to_depth(retriever):
 def test_zero_score_chunks_are_not_results(retriever):
     run = retriever.search(_queries(["Berlin", "the of and", "", "quantum chromodynamics"]), depth=10)
     assert [h.chunk_id for h in run.get("q0")] == ["c02"]  # only the chunk that shares a term
-    assert run.get("q1") == [] and run.get("q2") == [] and run.get("q3") == []  # stopwords / nothing / unknown terms
+    assert (
+        run.get("q1") == [] and run.get("q2") == [] and run.get("q3") == []
+    )  # stopwords / nothing / unknown terms
 
 
 def test_allowed_mask_filters_inside_retrieval():
@@ -215,7 +223,9 @@ def test_empty_corpus_and_corpus_without_terms():
 
 
 def test_invalid_settings_raise_config_error():
-    with pytest.raises(ConfigError, match=r"bm25.impl='lucene_java' is not valid; valid options: bm25s, rank_bm25"):
+    with pytest.raises(
+        ConfigError, match=r"bm25.impl='lucene_java' is not valid; valid options: bm25s, rank_bm25"
+    ):
         BM25Retriever(_chunks(CORPUS), TOK, impl="lucene_java")
     with pytest.raises(ConfigError, match="bm25.method"):
         BM25Retriever(_chunks(CORPUS), TOK, method="bm25l")

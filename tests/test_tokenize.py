@@ -86,7 +86,15 @@ def test_compound_words_are_not_identifiers():
 
 
 def test_sentence_punctuation_is_not_part_of_identifiers():
-    assert Tokenizer("en").tokenize("Pay INV-102. Then v2.1!") == ["pay", "inv-102", "inv", "102", "v2.1", "v2", "1"]
+    assert Tokenizer("en").tokenize("Pay INV-102. Then v2.1!") == [
+        "pay",
+        "inv-102",
+        "inv",
+        "102",
+        "v2.1",
+        "v2",
+        "1",
+    ]
 
 
 def test_full_width_forms_are_normalised():

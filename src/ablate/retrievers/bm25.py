@@ -1,0 +1,266 @@
+"""BM25 over chunks, with permission filtering inside retrieval.
+
+Scoring (Robertson & Zaragoza 2009, "The Probabilistic Relevance Framework: BM25 and Beyond", FnTIR 3(4)), for a
+query ``q``, a chunk ``d`` of length ``|d|`` (in terms), average length ``avgdl``, ``N`` chunks and ``df(t)`` chunks
+containing ``t``::
+
+    score(q, d) = sum over query terms t (repeats count) of  idf(t) * tf(t,d) / (tf(t,d) + k1 * (1 - b + b * |d|/avgdl))
+
+``method`` chooses the idf (the variants compared by Kamphuis, de Vries, Boytsov & Lin 2020, "Which BM25 Do You Mean?
+A Large-Scale Reproducibility Study of Scoring Variants", ECIR):
+
+* ``lucene`` (default): ``idf = ln(1 + (N - df + 0.5) / (df + 0.5))``, always > 0. This is Lucene's BM25Similarity
+  (Lucene >= 8 dropped the constant ``(k1 + 1)`` numerator factor, which does not change rankings) and what Anserini
+  uses for the BEIR BM25 baselines, with ``k1 = 0.9, b = 0.4``.
+* ``robertson``: ``idf = ln((N - df + 0.5) / (df + 0.5))`` floored at 0 (a term in more than half of the chunks
+  would get a negative weight).
+* ``atire``: ``idf = ln(N / df)`` (Trotman et al. 2014).
+
+Both backends compute the same numbers: ``bm25s`` (Lù 2024, eager sparse scores; fast batch retrieval) and
+``rank_bm25`` (a plain reference implementation, used for differential tests). ``rank_bm25.BM25Okapi`` multiplies by
+``(k1 + 1)`` and floors negative idfs at ``epsilon * mean idf``; we build it with ``epsilon = 0`` (so the floor is 0,
+as in bm25s' ``robertson``), set Lucene's idf when ``method = "lucene"``, and divide its scores by ``(k1 + 1)``.
+
+**Zero-score rule.** A chunk whose score is 0 is not a result: under ``lucene`` that means it shares no term with
+the query; under ``robertson``/``atire`` it may also share only terms whose idf is 0 (terms in at least half /
+all of the chunks). A run can therefore hold fewer than ``depth`` hits, and a query that tokenizes to nothing (or
+to terms absent from the index) gets an empty list. Padding with arbitrary zero-score chunks would only add noise
+that looks like retrieval.
+
+**Permission mask.** ``allowed`` (boolean, one per chunk, in ``chunks`` order) is applied to the score vector before
+top-k selection (bm25s ``weight_mask``; a masked score vector for rank_bm25), so a masked chunk never takes a slot.
+
+**Ties.** Hits are ordered by :func:`ablate.types.rank_hits` (score desc, chunk id asc). When the score at the
+cut-off is tied with the next one, the query's full score vector is ranked exactly, so which of the tied chunks
+make the cut follows the tie rule too, not the order inside a top-k heap.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import time
+from collections.abc import Sequence
+from importlib import metadata
+from typing import Any
+
+import numpy as np
+
+from ablate.errors import ConfigError, InputError
+from ablate.tokenize import Tokenizer
+from ablate.types import TIE_RULE, Chunk, Hit, Query, Run
+
+#: method -> backends that implement it (with identical scores).
+METHODS: dict[str, tuple[str, ...]] = {
+    "lucene": ("bm25s", "rank_bm25"),
+    "robertson": ("bm25s", "rank_bm25"),
+    "atire": ("bm25s",),
+}
+IMPLS = ("bm25s", "rank_bm25")
+
+
+def chunks_sha256(chunks: Sequence[Chunk]) -> str:
+    """Order-sensitive hash of the chunks' ids and texts: what an index was built over."""
+    h = hashlib.sha256()
+    for c in chunks:
+        h.update(c.chunk_id.encode("utf-8") + b"\x00" + hashlib.sha256(c.text.encode("utf-8")).digest())
+    return h.hexdigest()
+
+
+def check_mask(allowed: np.ndarray | None, n: int) -> np.ndarray | None:
+    """``allowed`` as a boolean vector of length ``n`` (or None), else an :class:`InputError`."""
+    if allowed is None:
+        return None
+    mask = np.asarray(allowed)
+    if mask.shape != (n,):
+        raise InputError(
+            "allowed mask",
+            f"has shape {mask.shape}, expected ({n},)",
+            "build it over the snapshot's chunks, in order",
+        )
+    return mask.astype(bool, copy=False)
+
+
+def check_depth(depth: int) -> int:
+    if isinstance(depth, bool) or not isinstance(depth, (int, np.integer)) or depth < 1:
+        raise ConfigError("depth", depth, "a positive integer")
+    return int(depth)
+
+
+def top_by_tie_rule(scores: np.ndarray, depth: int, id_order: np.ndarray, keep: np.ndarray) -> np.ndarray:
+    """Indices of the best ``depth`` entries among ``keep`` (bool), ordered by score desc then chunk id asc.
+
+    ``id_order[i]`` is chunk ``i``'s position in plain string order of the chunk ids, so sorting on it is sorting on
+    the id (``TIE_RULE``).
+    """
+    cand = np.flatnonzero(keep)
+    if cand.size == 0:
+        return cand
+    order = np.lexsort((id_order[cand], -scores[cand].astype(np.float64)))
+    return cand[order[:depth]]
+
+
+class BM25Retriever:
+    """Okapi BM25 over ``chunks`` (see the module docstring for formulas and rules). The index is built once here."""
+
+    name = "bm25"
+
+    def __init__(
+        self,
+        chunks: Sequence[Chunk],
+        tokenizer: Tokenizer,
+        k1: float = 0.9,
+        b: float = 0.4,
+        impl: str = "bm25s",
+        method: str = "lucene",
+        n_threads: int = 0,
+    ) -> None:
+        if impl not in IMPLS:
+            raise ConfigError("bm25.impl", impl, f"valid options: {', '.join(IMPLS)}")
+        if method not in METHODS:
+            raise ConfigError("bm25.method", method, f"valid options: {', '.join(METHODS)}")
+        if impl not in METHODS[method]:
+            ok = [m for m, impls in METHODS.items() if impl in impls]
+            raise ConfigError("bm25.method", method, f"impl {impl} supports: {', '.join(ok)}")
+        if not (isinstance(k1, (int, float)) and k1 >= 0 and math.isfinite(k1)):
+            raise ConfigError("bm25.k1", k1, "a finite number >= 0 (Anserini's default is 0.9)")
+        if not (isinstance(b, (int, float)) and 0 <= b <= 1):
+            raise ConfigError("bm25.b", b, "a number in [0, 1] (Anserini's default is 0.4)")
+        self.chunks = list(chunks)
+        self.tokenizer = tokenizer
+        self.k1, self.b, self.impl, self.method = float(k1), float(b), impl, method
+        self.n_threads = n_threads
+        self.stats: dict[str, float] = {}
+        self._chunks_sha256 = chunks_sha256(self.chunks)
+        ids = np.array([c.chunk_id for c in self.chunks], dtype=object)
+        self._id_order = np.empty(len(ids), dtype=np.int64)
+        self._id_order[np.argsort(ids, kind="stable")] = np.arange(len(ids))
+
+        t0 = time.perf_counter()
+        corpus_tokens = tokenizer.tokenize_many(c.text for c in self.chunks)
+        t1 = time.perf_counter()
+        self._vocab: dict[str, Any] = {}
+        self._bm25: Any = None
+        self._rb: Any = None
+        if any(corpus_tokens):  # an index needs at least one term; otherwise every search is empty
+            if impl == "bm25s":
+                self._build_bm25s(corpus_tokens)
+            else:
+                self._build_rank_bm25(corpus_tokens)
+        t2 = time.perf_counter()
+        self.stats.update(
+            tokenize_seconds=t1 - t0,
+            index_seconds=t2 - t0,
+            n_chunks=len(self.chunks),
+            vocab_size=len(self._vocab),
+            search_seconds=0.0,
+        )
+
+    # -- building ----------------------------------------------------------------------------------------------------
+    def _build_bm25s(self, corpus_tokens: list[list[str]]) -> None:
+        import bm25s
+
+        bm = bm25s.BM25(k1=self.k1, b=self.b, method=self.method)
+        bm.index(corpus_tokens, show_progress=False)
+        self._bm25 = bm
+        self._vocab = {t: i for t, i in bm.vocab_dict.items() if t != ""}
+
+    def _build_rank_bm25(self, corpus_tokens: list[list[str]]) -> None:
+        from rank_bm25 import BM25Okapi
+
+        # rank_bm25 divides by the mean document length: an all-empty corpus was excluded by the caller.
+        rb = BM25Okapi(corpus_tokens, k1=self.k1, b=self.b, epsilon=0.0)
+        if self.method == "lucene":
+            n = rb.corpus_size
+            df: dict[str, int] = {}
+            for freqs in rb.doc_freqs:
+                for t in freqs:
+                    df[t] = df.get(t, 0) + 1
+            rb.idf = {t: math.log(1.0 + (n - f + 0.5) / (f + 0.5)) for t, f in df.items()}
+        self._rb = rb
+        self._vocab = {t: i for i, t in enumerate(sorted(rb.idf))}
+
+    # -- protocol ----------------------------------------------------------------------------------------------------
+    def fingerprint(self) -> dict[str, object]:
+        lib = "bm25s" if self.impl == "bm25s" else "rank-bm25"
+        try:
+            lib_version: str | None = metadata.version(lib)
+        except metadata.PackageNotFoundError:
+            lib_version = None
+        return {
+            "name": self.name,
+            "impl": self.impl,
+            "impl_version": lib_version,
+            "method": self.method,
+            "k1": self.k1,
+            "b": self.b,
+            "zero_score_rule": "drop",
+            "tokenizer": self.tokenizer.fingerprint(),
+            "n_chunks": len(self.chunks),
+            "chunks_sha256": self._chunks_sha256,
+        }
+
+    def search(self, queries: Sequence[Query], depth: int, allowed: np.ndarray | None = None) -> Run:
+        """Top-``depth`` chunks per query (see the module docstring: zero scores dropped, mask applied inside)."""
+        depth = check_depth(depth)
+        mask = check_mask(allowed, len(self.chunks))
+        t0 = time.perf_counter()
+        results: dict[str, list[Hit]] = {q.qid: [] for q in queries}
+        # Terms absent from the index can never score; a query left with none has no results.
+        q_terms = [[t for t in self.tokenizer.tokenize(q.text) if t in self._vocab] for q in queries]
+        todo = [i for i, terms in enumerate(q_terms) if terms]
+        if todo and (mask is None or mask.any()):
+            if self.impl == "bm25s":
+                ranked = self._search_bm25s([q_terms[i] for i in todo], depth, mask)
+            else:
+                ranked = self._search_rank_bm25([q_terms[i] for i in todo], depth, mask)
+            for i, (idx, sc) in zip(todo, ranked, strict=True):
+                results[queries[i].qid] = [self._hit(int(j), float(s)) for j, s in zip(idx, sc, strict=True)]
+        self.stats["search_seconds"] = self.stats.get("search_seconds", 0.0) + time.perf_counter() - t0
+        meta = {
+            "retriever": self.name,
+            "fingerprint": self.fingerprint(),
+            "tie_rule": TIE_RULE,
+            "depth": depth,
+        }
+        return Run(self.name, results, meta)
+
+    # -- searching ---------------------------------------------------------------------------------------------------
+    def _hit(self, i: int, score: float) -> Hit:
+        c = self.chunks[i]
+        return Hit(c.chunk_id, c.doc_id, score, c.version)
+
+    def _search_bm25s(
+        self, q_terms: list[list[str]], depth: int, mask: np.ndarray | None
+    ) -> list[tuple[np.ndarray, np.ndarray]]:
+        n = len(self.chunks)
+        k = min(depth + 1, n)  # one extra to see whether the cut-off falls inside a tie
+        weight = None if mask is None else mask.astype(self._bm25.dtype)
+        docs, scores = self._bm25.retrieve(
+            q_terms, k=k, sorted=True, show_progress=False, n_threads=self.n_threads, weight_mask=weight
+        )
+        out = []
+        for terms, d_row, s_row in zip(q_terms, docs, scores, strict=True):
+            if k > depth and s_row[depth - 1] > 0 and s_row[depth - 1] == s_row[depth]:
+                full = self._bm25.get_scores(terms, weight_mask=weight)
+                idx = top_by_tie_rule(full, depth, self._id_order, full > 0)
+                out.append((idx, full[idx]))
+                continue
+            keep = s_row > 0
+            d_row, s_row = d_row[keep], s_row[keep]
+            order = np.lexsort((self._id_order[d_row], -s_row.astype(np.float64)))[:depth]
+            out.append((d_row[order], s_row[order]))
+        return out
+
+    def _search_rank_bm25(
+        self, q_terms: list[list[str]], depth: int, mask: np.ndarray | None
+    ) -> list[tuple[np.ndarray, np.ndarray]]:
+        out = []
+        for terms in q_terms:
+            full = np.asarray(self._rb.get_scores(terms), dtype=np.float64) / (self.k1 + 1.0)
+            keep = full > 0
+            if mask is not None:
+                keep &= mask
+            idx = top_by_tie_rule(full, depth, self._id_order, keep)
+            out.append((idx, full[idx]))
+        return out

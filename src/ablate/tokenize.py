@@ -1,0 +1,251 @@
+"""Lexical tokenization for BM25: English words, Chinese (jieba) words and identifiers kept whole.
+
+The rules are keyed on the *script of each token*, never on a guess about the whole text, so a word that appears in
+a query and in a document always becomes the same tokens, whatever language the two texts were detected as:
+
+1. **Normalise.** Unicode NFKC (full-width ``ＩＮＶ－１０２`` becomes ``INV-102``), typographic apostrophes become
+   ``'``.
+2. **Split by script.** Runs of Han ideographs go to jieba; everything else is matched by a word pattern (runs of
+   letters/digits, joined by ``-``, ``.``, ``/`` or ``_``). Punctuation, symbols and whitespace never become tokens,
+   so the Chinese "stopword/punct" list only needs words.
+3. **Identifiers.** A joined run is an *identifier* when it contains a digit (``INV-102``, ``4.2-a``, ``A-17/3``,
+   ``ISO-9001``, ``v2.1``, ``COVID-19``) or is a mixed-case / acronym code (``SARS-CoV``, ``ISO-IEC``, ``MAX_VALUE``:
+   some part has an upper-case letter after its first character). An identifier is emitted **whole** (lowercased,
+   never stemmed, never a stopword) **and also as its parts**, each part treated like an ordinary word. Why both:
+   the whole token makes an exact code match outscore a near miss (query ``INV-102`` shares ``inv-102`` and ``102``
+   with the right document but only ``inv`` with ``INV-120``), while the parts let ``ISO 9001`` or ``clause 4.2``
+   still match ``ISO-9001`` / ``4.2-a``. The cost is one extra token per identifier occurrence (slightly longer
+   documents), which BM25's length normalisation absorbs. A joined run that is *not* an identifier (``well-known``,
+   ``e.g``, ``x-ray``) is just its parts.
+4. **Words.** Lowercased (``lowercase=True``); a trailing possessive ``'s`` is dropped and other apostrophes removed
+   (``patient's`` → ``patient``, ``don't`` → ``dont``), as Lucene's EnglishPossessiveFilter does; stopwords removed
+   (checked case-insensitively, before stemming, as in Lucene's analysis chain); then stemmed with PyStemmer when
+   ``stemmer`` names a Snowball algorithm (``"english"`` = Porter2, ``"porter"`` = the original Porter stemmer that
+   Lucene's ``EnglishAnalyzer`` and Anserini use).
+5. **Chinese.** Han runs are segmented by a private, lazily initialised jieba tokenizer (no log output; a private
+   instance so words other code adds to jieba's global dictionary cannot change our tokens). Mode ``"search"``
+   (``cut_for_search``, the default) also emits the shorter words inside long ones (``中华人民共和国`` →
+   ``中华``, ``华人``, ``人民``, ``共和``, ``共和国``, ``中华人民共和国``), which is what jieba recommends for search
+   indexing: a query ``人民`` still matches. ``"precise"`` uses ``lcut`` (one segmentation). Stemming never applies
+   to Han tokens.
+
+``language`` only chooses which stopword lists are active: ``"en"`` the English list; ``"zh"`` the Chinese list
+*and* the English one (Chinese corpora are full of English words); ``"auto"`` picks per text with
+:func:`detect_language` (Han ideographs > 20% of the non-space characters → ``zh``). Because both lists are keyed on
+script, ``auto`` can only differ from ``zh`` by keeping a Chinese stopword inside a mostly-English text.
+
+The English list is Lucene's ``EnglishAnalyzer.ENGLISH_STOP_WORDS_SET`` (33 words), the list Anserini/Pyserini use for
+the BEIR BM25 baselines, so our figures are comparable with theirs.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+import unicodedata
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from importlib import metadata
+from typing import Any, Literal
+
+from ablate.errors import ConfigError
+
+#: Bump when any rule above changes: it is part of :meth:`Tokenizer.fingerprint`, so BM25 cache keys change too.
+TOKENIZER_VERSION = "ablate-tokenizer/1"
+
+LANGUAGES = ("en", "zh", "auto")
+JIEBA_MODES = ("search", "precise")
+
+#: Lucene's EnglishAnalyzer default stop set (also bm25s' ``STOPWORDS_EN`` and Anserini's default).
+ENGLISH_STOPWORDS = frozenset(
+    """a an and are as at be but by for if in into is it no not of on or such that the their then there these they
+    this to was will with""".split()
+)
+
+#: A small Chinese list: particles, pronouns, conjunctions and question words that carry no topic.
+CHINESE_STOPWORDS = frozenset(
+    """的 地 得 了 着 过 和 与 及 或 而 并 且 也 都 就 还 又 才 是 为 在 于 以 之 其 此 该 这 那 这个 那个 这些 那些
+    这样 那样 一个 一些 一种 有 没有 被 把 让 给 对 从 向 由 将 跟 比 等 等等 吗 呢 吧 啊 呀 哦 嘛 么 个 我 你 他 她 它
+    我们 你们 他们 她们 它们 自己 什么 怎么 怎样 如何 哪 哪个 哪些 哪里 多少 几 为什么 是否 吗 可以 可 能 会 要 应 应该
+    所 所以 因为 如果 但 但是 而且 或者 以及 然后 其中 其他 各 每 很 非常 更 最 已 已经 不 没 请""".split()
+)
+
+#: Threshold of :func:`detect_language`: share of Han ideographs among non-space characters (as corpus.py uses).
+ZH_SHARE = 0.2
+
+_HAN = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0002ebef\U00030000-\U0003134f"
+_ALNUM = rf"[^\W_{_HAN}]"  # a letter or digit of any script except Han
+_SEP = "-./_"
+_TOKEN_RE = re.compile(
+    rf"(?P<han>[{_HAN}]+)"
+    rf"|(?P<word>{_ALNUM}+(?:'{_ALNUM}+)*(?:[{re.escape(_SEP)}]{_ALNUM}+(?:'{_ALNUM}+)*)*)"
+)
+_SPLIT_RE = re.compile(rf"[{re.escape(_SEP)}]")
+_HAN_CHAR_RE = re.compile(rf"[{_HAN}]")
+_APOSTROPHES = str.maketrans({"\u2019": "'", "\u2018": "'", "\u02bc": "'", "\uff07": "'"})
+
+
+def han_share(text: str) -> float:
+    """Share of Han ideographs among the non-space characters of ``text`` (0 for an empty text)."""
+    n = sum(1 for c in text if not c.isspace())
+    return len(_HAN_CHAR_RE.findall(text)) / n if n else 0.0
+
+
+def detect_language(texts: str | Iterable[str]) -> Literal["en", "zh"]:
+    """``"zh"`` when Han ideographs are more than 20% of the non-space characters of ``texts`` (pooled), else ``"en"``.
+
+    Pooling counts every character once, so a corpus of long English documents with a few Chinese titles stays
+    ``"en"``. Accepts one text or many.
+    """
+    if isinstance(texts, str):
+        texts = (texts,)
+    han = total = 0
+    for t in texts:
+        han += len(_HAN_CHAR_RE.findall(t))
+        total += sum(1 for c in t if not c.isspace())
+    return "zh" if total and han / total > ZH_SHARE else "en"
+
+
+def is_identifier(run: str) -> bool:
+    """True for a joined run that is a code rather than a compound word (see rule 3 of the module docstring)."""
+    parts = _SPLIT_RE.split(run)
+    if len(parts) < 2:
+        return False
+    if any(c.isdigit() for c in run):
+        return True
+    return any(any(c.isupper() for c in p[1:]) for p in parts)
+
+
+# -- jieba: one private instance, initialised once, quietly ---------------------------------------------------------
+_jieba_lock = threading.Lock()
+_jieba_tok: Any = None
+
+
+def _jieba() -> Any:
+    global _jieba_tok
+    if _jieba_tok is None:
+        with _jieba_lock:
+            if _jieba_tok is None:
+                import jieba
+
+                jieba.setLogLevel(logging.WARNING)  # "Building prefix dict ..." goes to jieba's own logger
+                tok = jieba.Tokenizer()
+                tok.initialize()
+                _jieba_tok = tok
+    return _jieba_tok
+
+
+# -- stemmers: PyStemmer objects are not thread-safe, so one per thread and algorithm ---------------------------------
+_stemmers = threading.local()
+
+
+def _stemmer(name: str) -> Any:
+    cache = getattr(_stemmers, "by_name", None)
+    if cache is None:
+        cache = _stemmers.by_name = {}
+    st = cache.get(name)
+    if st is None:
+        import Stemmer
+
+        st = cache[name] = Stemmer.Stemmer(name)
+    return st
+
+
+def _version(dist: str) -> str | None:
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+@dataclass(frozen=True)
+class Tokenizer:
+    """Turns text into BM25 terms by the rules in the module docstring. Deterministic; safe to share across threads.
+
+    ``stemmer`` is a PyStemmer (Snowball) algorithm name such as ``"english"`` or ``"porter"``; ``None`` = no stemming.
+    """
+
+    language: Literal["en", "zh", "auto"] = "en"
+    lowercase: bool = True
+    stopwords: bool = True
+    stemmer: str | None = None
+    jieba_mode: Literal["search", "precise"] = "search"
+
+    def __post_init__(self) -> None:
+        if self.language not in LANGUAGES:
+            raise ConfigError("tokenizer.language", self.language, f"valid options: {', '.join(LANGUAGES)}")
+        if self.jieba_mode not in JIEBA_MODES:
+            raise ConfigError(
+                "tokenizer.jieba_mode", self.jieba_mode, f"valid options: {', '.join(JIEBA_MODES)}"
+            )
+        if self.stemmer is not None:
+            import Stemmer
+
+            algos = Stemmer.algorithms()
+            if self.stemmer not in algos:
+                raise ConfigError(
+                    "bm25.stemmer",
+                    self.stemmer,
+                    f"valid options: null (no stemming), {', '.join(sorted(algos))}",
+                )
+
+    # -- public API ------------------------------------------------------------------------------------------------
+    def tokenize(self, text: str) -> list[str]:
+        """Terms of one text, in text order (an identifier's whole form comes just before its parts)."""
+        text = unicodedata.normalize("NFKC", text).translate(_APOSTROPHES)
+        lang = self.language if self.language != "auto" else detect_language(text)
+        zh_stop = self.stopwords and lang == "zh"
+        out: list[str] = []
+        for m in _TOKEN_RE.finditer(text):
+            run = m.group()
+            if m.lastgroup == "han":
+                for w in self._segment(run):
+                    if not (zh_stop and w in CHINESE_STOPWORDS):
+                        out.append(w)
+                continue
+            if is_identifier(run):
+                out.append(run.lower() if self.lowercase else run)
+            for part in _SPLIT_RE.split(run):
+                w = self._word(part)
+                if w:
+                    out.append(w)
+        return out
+
+    def tokenize_many(self, texts: Iterable[str]) -> list[list[str]]:
+        """:meth:`tokenize` over many texts (order kept)."""
+        return [self.tokenize(t) for t in texts]
+
+    __call__ = tokenize
+
+    def fingerprint(self) -> dict[str, object]:
+        """Everything that determines the tokens: parameters, rule version and the versions of jieba / PyStemmer."""
+        return {
+            "version": TOKENIZER_VERSION,
+            "language": self.language,
+            "lowercase": self.lowercase,
+            "stopwords": self.stopwords,
+            "stemmer": self.stemmer,
+            "jieba_mode": self.jieba_mode,
+            "jieba": _version("jieba"),
+            "pystemmer": _version("PyStemmer") if self.stemmer else None,
+        }
+
+    # -- internals -------------------------------------------------------------------------------------------------
+    def _word(self, part: str) -> str:
+        if "'" in part:
+            if part[-2:].lower() == "'s":
+                part = part[:-2]
+            part = part.replace("'", "")
+        if not part or (self.stopwords and part.lower() in ENGLISH_STOPWORDS):
+            return ""
+        if self.lowercase:
+            part = part.lower()
+        if self.stemmer is not None:
+            part = _stemmer(self.stemmer).stemWord(part)
+        return part
+
+    def _segment(self, run: str) -> Sequence[str]:
+        tok = _jieba()
+        words = tok.lcut_for_search(run) if self.jieba_mode == "search" else tok.lcut(run)
+        return [w for w in words if w.strip()]
