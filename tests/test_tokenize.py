@@ -157,3 +157,8 @@ def test_bad_settings_raise_config_error():
         Tokenizer("fr")  # type: ignore[arg-type]
     with pytest.raises(ConfigError, match="porter"):  # the message lists the valid algorithms
         Tokenizer("en", stemmer="klingon")
+
+
+def test_stemming_never_yields_an_empty_token():
+    toks = Tokenizer("en", stemmer="porter").tokenize("U.S. data on the patients' s-values")
+    assert "" not in toks and toks == ["u", "data", "patient", "valu"]

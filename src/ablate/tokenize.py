@@ -77,10 +77,8 @@ ZH_SHARE = 0.2
 _HAN = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0002ebef\U00030000-\U0003134f"
 _ALNUM = rf"[^\W_{_HAN}]"  # a letter or digit of any script except Han
 _SEP = "-./_"
-_TOKEN_RE = re.compile(
-    rf"(?P<han>[{_HAN}]+)"
-    rf"|(?P<word>{_ALNUM}+(?:'{_ALNUM}+)*(?:[{re.escape(_SEP)}]{_ALNUM}+(?:'{_ALNUM}+)*)*)"
-)
+_TOKEN_RE = re.compile(rf"[{_HAN}]+|{_ALNUM}+(?:['{re.escape(_SEP)}]{_ALNUM}+)*")
+_LATIN_RE = re.compile(rf"[^\W_]+(?:['{re.escape(_SEP)}][^\W_]+)*")  # _TOKEN_RE for texts without Han
 _SPLIT_RE = re.compile(rf"[{re.escape(_SEP)}]")
 _HAN_CHAR_RE = re.compile(rf"[{_HAN}]")
 _APOSTROPHES = str.maketrans({"\u2019": "'", "\u2018": "'", "\u02bc": "'", "\uff07": "'"})
@@ -193,23 +191,44 @@ class Tokenizer:
     # -- public API ------------------------------------------------------------------------------------------------
     def tokenize(self, text: str) -> list[str]:
         """Terms of one text, in text order (an identifier's whole form comes just before its parts)."""
-        text = unicodedata.normalize("NFKC", text).translate(_APOSTROPHES)
+        if not unicodedata.is_normalized("NFKC", text):
+            text = unicodedata.normalize("NFKC", text)
+        text = text.translate(_APOSTROPHES)
+        has_han = _HAN_CHAR_RE.search(text) is not None
         lang = self.language if self.language != "auto" else detect_language(text)
         zh_stop = self.stopwords and lang == "zh"
+        en_stop = ENGLISH_STOPWORDS if self.stopwords else frozenset()
+        lower = self.lowercase
         out: list[str] = []
-        for m in _TOKEN_RE.finditer(text):
-            run = m.group()
-            if m.lastgroup == "han":
-                for w in self._segment(run):
-                    if not (zh_stop and w in CHINESE_STOPWORDS):
-                        out.append(w)
+        fixed: list[
+            tuple[int, str]
+        ] = []  # (position, token) the stemmer must not change: identifiers, Han words
+        # Texts without Han (most) use a simpler, faster pattern; both give the same runs on such texts.
+        for run in (_TOKEN_RE if has_han else _LATIN_RE).findall(text):
+            if run.isalnum():
+                if has_han and _HAN_CHAR_RE.match(run):
+                    for w in self._segment(run):
+                        if not (zh_stop and w in CHINESE_STOPWORDS):
+                            fixed.append((len(out), w))
+                            out.append(w)
+                    continue
+                low = run.lower()  # the common case: a plain word (no separator, no apostrophe)
+                if low not in en_stop:
+                    out.append(low if lower else run)
                 continue
             if is_identifier(run):
-                out.append(run.lower() if self.lowercase else run)
+                whole = run.lower() if lower else run
+                fixed.append((len(out), whole))
+                out.append(whole)
             for part in _SPLIT_RE.split(run):
-                w = self._word(part)
+                w = self._word(part, en_stop)
                 if w:
                     out.append(w)
+        if self.stemmer is not None and out:
+            stemmed = _stemmer(self.stemmer).stemWords(out)
+            for i, w in fixed:
+                stemmed[i] = w
+            out = [w for w in stemmed if w]  # Porter stems a lone "s" (``U.S``, ``patients' s``) to nothing
         return out
 
     def tokenize_many(self, texts: Iterable[str]) -> list[list[str]]:
@@ -232,18 +251,15 @@ class Tokenizer:
         }
 
     # -- internals -------------------------------------------------------------------------------------------------
-    def _word(self, part: str) -> str:
+    def _word(self, part: str, en_stop: frozenset[str]) -> str:
+        """A part of a joined run, as a word (possessive dropped, apostrophes removed, stopword check); unstemmed."""
         if "'" in part:
             if part[-2:].lower() == "'s":
                 part = part[:-2]
             part = part.replace("'", "")
-        if not part or (self.stopwords and part.lower() in ENGLISH_STOPWORDS):
+        if not part or part.lower() in en_stop:
             return ""
-        if self.lowercase:
-            part = part.lower()
-        if self.stemmer is not None:
-            part = _stemmer(self.stemmer).stemWord(part)
-        return part
+        return part.lower() if self.lowercase else part
 
     def _segment(self, run: str) -> Sequence[str]:
         tok = _jieba()

@@ -100,6 +100,15 @@ def top_by_tie_rule(scores: np.ndarray, depth: int, id_order: np.ndarray, keep: 
     return cand[order[:depth]]
 
 
+def hits_of(meta: Sequence[tuple[str, str, str | None]], idx: np.ndarray, scores: np.ndarray) -> list[Hit]:
+    """Hits for chunk positions ``idx`` (already in rank order); ``meta[i]`` = (chunk_id, doc_id, version)."""
+    out = []
+    for i, s in zip(np.asarray(idx).tolist(), np.asarray(scores, dtype=np.float64).tolist(), strict=True):
+        cid, did, ver = meta[i]
+        out.append(Hit(cid, did, s, ver))
+    return out
+
+
 class BM25Retriever:
     """Okapi BM25 over ``chunks`` (see the module docstring for formulas and rules). The index is built once here."""
 
@@ -132,6 +141,7 @@ class BM25Retriever:
         self.n_threads = n_threads
         self.stats: dict[str, float] = {}
         self._chunks_sha256 = chunks_sha256(self.chunks)
+        self._meta = [(c.chunk_id, c.doc_id, c.version) for c in self.chunks]
         ids = np.array([c.chunk_id for c in self.chunks], dtype=object)
         self._id_order = np.empty(len(ids), dtype=np.int64)
         self._id_order[np.argsort(ids, kind="stable")] = np.arange(len(ids))
@@ -215,7 +225,7 @@ class BM25Retriever:
             else:
                 ranked = self._search_rank_bm25([q_terms[i] for i in todo], depth, mask)
             for i, (idx, sc) in zip(todo, ranked, strict=True):
-                results[queries[i].qid] = [self._hit(int(j), float(s)) for j, s in zip(idx, sc, strict=True)]
+                results[queries[i].qid] = hits_of(self._meta, idx, sc)
         self.stats["search_seconds"] = self.stats.get("search_seconds", 0.0) + time.perf_counter() - t0
         meta = {
             "retriever": self.name,
@@ -226,10 +236,6 @@ class BM25Retriever:
         return Run(self.name, results, meta)
 
     # -- searching ---------------------------------------------------------------------------------------------------
-    def _hit(self, i: int, score: float) -> Hit:
-        c = self.chunks[i]
-        return Hit(c.chunk_id, c.doc_id, score, c.version)
-
     def _search_bm25s(
         self, q_terms: list[list[str]], depth: int, mask: np.ndarray | None
     ) -> list[tuple[np.ndarray, np.ndarray]]:

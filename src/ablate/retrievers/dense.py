@@ -42,7 +42,7 @@ import numpy as np
 from ablate.cache import Cache, key_of, sha256_text
 from ablate.errors import ConfigError
 from ablate.models import resolve_model
-from ablate.retrievers.bm25 import check_depth, check_mask, chunks_sha256, top_by_tie_rule
+from ablate.retrievers.bm25 import check_depth, check_mask, chunks_sha256, hits_of, top_by_tie_rule
 from ablate.types import TIE_RULE, Chunk, Hit, Query, Run
 
 #: Bump when the encoding procedure changes (it is part of every cache key).
@@ -111,6 +111,7 @@ class DenseRetriever:
             "search_seconds": 0.0,
         }
         self._chunks_sha256 = chunks_sha256(self.chunks)
+        self._meta = [(c.chunk_id, c.doc_id, c.version) for c in self.chunks]
         ids = np.array([c.chunk_id for c in self.chunks], dtype=object)
         self._id_order = np.empty(len(ids), dtype=np.int64)
         self._id_order[np.argsort(ids, kind="stable")] = np.arange(len(ids))
@@ -197,12 +198,11 @@ class DenseRetriever:
                 if k > depth and valid[depth] and s_row[depth - 1] == s_row[depth]:
                     full = self._emb @ qemb[qi]
                     top = top_by_tie_rule(full, depth, self._id_order, keep_all)
-                    pairs = zip(top, full[top], strict=True)
+                    results[q.qid] = hits_of(self._meta, top, full[top])
                 else:
                     i_row, s_row = i_row[valid], s_row[valid]
                     order = np.lexsort((self._id_order[i_row], -s_row.astype(np.float64)))[:depth]
-                    pairs = zip(i_row[order], s_row[order], strict=True)
-                results[q.qid] = [self._hit(int(i), float(s)) for i, s in pairs]
+                    results[q.qid] = hits_of(self._meta, i_row[order], s_row[order])
         self.stats["search_seconds"] += time.perf_counter() - t0
         meta = {
             "retriever": self.name,
@@ -213,10 +213,6 @@ class DenseRetriever:
         return Run(self.name, results, meta)
 
     # -- internals ---------------------------------------------------------------------------------------------------
-    def _hit(self, i: int, score: float) -> Hit:
-        c = self.chunks[i]
-        return Hit(c.chunk_id, c.doc_id, score, c.version)
-
     def _load_model(self) -> Any:
         if self._model is None:
             from sentence_transformers import SentenceTransformer
