@@ -129,6 +129,16 @@ def specs_from_config(cfg: Any):
 # One job
 
 
+def component_tags(components: dict[str, Any], settings: Any) -> dict[str, str]:
+    """``ablate.fp.<component>`` = sha256 of each component's parameters: what one-factor comparisons check."""
+    from dataclasses import asdict
+
+    from ablate.cache import key_of
+
+    comps = {**components, "eval": asdict(settings)}
+    return {f"ablate.fp.{name}": key_of(value) for name, value in comps.items()}
+
+
 def _sweep_context() -> tuple[str | None, Path | None]:
     """(sweep id, sweep dir) when running under ``-m``, else (None, None)."""
     try:
@@ -208,6 +218,7 @@ def run_job(cfg: Any, launch_dir: str | None = None) -> dict[str, Any]:
             "ablate.split": split,
             "ablate.corpus": snapshot.name,
             "ablate.identity": spec.identity or "none",
+            **component_tags(result.components, settings),
         })
         metrics = metrics_for(result, bootstrap=int(cfg.stats.bootstrap), seed=int(cfg.stats.seed))
         tracker.log_metrics(run_id, metrics)

@@ -31,7 +31,7 @@ def headline_cis(result: Any, bootstrap: int, seed: int) -> dict[str, tuple[floa
     cols = [c for c in pq.columns if "@" in c and not c.startswith("unjudged")]
     if rows.empty or bootstrap <= 0:
         return {}
-    cis = bootstrap_cis(rows, cols, n_resamples=bootstrap, seed=seed)
+    cis = bootstrap_cis(rows, cols, n_resamples=bootstrap, seed=seed, nan_policy="omit")
     return {c.replace("rr@", "mrr@") if c.startswith("rr@") else c: v for c, v in cis.items()}
 
 
@@ -67,10 +67,12 @@ def metrics_for(result: Any, bootstrap: int = 1000, seed: int = 0) -> dict[str, 
 
 def artifacts_for(result: Any, snapshot: Any, config_yaml: str) -> dict[str, str]:
     ev = result.evaluation
+    pq = ev.per_query.copy()
+    pq.insert(0, "tags", [";".join(snapshot.queries[q].tags) if q in snapshot.queries else "" for q in pq.index])
     files = {
         "config.yaml": config_yaml,
         "run.trec": result.run.to_trec(tag=result.variant),
-        "per_query.csv": ev.per_query.to_csv(index=True),
+        "per_query.csv": pq.to_csv(index=True, index_label="qid"),
         "corpus_manifest.json": json.dumps(snapshot.manifest_record(), indent=2, ensure_ascii=False),
         "components.json": json.dumps(result.components, indent=2, ensure_ascii=False, default=str),
         "accounting.json": json.dumps(
