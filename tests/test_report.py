@@ -1,0 +1,359 @@
+"""The ablation report: numbers equal ablate.stats computed directly; flags, baselines, slices, plots; MLflow edge."""
+
+from __future__ import annotations
+
+import math
+import uuid
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from statsmodels.stats.multitest import multipletests
+
+from ablate import report, stats
+from ablate.compare import ComparisonRefused
+from ablate.errors import ConfigError, InputError
+from test_compare import fingerprints, params_for
+
+QIDS = [f"q{i:02d}" for i in range(30)]
+NO_ANSWER = ["q30", "q31", "q32"]
+TAGS = ["exact-id"] * 10 + ["paraphrase"] * 10 + ["multi-hop;paraphrase"] * 5 + [""] * 5 + ["no-answer"] * 3
+# per-variant strength on exact-id and paraphrase questions: A lexical, B semantic, C/D both
+STRENGTH = {"A": (0.85, 0.35), "B": (0.45, 0.75), "C": (0.75, 0.7), "D": (0.8, 0.8), "oracle": (1.0, 1.0)}
+
+
+def per_query(variant: str, seed: int, drop: tuple[str, ...] = (), tags: bool = True) -> pd.DataFrame:
+    rng = np.random.default_rng(seed)
+    ex, para = STRENGTH[variant]
+    base = np.array([ex] * 10 + [para] * 15 + [(ex + para) / 2] * 5)
+    ndcg = np.clip(base + rng.normal(0, 0.15, 30), 0, 1)
+    recall = np.clip(ndcg + rng.normal(0, 0.1, 30), 0, 1)
+    hit = (rng.random(30) < base + 0.1).astype(float)
+    rr = np.where(hit > 0, 1.0 / rng.integers(1, 6, 30), 0.0)
+    df = pd.DataFrame(
+        {
+            "category": ["answerable"] * 30 + ["no_answer"] * 3,
+            "ndcg@10": [*ndcg, *[math.nan] * 3],
+            "recall@10": [*recall, *[math.nan] * 3],
+            "hit@10": [*hit, *[math.nan] * 3],
+            "rr@10": [*rr, *[math.nan] * 3],
+            "judged@10": [1.0] * 33,
+        },
+        index=pd.Index(QIDS + NO_ANSWER, name="qid"),
+    )
+    if tags:
+        df.insert(0, "tags", TAGS)
+    for q in drop:  # a query excluded from this run (missing=exclude): metrics undefined
+        df.loc[q, ["ndcg@10", "recall@10", "hit@10", "rr@10"]] = math.nan
+    return df
+
+
+def record(
+    variant: str,
+    seed: int,
+    name: str | None = None,
+    qrels: str = "q" * 64,
+    split: str = "dev",
+    drop: tuple[str, ...] = (),
+    tags: bool = True,
+    **over: object,
+) -> report.RunRecord:
+    params = params_for(variant, corpus__split=split, **over)
+    run_id = uuid.uuid5(uuid.NAMESPACE_URL, f"ablate-test/{variant}/{seed}").hex
+    rec_tags = {
+        "ablate.variant": variant,
+        "ablate.snapshot": "f" * 64,
+        "ablate.index_snapshot": "s" * 64,
+        "ablate.qrels_hash": qrels,
+        "ablate.split": split,
+        "ablate.corpus": "demo",
+        **{f"ablate.fp.{k}": v for k, v in fingerprints(params).items()},
+    }
+    pq = per_query(variant, seed, drop, tags)
+    scored = pq[pq["category"] == "answerable"]
+    metrics = {"ndcg_at_10": float(scored["ndcg@10"].mean())}
+    return report.RunRecord(run_id, name or variant, params, metrics, rec_tags, pq)
+
+
+def ablation_runs(**c_over: object) -> list[report.RunRecord]:
+    # deliberately not in table order
+    return [record("C", 3, **c_over), record("A", 1), record("D", 4), record("B", 2)]
+
+
+def col(rec: report.RunRecord, c: str) -> pd.Series:
+    return rec.per_query.loc[QIDS, c]
+
+
+def test_numbers_equal_ablate_stats():
+    runs = ablation_runs()
+    rep = report.build_report(runs, plots=False)
+    by = {r.variant: r for r in runs}
+    a = by["A"]
+    t = rep.table.set_index("variant")
+    assert list(t.index) == ["A", "B", "C", "D"] and rep.baseline == a.run_id and rep.kind == "ablation"
+    ps = []
+    for v in ("B", "C", "D"):
+        assert t.loc[v, "n"] == 30
+        for m, c in zip(report.DEFAULT_METRICS, ("ndcg@10", "recall@10", "rr@10", "hit@10"), strict=True):
+            direct = stats.paired_randomization_test(col(by[v], c), col(a, c), n_resamples=10000, seed=0)
+            assert t.loc[v, f"{m}_delta"] == direct.delta
+            assert t.loc[v, f"{m}_p"] == direct.p_value
+            assert (t.loc[v, f"{m}_delta_ci_low"], t.loc[v, f"{m}_delta_ci_high"]) == (
+                direct.ci_low,
+                direct.ci_high,
+            )
+            ps.append(direct.p_value)
+    for v in "ABCD":
+        cis = stats.bootstrap_cis(by[v].per_query.loc[QIDS], ["ndcg@10", "rr@10"], n_resamples=1000, seed=0)
+        assert (t.loc[v, "ndcg@10"], t.loc[v, "ndcg@10_ci_low"], t.loc[v, "ndcg@10_ci_high"]) == cis[
+            "ndcg@10"
+        ]
+        assert (t.loc[v, "mrr@10"], t.loc[v, "mrr@10_ci_low"], t.loc[v, "mrr@10_ci_high"]) == cis["rr@10"]
+    holm = t.loc[["B", "C", "D"], [f"{m}_p_holm" for m in report.DEFAULT_METRICS]].to_numpy().ravel()
+    np.testing.assert_allclose(holm, multipletests(ps, method="holm")[1], rtol=0, atol=1e-12)
+    assert t.loc["A", "role"] == "baseline" and math.isnan(t.loc["A", "ndcg@10_p"])
+    # the markdown is the printed table: words for the changes, no warnings for consistent logged means
+    md = rep.markdown
+    assert "+dense +rrf(k=60, window=100)" in md and "-bm25 +dense" in md and "A (baseline)" in md
+    assert "family of 12 run x metric comparisons" in md
+    assert rep.warnings == [] and all(ch.ok for ch in rep.checks.values())
+
+
+def test_bootstrap_test_option_and_bad_options():
+    runs = ablation_runs()[:2]
+    rep = report.build_report(runs, test="bootstrap", n_resamples=2000, metrics=["ndcg@10"], plots=False)
+    direct = stats.paired_bootstrap_test(
+        col(runs[0], "ndcg@10"), col(runs[1], "ndcg@10"), n_resamples=2000, seed=0
+    )
+    row = rep.table.set_index("variant").loc["C"]
+    assert row["ndcg@10_p"] == direct.p_value and row["ndcg@10_p_holm"] == direct.p_value
+    with pytest.raises(ConfigError, match="options: randomization, bootstrap"):
+        report.build_report(runs, test="ttest")
+    with pytest.raises(ConfigError, match="--metrics"):
+        report.build_report(runs, metrics=["ndcg"])
+    with pytest.raises(InputError, match="no per-query column"):
+        report.build_report(runs, metrics=["ndcg@5"])
+    with pytest.raises(report.ReportError, match="no runs"):
+        report.build_report([])
+
+
+def test_two_factor_run_is_flagged():
+    rep = report.build_report(ablation_runs(bm25__k1=1.2), n_resamples=1000, plots=False)
+    t = rep.table.set_index("variant")
+    assert t.loc["C", "flags"] == "two factors changed: retrievers/fusion and bm25.k1"
+    assert t.loc["D", "flags"] == "" and t.loc["B", "flags"] == ""
+    assert (
+        "[1]" in rep.markdown and "1. C: two factors changed: retrievers/fusion and bm25.k1" in rep.markdown
+    )
+
+
+def test_different_labels_refused_then_forced():
+    runs = ablation_runs(qrels="e" * 64)
+    with pytest.raises(ComparisonRefused) as e:
+        report.build_report(runs, n_resamples=1000, plots=False)
+    assert "e" * 64 in str(e.value) and "q" * 64 in str(e.value) and "--force" in str(e.value)
+    rep = report.build_report(runs, n_resamples=1000, plots=False, force=True)
+    flags = rep.table.set_index("variant").loc["C", "flags"]
+    assert flags.startswith("FORCED: labels differ") and rep.checks[runs[0].run_id].refused
+
+
+def test_test_split_mixed_with_dev_is_loud():
+    runs = [record("A", 1), record("C", 3, split="test", qrels="t" * 64)]
+    rep = report.build_report(runs, n_resamples=1000, plots=False)
+    row = rep.table.set_index("variant").loc["C"]
+    assert row["flags"].startswith("SPLIT MIX") and row["split"] == "test"
+    assert any(w.startswith("SPLIT MIX") for w in rep.warnings) and "SPLIT MIX" in rep.markdown
+
+
+def test_paired_on_common_queries():
+    runs = [record("A", 1), record("C", 3, drop=("q03", "q17"))]
+    rep = report.build_report(runs, n_resamples=1000, metrics=["ndcg@10"], plots=False)
+    row = rep.table.set_index("variant").loc["C"]
+    common = [q for q in QIDS if q not in ("q03", "q17")]
+    direct = stats.paired_randomization_test(
+        runs[1].per_query.loc[common, "ndcg@10"], runs[0].per_query.loc[common, "ndcg@10"], n_resamples=1000
+    )
+    assert row["n"] == 28 and row["ndcg@10_delta"] == direct.delta and row["ndcg@10_p"] == direct.p_value
+    assert "paired on 28 queries" in row["flags"]
+
+
+def sweep_runs() -> list[report.RunRecord]:
+    cells = [(60, 100), (10, 100), (30, 50), (10, 50), (60, 50), (30, 100)]
+    return [record("C", 10 + i, rrf__k=k, retrieval__window=w) for i, (k, w) in enumerate(cells)]
+
+
+def test_baseline_rules():
+    runs = ablation_runs()
+    assert report.build_report(runs, baseline="C", plots=False, n_resamples=100).baseline == runs[0].run_id
+    assert (
+        report.build_report(runs, baseline=runs[3].run_id[:8], plots=False, n_resamples=100).baseline
+        == runs[3].run_id
+    )
+    with pytest.raises(ConfigError, match="--baseline"):
+        report.build_report(runs, baseline="Z", plots=False)
+    no_a = [r for r in runs if r.variant != "A"]
+    rep = report.build_report(no_a, plots=False, n_resamples=100)
+    assert rep.table["variant"].iloc[0] == "B" and rep.baseline == no_a[2].run_id
+    assert "no variant A" in rep.warnings[0]
+
+    sw = sweep_runs()
+    rep = report.build_report(sw, swept=["rrf.k", "retrieval.window"], plots=False, n_resamples=100)
+    base = rep.table.set_index("run_id").loc[rep.baseline]
+    assert rep.kind == "sweep" and (base["rrf.k"], base["retrieval.window"]) == (
+        "10",
+        "50",
+    )  # numeric, not "100"
+    assert list(rep.table["rrf.k"]) == ["10", "10", "30", "30", "60", "60"]
+    assert rep.table["flags"].eq("").all()
+    # the sweep's first cell follows the declared order of the swept params
+    part = [sw[1], sw[2], sw[4]]  # (10,100) (30,50) (60,50)
+    rep = report.build_report(part, swept=["retrieval.window", "rrf.k"], plots=False, n_resamples=100)
+    assert rep.baseline == sw[2].run_id
+    rep = report.build_report(part, swept=["rrf.k", "retrieval.window"], plots=False, n_resamples=100)
+    assert rep.baseline == sw[1].run_id
+    # undeclared: inferred from what differs
+    rep = report.build_report(part, plots=False, n_resamples=100)
+    assert rep.swept == ["retrieval.window", "rrf.k"] and rep.baseline == sw[2].run_id
+    assert rep.labels[sw[1].run_id] == "C retrieval.window=100 rrf.k=10"
+
+
+def test_sweep_flags_unswept_change_and_plots(tmp_path: Path):
+    sw = sweep_runs()
+    sw[5] = record("C", 15, rrf__k=30, retrieval__window=100, bm25__b=0.75)
+    rep = report.build_report(
+        sw, swept=["rrf.k", "retrieval.window"], n_resamples=200, metrics=["ndcg@10", "mrr@10"]
+    )
+    flagged = rep.table[rep.table["flags"] != ""]
+    assert list(flagged["run_id"]) == [sw[5].run_id]
+    assert flagged["flags"].iloc[0] == "two factors changed: rrf.k/retrieval.window and bm25.b"
+    written = rep.write(tmp_path)
+    names = {p.name for p in written}
+    for m in ("ndcg_at_10", "mrr_at_10"):
+        assert {f"sweep_{m}_vs_rrf.k.png", f"sweep_{m}_vs_retrieval.window.png"} <= names
+    assert {"metrics_bars.png", "ablation.md", "ablation.csv", "slices.md", "slices.csv"} <= names
+    for name in ("metrics_bars.png", "sweep_ndcg_at_10_vs_rrf.k.png"):
+        data = (tmp_path / name).read_bytes()
+        assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 10_000
+    csv = pd.read_csv(tmp_path / "ablation.csv")
+    assert len(csv) == 6 and "ndcg@10_p_holm" in csv.columns
+
+
+def test_slices_table():
+    runs = ablation_runs()
+    rep = report.build_report(runs, n_resamples=100, plots=False)
+    s = rep.slices.set_index(["tag", "variant"])
+    a = runs[1]
+    exact = a.per_query.loc[QIDS[:10]]
+    assert s.loc[("exact-id", "A"), "n_scored"] == 10
+    assert s.loc[("exact-id", "A"), "ndcg@10"] == pytest.approx(exact["ndcg@10"].mean(), abs=1e-15)
+    para = a.per_query.loc[QIDS[10:25]]  # a query with two tags counts in both slices
+    assert s.loc[("paraphrase", "A"), "n_queries"] == 15
+    assert s.loc[("paraphrase", "A"), "mrr@10"] == pytest.approx(para["rr@10"].mean(), abs=1e-15)
+    assert s.loc[("multi-hop", "A"), "n_scored"] == 5
+    assert s.loc[("(untagged)", "A"), "n_queries"] == 5
+    assert s.loc[("no-answer", "A"), "n_queries"] == 3 and s.loc[("no-answer", "A"), "n_scored"] == 0
+    assert math.isnan(s.loc[("no-answer", "A"), "ndcg@10"])
+    assert list(dict.fromkeys(rep.slices["tag"])) == [
+        "exact-id",
+        "multi-hop",
+        "no-answer",
+        "paraphrase",
+        "(untagged)",
+    ]
+    md = rep.slices_markdown
+    assert "## exact-id vs paraphrase" in md and "## ndcg@10" in md
+    ex_a, ex_c = s.loc[("exact-id", "A"), "ndcg@10"], s.loc[("exact-id", "C"), "ndcg@10"]
+    assert f"C vs A on exact-id (ndcg@10): {ex_c:.3f} vs {ex_a:.3f}" in md
+    assert ("fusion may push exact-identifier matches down" in md) == (ex_c < ex_a)
+
+    no_tags = [record("A", 1, tags=False), record("C", 3, tags=False)]
+    rep = report.build_report(no_tags, n_resamples=100, plots=False)
+    assert rep.slices.empty and "no `tags` column" in rep.slices_markdown
+
+
+def test_logged_mean_mismatch_is_a_warning():
+    runs = ablation_runs()[:2]
+    runs[0].metrics["ndcg_at_10"] = 0.123
+    rep = report.build_report(runs, n_resamples=100, plots=False, metrics=["ndcg@10"])
+    assert any("logged ndcg_at_10=0.123000" in w for w in rep.warnings)
+
+
+def test_swept_from_overrides():
+    assert report.swept_from_overrides("variant=A,B,C,D rrf.k=10,30,60 bm25.k1=1.2") == ["variant", "rrf.k"]
+    assert report.swept_from_overrides("retrievers=bm25,hybrid retrieval.window=range(50,150,50)") == [
+        "retrieval.retrievers",
+        "retrieval.window",
+    ]
+    assert report.swept_from_overrides("eval.ks=[1,10] +dense.query_prefix='a,b'") == []
+    assert report.swept_from_overrides("") == []
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# the MLflow edge (one shared sqlite store per session)
+
+
+def log_child(t, exp: str, parent: str, rec: report.RunRecord, with_per_query: bool = True) -> str:
+    with t.run(exp, rec.name, tags={"ablate.variant": rec.variant}, parent_run_id=parent) as rid:
+        t.log_params(rid, rec.params)
+        t.set_tags(rid, rec.tags)
+        t.log_metrics(rid, {"ndcg@10": rec.metrics["ndcg_at_10"]})
+        if with_per_query:
+            t.log_files(rid, {"per_query.csv": rec.per_query.to_csv(index=True, index_label="qid")})
+    return rid
+
+
+def test_report_cli_on_mlflow(mlflow_uri, tmp_path, capsys):
+    from ablate.tracking import Tracker
+
+    t = Tracker(mlflow_uri)
+    exp = f"report-{uuid.uuid4().hex[:8]}"
+    parent = t.start(
+        exp, "sweep x", tags={"ablate.role": "sweep-parent", "ablate.overrides": "variant=A,B,C"}
+    )
+    ids = [log_child(t, exp, parent, record(v, s)) for v, s in (("A", 1), ("B", 2), ("C", 3))]
+    with pytest.raises(RuntimeError):
+        with t.run(exp, "D", parent_run_id=parent):
+            raise RuntimeError("reranker exploded")
+
+    out = tmp_path / "out"
+    rc = report.main(
+        ["--parent", parent, "--tracking-uri", mlflow_uri, "--out", str(out), "--resamples", "1000"]
+    )
+    captured = capsys.readouterr()
+    assert rc == 0, captured.err
+    assert (out / "ablation.md").read_text(encoding="utf-8") in captured.out
+    logged = {a.path for a in t.client.list_artifacts(parent, "report")}
+    assert {
+        f"report/{n}" for n in ("ablation.md", "ablation.csv", "slices.md", "slices.csv", "metrics_bars.png")
+    } <= logged
+    md = (out / "ablation.md").read_text(encoding="utf-8")
+    assert ids[0] in md and "D (" in md and "FAILED: RuntimeError: reranker exploded" in md
+    assert t.client.get_run(parent).data.tags["ablate.report_baseline"] == ids[0]
+
+    # default: the latest sweep parent in the store
+    rc = report.main(
+        ["--tracking-uri", mlflow_uri, "--out", str(tmp_path / "o2"), "--no-log", "--resamples", "100"]
+    )
+    assert rc == 0 and f"(run {ids[0]})" in capsys.readouterr().out
+
+    # errors: one line, exit 2
+    for argv, needle in (
+        (["--parent", "0" * 32], "no run"),
+        (["--experiment", "no-such-experiment"], "no experiment"),
+        (["--parent", ids[0]], "no child runs"),
+    ):
+        assert report.main([*argv, "--tracking-uri", mlflow_uri, "--out", str(tmp_path / "o3")]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("error: ") and needle in err and err.count("\n") == 1
+    missing = tmp_path / "nowhere" / "mlflow.db"
+    assert report.main(["--tracking-uri", f"sqlite:///{missing}"]) == 2
+    assert "no MLflow store" in capsys.readouterr().err
+    assert not missing.exists()
+
+    parent2 = t.start(exp, "sweep y", tags={"ablate.role": "sweep-parent"})
+    log_child(t, exp, parent2, record("A", 1), with_per_query=False)
+    assert (
+        report.main(["--parent", parent2, "--tracking-uri", mlflow_uri, "--out", str(tmp_path / "o4")]) == 2
+    )
+    assert "per_query.csv" in capsys.readouterr().err
