@@ -1022,12 +1022,14 @@ def attach_report(
     test: str = "randomization",
     n_resamples: int = 10000,
     seed: int = 0,
+    bootstrap: int = 1000,
     force: bool = False,
     log: bool = True,
     stream: Any = None,
 ) -> Report:
     """Fetch the runs, build the report, write it to ``out`` (default: ``<sweep dir>/report``), log it to the
-    parent run under ``report/`` and print the ablation table. The call a sweep's end makes."""
+    parent run under ``report/`` and print the ablation table. The call a sweep's end makes; pass the sweep's
+    ``stats.bootstrap`` / ``stats.seed`` as ``bootstrap`` / ``seed`` so the CIs match the logged ones."""
     if test not in TESTS:  # fail before downloading anything
         raise ConfigError("--test", test, "options: " + ", ".join(TESTS))
     metrics = _check_metrics(metrics)
@@ -1039,6 +1041,7 @@ def attach_report(
         test=test,
         n_resamples=n_resamples,
         seed=seed,
+        bootstrap=bootstrap,
         swept=source.swept,
         force=force,
         title=source.title,
