@@ -184,13 +184,15 @@ class DenseRetriever:
             import faiss
 
             k = min(depth + 1, n)  # one extra to see whether the cut-off falls inside a tie
-            params, bits = None, None
+            params = bits = sel = None
             if mask is not None and not mask.all():
                 # bit i of the bitmap = chunk i (faiss reads the least significant bit first)
                 bits = np.packbits(mask, bitorder="little")
-                params = faiss.SearchParameters(sel=faiss.IDSelectorBitmap(n, faiss.swig_ptr(bits)))
+                sel = faiss.IDSelectorBitmap(n, faiss.swig_ptr(bits))
+                params = faiss.SearchParameters()
+                params.sel = sel
             scores, idx = self._index.search(qemb, k, params=params)
-            del bits  # kept alive until the search returned
+            del bits, sel  # the C++ selector points into both: kept alive until the search returned
             keep_all = mask if mask is not None else np.ones(n, dtype=bool)
             for qi, q in enumerate(queries):
                 s_row, i_row = scores[qi], idx[qi]
