@@ -57,10 +57,24 @@ class SweepCallback(Callback):
     def on_multirun_end(self, config: Any, **kwargs: Any) -> None:
         if self.tracker is None or self.parent is None:
             return
+        from ablate.errors import AblateError
+        from ablate.report import attach_report
         from ablate.sweep_summary import summarize_sweep
 
         try:
-            summarize_sweep(self.tracker, self.parent, str(self.sweep_dir), config)
+            table = summarize_sweep(self.tracker, self.parent, str(self.sweep_dir), config, quiet=True)
+            try:
+                attach_report(
+                    self.tracker,
+                    self.parent,
+                    out=self.sweep_dir / "report",
+                    bootstrap=int(config.stats.bootstrap),
+                    seed=int(config.stats.seed),
+                )
+                print(f"report: {self.sweep_dir / 'report'} (also attached to MLflow run {self.parent})")
+            except AblateError as e:  # e.g. a refused comparison must not crash the end of the sweep
+                print(table)
+                print(f"warning: no ablation report: {e}", file=sys.stderr)
         finally:
             from ablate.tracking import _retry
 

@@ -31,11 +31,21 @@ def corpora_dir() -> Path:
     return here.resolve() if here.is_dir() else (Path.cwd() / "corpora").resolve()
 
 
+def datasets_dir() -> Path:
+    """Shared evaluation sets: ``$ABLATE_DATASETS``, else ``../shared/datasets`` beside this checkout."""
+    env = os.environ.get("ABLATE_DATASETS")
+    if env:
+        return Path(env).expanduser().resolve()
+    return (PACKAGE_DIR.parent.parent.parent / "shared" / "datasets").resolve()
+
+
 def _register_resolvers() -> None:
     from omegaconf import OmegaConf
 
     if not OmegaConf.has_resolver("ablate_corpora"):
         OmegaConf.register_new_resolver("ablate_corpora", lambda name: str(corpora_dir() / name))
+    if not OmegaConf.has_resolver("ablate_datasets"):
+        OmegaConf.register_new_resolver("ablate_datasets", lambda name: str(datasets_dir() / name))
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -178,6 +188,7 @@ def run_job(cfg: Any, launch_dir: str | None = None) -> dict[str, Any]:
 
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    _register_resolvers()  # also in joblib workers, which never ran main()
     sweep_id, sweep_dir = _sweep_context()
     corpus_path = cfg.corpus.path
     experiment = _opt(cfg.tracking.experiment) or _opt(cfg.corpus.name) or Path(str(corpus_path)).name
@@ -201,6 +212,7 @@ def run_job(cfg: Any, launch_dir: str | None = None) -> dict[str, Any]:
             chunker,
             language=_opt(cfg.corpus.get("language")),
             name=_opt(cfg.corpus.get("name")),
+            extra_qrels=list(cfg.corpus.get("extra_qrels") or []),
         )
         split = str(cfg.corpus.split)
         cache = Cache(_opt(cfg.cache.dir), enabled=bool(cfg.cache.enabled))

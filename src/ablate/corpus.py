@@ -420,11 +420,14 @@ def load_corpus(
     language: str | None = None,
     qrels_unit: str | None = None,
     name: str | None = None,
+    extra_qrels: Sequence[str] = (),
 ) -> Snapshot:
     """Load, validate and chunk a corpus folder.
 
     ``chunker``/``language``/``qrels_unit`` override the manifest (``corpus.yaml``); BEIR folders without a manifest
-    default to one chunk per document, language auto-detected and document-level qrels.
+    default to one chunk per document, language auto-detected and document-level qrels. ``extra_qrels`` names
+    further judgement files in the folder (e.g. RGB's ``judged_negatives.tsv``) whose lines join the split that
+    already holds their query — judged non-relevant results then count as judged, not unknown.
     """
     root = Path(path).expanduser()
     if not root.is_dir():
@@ -464,6 +467,20 @@ def load_corpus(
     for f in qfiles:
         qrels[f.stem] = load_qrels_tsv(f, unit, queries, known, f.stem)  # type: ignore[arg-type]
 
+    extra = list(extra_qrels) or list(manifest.get("extra_qrels") or [])
+    extra_files: dict[str, str] = {}
+    for rel in extra:
+        f = root / rel
+        if not f.is_file():
+            raise InputError(str(f), "is missing", "fix corpus.extra_qrels (paths relative to the corpus folder)")
+        more = load_qrels_tsv(f, unit, queries, known, f.stem)  # type: ignore[arg-type]
+        extra_files[rel] = more.source_sha256
+        for q in qrels.values():
+            for qid, judged in more.judgements.items():
+                if qid in q.judgements:
+                    for uid, g in judged.items():
+                        q.judgements[qid].setdefault(uid, g)
+
     splits: dict[str, list[str]] = {}
     for split, q in qrels.items():
         splits[split] = list(q.judgements)
@@ -483,6 +500,7 @@ def load_corpus(
                 )
     files = {"corpus.jsonl": _sha_file(root / "corpus.jsonl"), "queries.jsonl": _sha_file(root / "queries.jsonl")}
     files.update({f"qrels/{f.name}": qrels[f.stem].source_sha256 for f in qfiles})
+    files.update(extra_files)
     if (root / "corpus.yaml").exists():
         files["corpus.yaml"] = _sha_file(root / "corpus.yaml")
 

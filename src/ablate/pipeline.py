@@ -33,7 +33,7 @@ class BM25Spec:
     b: float = 0.4
     method: str = "lucene"
     stopwords: bool = True
-    stemmer: str | None = None
+    stemmer: str | None = "porter"
 
 
 @dataclass(frozen=True)

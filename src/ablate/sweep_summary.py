@@ -54,13 +54,18 @@ def summary_table(rows: list[dict[str, Any]]) -> str:
     return format_table(out, cols)
 
 
-def summarize_sweep(tracker: Any, parent_run_id: str, sweep_dir: str, config: Any, stream=None) -> str:
+def summarize_sweep(
+    tracker: Any, parent_run_id: str, sweep_dir: str, config: Any, stream=None, quiet: bool = False
+) -> str:
+    """Attach ``summary.md`` (one row per child, with status) to the parent; print failures (and the table unless
+    ``quiet``: the full report prints its own)."""
     stream = stream or sys.stdout
     rows = child_rows(tracker, parent_run_id)
     table = summary_table(rows)
     split = rows[0]["params"].get("corpus.split", "?") if rows else "?"
     header = f"ablation on split {split!r}: {len(rows)} runs (nDCG@10 with its 95% bootstrap CI over queries)"
-    print("\n" + header + "\n" + table, file=stream)
+    if not quiet:
+        print("\n" + header + "\n" + table, file=stream)
     failed = [r for r in rows if r["status"] != "FINISHED"]
     for r in failed:
         print(f"  {r['variant']} {r['status']}: {r['failure']}", file=stream)
