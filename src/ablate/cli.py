@@ -164,6 +164,14 @@ def _sweep_context() -> tuple[str | None, Path | None]:
     return None, None
 
 
+def _is_number(v: Any) -> bool:
+    try:
+        float(v)
+    except (TypeError, ValueError):
+        return False
+    return True
+
+
 def _git_commit() -> str:
     import subprocess
 
@@ -220,7 +228,11 @@ def run_job(cfg: Any, launch_dir: str | None = None) -> dict[str, Any]:
             "corpus %s: %d documents, %d chunks, split %s with %d queries; variant %s",
             snapshot.name, len(snapshot.documents), len(snapshot.chunks), split, len(snapshot.split_qids(split)), variant,
         )
-        result = run_variant(snapshot, split, spec, settings, cache, show_progress=bool(cfg.progress))
+        thr = _opt(cfg.abstain.threshold)
+        result = run_variant(
+            snapshot, split, spec, settings, cache, show_progress=bool(cfg.progress),
+            abstain_threshold=thr if thr in (None, "dev") else float(thr) if _is_number(thr) else thr,
+        )
         tracker.set_tags(run_id, {
             "ablate.snapshot": snapshot.fingerprint,
             "ablate.index_snapshot": snapshot.content_fingerprint,

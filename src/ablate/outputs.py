@@ -11,6 +11,7 @@ import sys
 from typing import Any
 
 HEADLINE = ("ndcg@10", "recall@10", "hit@10", "mrr@10", "recall@100")
+SLICE_METRICS = ("ndcg@10", "recall@10", "hit@10", "mrr@10")
 
 
 def _num(v: Any) -> float | None:
@@ -54,6 +55,32 @@ def metrics_for(result: Any, bootstrap: int = 1000, seed: int = 0) -> dict[str, 
         f = _num(v)
         if f is not None:
             m[k] = f
+    n_scored = None
+    for k, v in ev.means.items():
+        if k.startswith("hit@") and _num(v) is not None:
+            from ablate.stats import wilson_interval
+
+            pq = ev.per_query
+            col = pq[(pq["category"] == "answerable")][k].dropna() if k in pq else None
+            if col is not None and len(col):
+                n_scored = len(col)
+                _, lo, hi = wilson_interval(int(col.sum()), n_scored)
+                m[f"{k}_wilson_low"], m[f"{k}_wilson_high"] = lo, hi
+    ab = result.abstention
+    if ab is not None:
+        m["abstain_threshold"] = _num(ab.threshold) if ab.threshold is not None else float("nan")
+        for key in ("correct_refusal_rate", "wrong_answer_count", "false_refusal_rate", "balanced_accuracy"):
+            f = _num(getattr(ab, key))
+            if f is not None:
+                m[f"abstain_{key}"] = f
+        m["abstain_n_no_answer"] = float(ab.n_no_answer)
+    for tag, row in result.slices.items():
+        safe = tag.replace("(", "").replace(")", "")
+        for key in SLICE_METRICS:
+            f = _num(row.get(key))
+            if f is not None:
+                m[f"slice_{safe}/{key}"] = f
+        m[f"slice_{safe}/n"] = float(row.get("n", 0))
     for k, v in result.timings.items():
         m[f"time_{k}"] = float(v)
     for k, v in result.counters.items():
@@ -79,8 +106,24 @@ def artifacts_for(result: Any, snapshot: Any, config_yaml: str) -> dict[str, str
             {"accounting": ev.accounting, "permissions": result.permissions}, indent=2, ensure_ascii=False, default=str
         ),
         "unjudged.csv": ev.unjudged.to_csv(index=False),
+        "slices.csv": _slices_csv(result.slices),
     }
+    if result.abstention is not None:
+        from dataclasses import asdict
+
+        abst = {"applied": asdict(result.abstention)}
+        if result.threshold_choice is not None:
+            abst["chosen_on_dev"] = asdict(result.threshold_choice)
+        files["abstention.json"] = json.dumps(abst, indent=2, default=str)
     return files
+
+
+def _slices_csv(slices: dict[str, dict[str, float]]) -> str:
+    import pandas as pd
+
+    if not slices:
+        return ""
+    return pd.DataFrame.from_dict(slices, orient="index").rename_axis("tag").to_csv()
 
 
 def format_table(rows: list[dict[str, Any]], columns: list[str]) -> str:

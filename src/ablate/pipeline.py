@@ -103,6 +103,9 @@ class RunResult:
     counters: dict[str, float] = field(default_factory=dict)
     permissions: dict[str, Any] = field(default_factory=dict)
     candidates: dict[str, Run] = field(default_factory=dict)
+    abstention: Any = None  # ablate.evaluation.AbstentionReport
+    threshold_choice: Any = None  # ablate.evaluation.ThresholdChoice when the threshold was tuned on dev
+    slices: dict[str, dict[str, float]] = field(default_factory=dict)
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -345,9 +348,17 @@ def run_variant(
     cache: Cache,
     source: CandidateSource | None = None,
     show_progress: bool = False,
+    abstain_threshold: float | str | None = None,
+    tune_split: str = "dev",
 ) -> RunResult:
-    """Run one variant on one split and evaluate it."""
-    from ablate.evaluation import evaluate
+    """Run one variant on one split and evaluate it.
+
+    ``abstain_threshold``: refuse a query when its top score is below this number; ``None`` refuses nothing that
+    has a result; ``"dev"`` chooses the threshold on ``tune_split`` with the same variant (balanced accuracy) and
+    applies it unchanged here.
+    """
+    from ablate.evaluation import choose_threshold, evaluate, slice_means, top_scores
+    from ablate.evaluation.abstention import abstention
 
     spec.validate()
     t_start = time.perf_counter()
@@ -386,6 +397,28 @@ def run_variant(
     t0 = time.perf_counter()
     result = evaluate(run, eval_qrels, qids, settings, chunk_to_doc=snapshot.chunk_to_doc)
     timings["eval_seconds"] = time.perf_counter() - t0
+    leaks = _permission_leaks(snapshot, run, groups)
+    perm["leaks"] = leaks
+    choice = None
+    threshold: float | None
+    if abstain_threshold == "dev":
+        if split == tune_split:
+            tuned = result
+            tuned_run = run
+        else:
+            dev = run_variant(snapshot, tune_split, spec, settings, cache, source, show_progress, None, tune_split)
+            tuned, tuned_run = dev.evaluation, dev.run
+        cats = tuned.per_query["category"].to_dict()
+        choice = choose_threshold(top_scores(tuned_run, cats), cats)
+        threshold = choice.threshold
+    elif abstain_threshold is None:
+        threshold = None
+    else:
+        try:
+            threshold = float(abstain_threshold)
+        except (TypeError, ValueError):
+            raise ConfigError("abstain.threshold", abstain_threshold, "give a number, null, or dev") from None
+    abst = abstention(result, run, threshold)
     timings.update(source.timings)
     if "dense" in spec.retrievers:  # explicit zeros: a warm run shows that it encoded nothing
         counters.update({"dense.passages_encoded": 0.0, "dense.queries_encoded": 0.0})
@@ -402,4 +435,16 @@ def run_variant(
         counters=counters,
         permissions=perm,
         candidates=cands,
+        abstention=abst,
+        threshold_choice=choice,
+        slices=slice_means(result, snapshot.queries),
     )
+
+
+def _permission_leaks(snapshot: Snapshot, run: Run, groups: list[str] | None) -> int:
+    """Results the identity may not see (must be 0: filtering happens inside retrieval)."""
+    if groups is None:
+        return 0
+    mask = snapshot.allowed_mask(groups)
+    idx = snapshot.chunk_index
+    return sum(1 for hits in run.results.values() for h in hits if not mask[idx[h.chunk_id]])
