@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ablate.errors import AblateError, ConfigError
+from ablate.heldout import HELD_OUT_SPLITS
 
 log = logging.getLogger("ablate")
 
@@ -184,6 +185,27 @@ def _git_commit() -> str:
         return "unknown"
 
 
+def _heldout_verdict(tracker: Any, experiment: str, run_id: str, result: Any, settings: Any, snapshot: Any,
+                     sweep_id: str | None):
+    from dataclasses import asdict
+
+    from ablate.heldout import PriorTestRun, config_fingerprint, judge_test_run
+
+    cfp = config_fingerprint(result.components, asdict(settings))
+    tracker.set_tags(run_id, {"ablate.config_fp": cfp})
+    filt = (
+        f"tags.`ablate.split` = 'test' and tags.`ablate.index_snapshot` = '{snapshot.content_fingerprint}' "
+        f"and tags.`ablate.qrels_hash` = '{snapshot.split_qrels('test').content_hash()}'"
+    )
+    prior = [
+        PriorTestRun(r.info.run_id, r.data.tags.get("ablate.config_fp", ""), r.data.tags.get("ablate.sweep"),
+                     r.info.start_time)
+        for r in tracker.search([tracker.experiment_id(experiment)], filt)
+        if r.info.run_id != run_id and r.data.tags.get("ablate.config_fp")
+    ]
+    return judge_test_run(prior, cfp, sweep_id)
+
+
 def run_job(cfg: Any, launch_dir: str | None = None) -> dict[str, Any]:
     """Run one configured job inside an MLflow run. Returns the headline metrics (and the run id)."""
     from omegaconf import OmegaConf
@@ -244,6 +266,11 @@ def run_job(cfg: Any, launch_dir: str | None = None) -> dict[str, Any]:
             "ablate.identity": spec.identity or "none",
             **component_tags(result.components, settings),
         })
+        if split in HELD_OUT_SPLITS:
+            verdict = _heldout_verdict(tracker, experiment, run_id, result, settings, snapshot, sweep_id)
+            tracker.set_tags(run_id, verdict.tags())
+            if verdict.message:
+                print(verdict.message, file=sys.stderr)
         metrics = metrics_for(result, bootstrap=int(cfg.stats.bootstrap), seed=int(cfg.stats.seed))
         tracker.log_metrics(run_id, metrics)
         files = artifacts_for(result, snapshot, OmegaConf.to_yaml(cfg, resolve=True))
