@@ -1,0 +1,46 @@
+"""Means per question type (``Query.tags``: ``exact-id``, ``paraphrase``, ``multi-hop``, ``no-answer``, ...).
+
+Rules: a query with several tags is in several slices; a query without tags is in the slice ``"(untagged)"``; each
+slice's means follow the same rule as :attr:`EvalResult.means` (scored answerable queries only, every query weighing
+the same), so a slice of no-answer questions has NaN means and is read from its counts (and scored apart by
+:mod:`ablate.evaluation.abstention`). Queries of the result missing from ``queries`` are in ``"(untagged)"`` too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from ablate.evaluation.core import EvalResult, means_of
+from ablate.types import Query
+
+UNTAGGED = "(untagged)"
+
+
+def slice_means(result: EvalResult, queries: Mapping[str, Query]) -> dict[str, dict[str, float]]:
+    """``tag -> {metric key: mean, ..., "n": queries, "n_answerable": .., "n_scored": .., "n_no_answer": ..,
+    "n_idcg_zero": .., "n_missing_from_run": ..}``, tags in sorted order (``"(untagged)"`` last)."""
+    pq = result.per_query
+    members: dict[str, list[str]] = {}
+    for qid in pq.index:
+        q = queries.get(qid)
+        tags = tuple(dict.fromkeys(q.tags)) if q is not None and q.tags else (UNTAGGED,)
+        for t in tags:
+            members.setdefault(t, []).append(qid)
+    out: dict[str, dict[str, float]] = {}
+    first_k = result.settings.ks[0]
+    for tag in sorted(members, key=lambda t: (t == UNTAGGED, t)):
+        sub = pq.loc[members[tag]]
+        row: dict[str, float] = dict(means_of(sub, result.settings.ks))
+        answerable = sub["category"] == "answerable"
+        row.update(
+            {
+                "n": len(sub),
+                "n_answerable": int(answerable.sum()),
+                "n_scored": int((answerable & sub[f"hit@{first_k}"].notna()).sum()),
+                "n_no_answer": int((sub["category"] == "no_answer").sum()),
+                "n_idcg_zero": int((sub["category"] == "idcg_zero").sum()),
+                "n_missing_from_run": int((sub["status"] == "missing_from_run").sum()),
+            }
+        )
+        out[tag] = row
+    return out
