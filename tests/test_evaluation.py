@@ -31,8 +31,13 @@ def chunks(*ids: str) -> list[Hit]:
 def ev(results, judgements, qids=None, unit="doc", chunk_to_doc=None, **settings):
     run = Run("test", results)
     qrels = Qrels(judgements, unit=unit)
-    return evaluate(run, qrels, list(qids if qids is not None else results), EvalSettings(**settings),
-                    chunk_to_doc=chunk_to_doc)
+    return evaluate(
+        run,
+        qrels,
+        list(qids if qids is not None else results),
+        EvalSettings(**settings),
+        chunk_to_doc=chunk_to_doc,
+    )
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -118,7 +123,9 @@ def test_seed003_unjudged_e_is_reported_as_unknown():
     pq = r.per_query.loc["q"]
     assert pq["unjudged@3"] == 1
     assert pq["judged@3"] == pytest.approx(2 / 3)
-    assert pq["recall@3"] == pytest.approx(2 / 3)  # E scored as non-relevant (nonrelevant rule), still unknown
+    assert pq["recall@3"] == pytest.approx(
+        2 / 3
+    )  # E scored as non-relevant (nonrelevant rule), still unknown
     u = r.unjudged
     assert list(u.columns) == ["qid", "unit_id", "rank", "chunk_id", "doc_id"]
     assert u.to_dict("records") == [{"qid": "q", "unit_id": "E", "rank": 3, "chunk_id": "E#1", "doc_id": "E"}]
@@ -225,8 +232,12 @@ def test_duplicate_results_of_one_document_count_once():
     docs_budget = ev(run, {"q": {"A": 1, "B": 1}}, ks=(2,), budget="docs").per_query.loc["q"]
     assert docs_budget["recall@2"] == 1.0
     # duplicate chunk ids at unit chunk dedup too
-    same = ev({"q": [Hit("A#1", "A", 2.0), Hit("A#1", "A", 1.0), Hit("B#1", "B", 0.5)]},
-              {"q": {"A#1": 1, "B#1": 1}}, unit="chunk", ks=(2,))
+    same = ev(
+        {"q": [Hit("A#1", "A", 2.0), Hit("A#1", "A", 1.0), Hit("B#1", "B", 0.5)]},
+        {"q": {"A#1": 1, "B#1": 1}},
+        unit="chunk",
+        ks=(2,),
+    )
     assert same.per_query.loc["q", "recall@2"] == 0.5
     assert same.per_query.loc["q", "n_units"] == 2
 
@@ -265,7 +276,9 @@ def test_condensed_vs_nonrelevant():
     # unjudged statistics are measured on the full ranking either way
     assert nonrel["unjudged@5"] == cond["unjudged@5"] == 2
     assert nonrel["judged@2"] == cond["judged@2"] == 0.5
-    rx = ev({"q": docs("U", "X", "A")}, {"q": {"A": 1, "X": 0}}, ks=(1,), unjudged="condensed").per_query.loc["q"]
+    rx = ev({"q": docs("U", "X", "A")}, {"q": {"A": 1, "X": 0}}, ks=(1,), unjudged="condensed").per_query.loc[
+        "q"
+    ]
     assert rx["rr@1"] == 0.0  # condensed list is X, A: the judged non-relevant X stays
 
 
@@ -287,8 +300,13 @@ def test_chunk_qrels_lifted_to_documents_with_mapping():
     run = {"q": [Hit("Q#a", "Q", 3.0), Hit("P#a", "P", 2.0), Hit("R#a", "R", 1.0)]}
     r = ev(run, qrels, unit="chunk", chunk_to_doc=c2d, ks=(2, 3))
     assert r.unit == "chunk"
-    lifted = evaluate(Run("t", run), Qrels(qrels, unit="chunk"), ["q"], EvalSettings(ks=(2, 3), unit="doc"),
-                      chunk_to_doc=c2d)
+    lifted = evaluate(
+        Run("t", run),
+        Qrels(qrels, unit="chunk"),
+        ["q"],
+        EvalSettings(ks=(2, 3), unit="doc"),
+        chunk_to_doc=c2d,
+    )
     pq = lifted.per_query.loc["q"]
     assert lifted.unit == "doc"
     assert pq["n_relevant"] == 1  # P (max of its chunks = 2); Q judged 0
@@ -300,19 +318,33 @@ def test_chunk_qrels_lifted_to_documents_with_mapping():
 
 def test_chunk_qrels_at_doc_unit_without_mapping_is_a_config_error():
     with pytest.raises(ConfigError, match="chunk_to_doc"):
-        evaluate(Run("t", {"q": chunks("P#a")}), Qrels({"q": {"P#a": 1}}, unit="chunk"), ["q"],
-                 EvalSettings(unit="doc"))
+        evaluate(
+            Run("t", {"q": chunks("P#a")}),
+            Qrels({"q": {"P#a": 1}}, unit="chunk"),
+            ["q"],
+            EvalSettings(unit="doc"),
+        )
 
 
 def test_judged_chunk_unknown_to_mapping_is_an_input_error():
     with pytest.raises(InputError, match="P#zz"):
-        evaluate(Run("t", {"q": chunks("P#a")}), Qrels({"q": {"P#zz": 1}}, unit="chunk"), ["q"],
-                 EvalSettings(unit="doc"), chunk_to_doc={"P#a": "P"})
+        evaluate(
+            Run("t", {"q": chunks("P#a")}),
+            Qrels({"q": {"P#zz": 1}}, unit="chunk"),
+            ["q"],
+            EvalSettings(unit="doc"),
+            chunk_to_doc={"P#a": "P"},
+        )
 
 
 def test_doc_qrels_at_chunk_unit_is_refused_naming_both_units():
     with pytest.raises(ConfigError) as e:
-        evaluate(Run("t", {"q": chunks("P#a")}), Qrels({"q": {"P": 1}}, unit="doc"), ["q"], EvalSettings(unit="chunk"))
+        evaluate(
+            Run("t", {"q": chunks("P#a")}),
+            Qrels({"q": {"P": 1}}, unit="doc"),
+            ["q"],
+            EvalSettings(unit="chunk"),
+        )
     msg = str(e.value)
     assert "'doc'" in msg and "chunk" in msg and "Fix" in msg
 
@@ -334,14 +366,24 @@ def test_result_columns_means_keys_and_json():
     assert {"category", "status", "n_relevant", "n_results", "n_units"} <= cols
     for m in ("hit", "recall", "rr", "ndcg", "judged", "complete", "unjudged"):
         assert {f"{m}@1", f"{m}@3"} <= cols
-    assert set(r.means) == {f"{m}@{k}" for m in ("hit", "recall", "mrr", "ndcg", "judged", "complete", "unjudged")
-                            for k in (1, 3)}
+    assert set(r.means) == {
+        f"{m}@{k}" for m in ("hit", "recall", "mrr", "ndcg", "judged", "complete", "unjudged") for k in (1, 3)
+    }
     d = json.loads(r.to_json(per_query=True))
     assert d["ndcg@3"] == r.means["ndcg@3"]
     assert d["accounting"]["total"] == 3 and d["tie_rule"] == r.tie_rule and d["unit"] == "doc"
     assert len(d["per_query"]) == 3
-    assert set(r.accounting["rules"]) >= {"budget", "unjudged", "no_answer", "idcg_zero", "missing_from_run",
-                                          "fewer_than_k", "empty_result", "judged", "ranking"}
+    assert set(r.accounting["rules"]) >= {
+        "budget",
+        "unjudged",
+        "no_answer",
+        "idcg_zero",
+        "missing_from_run",
+        "fewer_than_k",
+        "empty_result",
+        "judged",
+        "ranking",
+    }
 
 
 def test_json_has_no_nan():

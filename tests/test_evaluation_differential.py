@@ -56,8 +56,10 @@ def cases(draw):
     judgements: dict[str, dict[str, int]] = {}
     for i in range(nq):
         ids = draw(st.lists(st.sampled_from(pool), unique=True, max_size=12))
-        scores = sorted(draw(st.lists(st.integers(1, 10**6), unique=True, min_size=len(ids), max_size=len(ids))),
-                        reverse=True)
+        scores = sorted(
+            draw(st.lists(st.integers(1, 10**6), unique=True, min_size=len(ids), max_size=len(ids))),
+            reverse=True,
+        )
         run[f"q{i}"] = [Hit(d, d, float(s)) for d, s in zip(ids, scores, strict=True)]
         j = draw(st.dictionaries(st.sampled_from(pool), st.integers(0, 3), min_size=1, max_size=10))
         first = next(iter(j))
@@ -72,14 +74,22 @@ def to_trec(run: dict[str, list[Hit]], k: int | None = None) -> dict[str, dict[s
 
 def compare_with_pytrec_eval(run, judgements):
     qids = list(run)
-    ours = evaluate(Run("r", run), Qrels(judgements, unit="doc"), qids, EvalSettings(ks=KS, gain="linear")).per_query
+    ours = evaluate(
+        Run("r", run), Qrels(judgements, unit="doc"), qids, EvalSettings(ks=KS, gain="linear")
+    ).per_query
     kstr = ",".join(map(str, KS))
-    ref = pytrec_eval.RelevanceEvaluator(judgements, {f"ndcg_cut.{kstr}", f"recall.{kstr}"}).evaluate(to_trec(run))
+    ref = pytrec_eval.RelevanceEvaluator(judgements, {f"ndcg_cut.{kstr}", f"recall.{kstr}"}).evaluate(
+        to_trec(run)
+    )
     for q in qids:
         for k in KS:
             # pytrec_eval omits queries with an empty ranking: their values are 0
-            assert ours.loc[q, f"ndcg@{k}"] == pytest.approx(ref.get(q, {}).get(f"ndcg_cut_{k}", 0.0), abs=TOL)
-            assert ours.loc[q, f"recall@{k}"] == pytest.approx(ref.get(q, {}).get(f"recall_{k}", 0.0), abs=TOL)
+            assert ours.loc[q, f"ndcg@{k}"] == pytest.approx(
+                ref.get(q, {}).get(f"ndcg_cut_{k}", 0.0), abs=TOL
+            )
+            assert ours.loc[q, f"recall@{k}"] == pytest.approx(
+                ref.get(q, {}).get(f"recall_{k}", 0.0), abs=TOL
+            )
     rr_eval = pytrec_eval.RelevanceEvaluator(judgements, {"recip_rank"})
     for k in KS:  # trec_eval's recip_rank has no cutoff: truncate the run to K first
         ref_k = rr_eval.evaluate(to_trec(run, k))
@@ -98,8 +108,12 @@ def ranx_ndcg_burges(run, judgements, ks):
     rrun = RRun(nonempty)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        revaluate(RQrels({q: judgements[q] for q in nonempty}), rrun, [f"ndcg_burges@{k}" for k in ks],
-                  return_mean=False)
+        revaluate(
+            RQrels({q: judgements[q] for q in nonempty}),
+            rrun,
+            [f"ndcg_burges@{k}" for k in ks],
+            return_mean=False,
+        )
     return {k: {q: float(v) for q, v in rrun.scores[f"ndcg_burges@{k}"].items()} for k in ks}
 
 
@@ -147,10 +161,14 @@ def test_pytrec_eval_relevance_level_2_for_recall_and_rr():
     qids = list(run)
     ours = evaluate(Run("r", run), Qrels(judgements), qids, EvalSettings(ks=KS, relevance_level=2)).per_query
     ref = pytrec_eval.RelevanceEvaluator(judgements, {"recall.20"}, relevance_level=2).evaluate(to_trec(run))
-    rr = pytrec_eval.RelevanceEvaluator(judgements, {"recip_rank"}, relevance_level=2).evaluate(to_trec(run, 20))
+    rr = pytrec_eval.RelevanceEvaluator(judgements, {"recip_rank"}, relevance_level=2).evaluate(
+        to_trec(run, 20)
+    )
     checked = 0
     for q in qids:
-        if ours.loc[q, "category"] != "answerable":  # no grade >= 2: idcg_zero, scored apart (pytrec_eval gives 0)
+        if (
+            ours.loc[q, "category"] != "answerable"
+        ):  # no grade >= 2: idcg_zero, scored apart (pytrec_eval gives 0)
             assert not any(g >= 2 for g in judgements[q].values())
             continue
         checked += 1
@@ -223,14 +241,20 @@ def chunk_cases(draw):
         picks = draw(st.lists(st.tuples(st.sampled_from(docs_pool), st.integers(0, 3)), max_size=14))
         chunk_ids = dedup([f"{d}#{c}" for d, c in picks])
         run[f"q{i}"] = [Hit(c, c.split("#")[0], float(100 - n)) for n, c in enumerate(chunk_ids)]
-        judgements[f"q{i}"] = draw(st.dictionaries(st.sampled_from(docs_pool), st.integers(-1, 3), max_size=6))
+        judgements[f"q{i}"] = draw(
+            st.dictionaries(st.sampled_from(docs_pool), st.integers(-1, 3), max_size=6)
+        )
     return run, judgements
 
 
 def check_against_reference(run, judgements, budget, unjudged, level, gain, ks=(1, 2, 3, 5, 8)):
     qids = list(run)
-    res = evaluate(Run("r", run), Qrels(judgements, unit="doc"), qids,
-                   EvalSettings(ks=ks, budget=budget, unjudged=unjudged, relevance_level=level, gain=gain))
+    res = evaluate(
+        Run("r", run),
+        Qrels(judgements, unit="doc"),
+        qids,
+        EvalSettings(ks=ks, budget=budget, unjudged=unjudged, relevance_level=level, gain=gain),
+    )
     pq = res.per_query
     for q in qids:
         for k in ks:
@@ -245,8 +269,13 @@ def check_against_reference(run, judgements, budget, unjudged, level, gain, ks=(
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(chunk_cases(), st.sampled_from(["chunks", "docs"]), st.sampled_from(["nonrelevant", "condensed"]),
-       st.sampled_from([1, 2]), st.sampled_from(["exponential", "linear"]))
+@given(
+    chunk_cases(),
+    st.sampled_from(["chunks", "docs"]),
+    st.sampled_from(["nonrelevant", "condensed"]),
+    st.sampled_from([1, 2]),
+    st.sampled_from(["exponential", "linear"]),
+)
 def test_matches_reference_rules(case, budget, unjudged, level, gain):
     check_against_reference(*case, budget, unjudged, level, gain)
 
@@ -261,7 +290,9 @@ def test_matches_reference_rules_seeded_bulk():
         judgements[f"q{i}"] = {f"D{rng.randint(0, 25)}": rng.randint(0, 3) for _ in range(rng.randint(0, 8))}
     for budget in ("chunks", "docs"):
         for unjudged in ("nonrelevant", "condensed"):
-            res = check_against_reference(run, judgements, budget, unjudged, 1, "exponential", ks=(1, 3, 10, 20, 30))
+            res = check_against_reference(
+                run, judgements, budget, unjudged, 1, "exponential", ks=(1, 3, 10, 20, 30)
+            )
             # unjudged export: exactly the unjudged units inside max K, ranked in the deduplicated list
             exported = res.unjudged.groupby("qid").size().reindex(list(run), fill_value=0)
             assert np.array_equal(exported.to_numpy(), res.per_query["unjudged@30"].to_numpy())

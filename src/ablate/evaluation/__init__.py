@@ -10,6 +10,7 @@
 from ablate.evaluation.abstention import (
     AbstentionReport,
     ThresholdChoice,
+    abstention_report,
     choose_threshold,
     score_abstention,
     top_scores,
@@ -42,6 +43,7 @@ __all__ = [
     "EvalResult",
     "EvalSettings",
     "ThresholdChoice",
+    "abstention_report",
     "applied_rules",
     "choose_threshold",
     "evaluate",

@@ -66,7 +66,8 @@ def _split(top: Mapping[str, float | None], categories: Mapping[str, str]) -> tu
     missing = [q for q in qids if q not in top]
     if missing:
         raise InputError(
-            "abstention", f"{len(missing)} queries have a category but no top-score entry (e.g. {missing[0]!r})",
+            "abstention",
+            f"{len(missing)} queries have a category but no top-score entry (e.g. {missing[0]!r})",
             "build top scores with top_scores(run, qids) over the same query set",
         )
     scores = np.array([np.nan if top[q] is None else float(top[q]) for q in qids], dtype=np.float64)  # type: ignore[arg-type]
@@ -110,7 +111,7 @@ def score_abstention(
     return _report(scores, no_answer, None if threshold is None else float(threshold))
 
 
-def abstention(result: Any, run: Run, threshold: float | None = None) -> AbstentionReport:
+def abstention_report(result: Any, run: Run, threshold: float | None = None) -> AbstentionReport:
     """:func:`score_abstention` over an :class:`~ablate.evaluation.EvalResult`'s declared queries and their run."""
     cats = result.per_query["category"].to_dict()
     return score_abstention(top_scores(run, cats), cats, threshold)
@@ -168,10 +169,14 @@ def choose_threshold(
     ans_sorted = np.sort(scores[~no_answer & ~np.isnan(scores)])
     cr = int(np.isnan(scores[no_answer]).sum()) + np.searchsorted(na_sorted, cands, side="left")
     fr = int(np.isnan(scores[~no_answer]).sum()) + np.searchsorted(ans_sorted, cands, side="left")
-    values = OBJECTIVES[objective](cr.astype(float), fr.astype(float), int(no_answer.sum()), int((~no_answer).sum()))
-    best = int(np.argmax(values))  # first maximum = smallest threshold
+    values = OBJECTIVES[objective](
+        cr.astype(float), fr.astype(float), int(no_answer.sum()), int((~no_answer).sum())
+    )
+    # first maximum = smallest threshold; "equal" up to float rounding (2/3 + 1 and 1 + 1 - 1/3 must tie)
+    best = int(np.argmax(values >= values.max() - 1e-12))
     thr: float | None = float(cands[best])
     if best == 0 or not finite.size:  # refuses no query that has a result
         thr = None
-    return ThresholdChoice(threshold=thr, objective=objective, value=float(values[best]),
-                           report=_report(scores, no_answer, thr))
+    return ThresholdChoice(
+        threshold=thr, objective=objective, value=float(values[best]), report=_report(scores, no_answer, thr)
+    )

@@ -107,12 +107,18 @@ _MISSING_TEXT = {
 
 
 def _rules_doc() -> str:
-    lines = [f"* ``{k}``: {v}" for k, v in RULES.items() if k not in ("lift", "budget", "unjudged", "missing_from_run")]
+    lines = [
+        f"* ``{k}``: {v}"
+        for k, v in RULES.items()
+        if k not in ("lift", "budget", "unjudged", "missing_from_run")
+    ]
     lines += [f"* ``budget``: {t}" for t in _BUDGET_TEXT.values()]
     lines += [f"* ``unjudged``: {t}" for t in _UNJUDGED_TEXT.values()]
     lines += [f"* ``missing_from_run``: {t}" for t in _MISSING_TEXT.values()]
-    lines.append("* ``lift``: chunk qrels evaluated at unit doc: a document's grade is the max grade of its judged "
-                 "chunks; a document is judged when any of its chunks is (needs chunk_to_doc)")
+    lines.append(
+        "* ``lift``: chunk qrels evaluated at unit doc: a document's grade is the max grade of its judged "
+        "chunks; a document is judged when any of its chunks is (needs chunk_to_doc)"
+    )
     return "\n".join(lines) + "\n"
 
 
@@ -130,7 +136,9 @@ class EvalSettings:
     gain: Literal["exponential", "linear"] = "exponential"
     unjudged: Literal["nonrelevant", "condensed"] = "nonrelevant"
     relevance_level: int = 1  # grade >= this counts as relevant (trec_eval's -l)
-    missing: Literal["zero", "exclude"] = "zero"  # queries absent from the run: scored 0 or excluded; always counted
+    missing: Literal["zero", "exclude"] = (
+        "zero"  # queries absent from the run: scored 0 or excluded; always counted
+    )
 
     def __post_init__(self) -> None:
         ks: Any = self.ks
@@ -139,9 +147,15 @@ class EvalSettings:
         try:
             items = list(ks)
         except TypeError:
-            raise ConfigError("eval.ks", self.ks, "give a list of positive integers, e.g. [1, 5, 10]") from None
-        if not items or not all(isinstance(k, (int, np.integer)) and not isinstance(k, bool) and k > 0 for k in items):
-            raise ConfigError("eval.ks", self.ks, "give a non-empty list of positive integers, e.g. [1, 5, 10]")
+            raise ConfigError(
+                "eval.ks", self.ks, "give a list of positive integers, e.g. [1, 5, 10]"
+            ) from None
+        if not items or not all(
+            isinstance(k, (int, np.integer)) and not isinstance(k, bool) and k > 0 for k in items
+        ):
+            raise ConfigError(
+                "eval.ks", self.ks, "give a non-empty list of positive integers, e.g. [1, 5, 10]"
+            )
         object.__setattr__(self, "ks", tuple(sorted({int(k) for k in items})))
         for key, options in _OPTIONS.items():
             value = getattr(self, key)
@@ -184,7 +198,9 @@ def applied_rules(settings: EvalSettings, unit: str, qrels_unit: str, tie_rule: 
         "unjudged": _UNJUDGED_TEXT[settings.unjudged],
         "missing": _MISSING_TEXT[settings.missing],
         "level": settings.relevance_level,
-        "gain_formula": "2^grade - 1 (exponential)" if settings.gain == "exponential" else "grade (linear, trec_eval)",
+        "gain_formula": "2^grade - 1 (exponential)"
+        if settings.gain == "exponential"
+        else "grade (linear, trec_eval)",
         "max_k": settings.max_k,
         "budget_unit": "results" if settings.budget == "chunks" else "deduplicated units",
     }
@@ -276,7 +292,9 @@ class EvalResult:
         return _json_safe(d)
 
     def to_json(self, per_query: bool = False, indent: int | None = None) -> str:
-        return json.dumps(self.to_dict(per_query=per_query), indent=indent, ensure_ascii=False, allow_nan=False)
+        return json.dumps(
+            self.to_dict(per_query=per_query), indent=indent, ensure_ascii=False, allow_nan=False
+        )
 
 
 def _json_safe(x: Any) -> Any:
@@ -299,7 +317,9 @@ def _query_set(qids: Iterable[str]) -> list[str]:
     if len(set(out)) != len(out):
         seen: set[str] = set()
         dup = next(q for q in out if q in seen or seen.add(q))  # type: ignore[func-returns-value]
-        raise InputError("query set", f"query id {dup!r} is declared more than once", "declare each query once")
+        raise InputError(
+            "query set", f"query id {dup!r} is declared more than once", "declare each query once"
+        )
     return out
 
 

@@ -38,7 +38,9 @@ def _read_lines(path: str | Path) -> tuple[list[str], str]:
     except IsADirectoryError:
         raise InputError(str(p), "is a directory, not a file", "give the path of the file itself") from None
     except OSError as e:
-        raise InputError(str(p), f"cannot be read ({e.strerror})", "check the path and its permissions") from None
+        raise InputError(
+            str(p), f"cannot be read ({e.strerror})", "check the path and its permissions"
+        ) from None
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:
@@ -72,7 +74,9 @@ def read_trec_run(path: str | Path, ties: str = "docid-asc", name: str | None = 
         except ValueError:
             score = math.nan
         if not math.isfinite(score):
-            raise InputError(f"{path}:{n}", f"score {score_s!r} is not a finite number", "write a numeric score")
+            raise InputError(
+                f"{path}:{n}", f"score {score_s!r} is not a finite number", "write a numeric score"
+            )
         if (qid, docid) in seen:
             duplicates += 1
         else:
@@ -84,7 +88,12 @@ def read_trec_run(path: str | Path, ties: str = "docid-asc", name: str | None = 
         rows.sort(key=lambda r: r[0], reverse=(ties == "trec_eval"))
         rows.sort(key=lambda r: -r[1])  # stable: the docid order breaks score ties
         results[qid] = [Hit(d, d, s) for d, s in rows]
-    meta = {"source": str(path), "source_sha256": sha, "tie_rule": TIE_RULES[ties], "duplicate_lines": duplicates}
+    meta = {
+        "source": str(path),
+        "source_sha256": sha,
+        "tie_rule": TIE_RULES[ties],
+        "duplicate_lines": duplicates,
+    }
     return Run(name or tag or Path(path).stem, results, meta)
 
 
@@ -99,15 +108,20 @@ def _grade(s: str, where: str) -> int:
         f = math.nan
     if math.isfinite(f) and f == int(f):  # "2.0" is a grade, "2.5" is not
         return int(f)
-    raise InputError(where, f"grade {s!r} is not an integer", "write integer grades (0 = judged non-relevant)")
+    raise InputError(
+        where, f"grade {s!r} is not an integer", "write integer grades (0 = judged non-relevant)"
+    )
 
 
 def _add(judgements: dict[str, dict[str, int]], qid: str, uid: str, grade: int, where: str) -> None:
     j = judgements.setdefault(qid, {})
     old = j.get(uid)
     if old is not None and old != grade:
-        raise InputError(where, f"{qid}/{uid} is judged twice with different grades ({old} and {grade})",
-                         "keep one judgement per query and id")
+        raise InputError(
+            where,
+            f"{qid}/{uid} is judged twice with different grades ({old} and {grade})",
+            "keep one judgement per query and id",
+        )
     j[uid] = grade
 
 
@@ -127,8 +141,11 @@ def read_trec_qrels(path: str | Path, unit: str = "doc") -> Qrels:
         f = line.split()
         where = f"{path}:{n}"
         if len(f) != 4:
-            raise InputError(where, f"expected 4 fields 'qid iter docid grade', found {len(f)}",
-                             "write one judgement per line as 'qid 0 docid grade'")
+            raise InputError(
+                where,
+                f"expected 4 fields 'qid iter docid grade', found {len(f)}",
+                "write one judgement per line as 'qid 0 docid grade'",
+            )
         _add(judgements, f[0], f[2], _grade(f[3], where), where)
     return Qrels(judgements, unit=unit, name=Path(path).name, source_sha256=sha)  # type: ignore[arg-type]
 
@@ -138,8 +155,11 @@ def read_beir_qrels(path: str | Path, unit: str = "doc") -> Qrels:
     _check_unit(unit)
     lines, sha = _read_lines(path)
     if not lines or tuple(c.strip() for c in lines[0].split("\t")) != BEIR_HEADER:
-        raise InputError(f"{path}:1", "missing the header 'query-id<TAB>corpus-id<TAB>score'",
-                         "start the file with that header line (BEIR qrels format)")
+        raise InputError(
+            f"{path}:1",
+            "missing the header 'query-id<TAB>corpus-id<TAB>score'",
+            "start the file with that header line (BEIR qrels format)",
+        )
     judgements: dict[str, dict[str, int]] = {}
     for n, line in enumerate(lines[1:], start=2):
         if not line.strip():
@@ -147,8 +167,11 @@ def read_beir_qrels(path: str | Path, unit: str = "doc") -> Qrels:
         f = line.split("\t")
         where = f"{path}:{n}"
         if len(f) != 3 or not f[0].strip() or not f[1].strip():
-            raise InputError(where, f"expected 3 tab-separated fields 'query-id corpus-id score', found {len(f)}",
-                             "separate the fields with tabs, one judgement per line")
+            raise InputError(
+                where,
+                f"expected 3 tab-separated fields 'query-id corpus-id score', found {len(f)}",
+                "separate the fields with tabs, one judgement per line",
+            )
         _add(judgements, f[0].strip(), f[1].strip(), _grade(f[2].strip(), where), where)
     return Qrels(judgements, unit=unit, name=Path(path).name, source_sha256=sha)  # type: ignore[arg-type]
 

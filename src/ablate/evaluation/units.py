@@ -38,7 +38,9 @@ def resolve_unit(requested: str, qrels_unit: str) -> str:
     return unit
 
 
-def judgements_at(qrels: Qrels, unit: str, chunk_to_doc: Mapping[str, str] | None = None) -> dict[str, dict[str, int]]:
+def judgements_at(
+    qrels: Qrels, unit: str, chunk_to_doc: Mapping[str, str] | None = None
+) -> dict[str, dict[str, int]]:
     """``qid -> {unit_id: grade}`` at ``unit`` (already resolved). Read-only: when no lifting is needed this is
     ``qrels.judgements`` itself (not copied, never mutated)."""
     if qrels.unit == unit:

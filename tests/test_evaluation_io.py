@@ -1,0 +1,115 @@
+"""TREC run / TREC qrels / BEIR qrels readers: parsing, declared tie rules, errors naming file:line."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from ablate.errors import ConfigError, InputError
+from ablate.evaluation import read_beir_qrels, read_qrels, read_trec_qrels, read_trec_run
+
+
+def write(tmp_path: Path, name: str, text: str) -> Path:
+    p = tmp_path / name
+    p.write_text(text, encoding="utf-8")
+    return p
+
+
+def test_trec_run_sorted_by_score_rank_column_ignored(tmp_path):
+    p = write(tmp_path, "r.trec", "q1 Q0 b 1 1.0 sys\nq1 Q0 a 2 3.5 sys\n\nq2 Q0 c 1 2 sys\n")
+    run = read_trec_run(p)
+    assert [h.doc_id for h in run.results["q1"]] == ["a", "b"]
+    assert all(h.chunk_id == h.doc_id for h in run.results["q1"])
+    assert run.results["q1"][0].score == 3.5
+    assert run.name == "sys"
+    assert "docid asc" in run.meta["tie_rule"] and len(run.meta["source_sha256"]) == 64
+
+
+def test_trec_run_tie_rules(tmp_path):
+    p = write(tmp_path, "r.trec", "q Q0 b 1 1.0 s\nq Q0 c 2 1.0 s\nq Q0 a 3 1.0 s\nq Q0 z 4 2.0 s\n")
+    asc = read_trec_run(p)
+    trec = read_trec_run(p, ties="trec_eval")
+    assert [h.doc_id for h in asc.results["q"]] == ["z", "a", "b", "c"]
+    assert [h.doc_id for h in trec.results["q"]] == ["z", "c", "b", "a"]
+    assert "trec_eval" in trec.meta["tie_rule"]
+    with pytest.raises(ConfigError, match="ties"):
+        read_trec_run(p, ties="random")
+
+
+def test_trec_run_duplicates_kept_and_counted(tmp_path):
+    p = write(tmp_path, "r.trec", "q Q0 a 1 2.0 s\nq Q0 a 2 1.0 s\n")
+    run = read_trec_run(p)
+    assert len(run.results["q"]) == 2 and run.meta["duplicate_lines"] == 1
+
+
+@pytest.mark.parametrize(
+    ("text", "line", "what"),
+    [
+        ("q1 Q0 a 1 1.0 s\nq1 Q0 b 2 s\n", 2, "expected 6 fields"),
+        ("q1 Q0 a 1 high s\n", 1, "not a finite number"),
+        ("q1 Q0 a 1 nan s\n", 1, "not a finite number"),
+        ("q1\tQ0\ta\t1\t1.0\ts\textra\n", 1, "found 7"),
+    ],
+)
+def test_trec_run_bad_lines_name_file_and_line(tmp_path, text, line, what):
+    p = write(tmp_path, "bad.trec", text)
+    with pytest.raises(InputError) as e:
+        read_trec_run(p)
+    assert e.value.where == f"{p}:{line}"
+    assert what in str(e.value) and "Fix:" in str(e.value)
+
+
+def test_missing_file_and_non_utf8(tmp_path):
+    with pytest.raises(InputError, match="file not found"):
+        read_trec_run(tmp_path / "nope.trec")
+    p = tmp_path / "latin1.trec"
+    p.write_bytes("q Q0 a 1 1 s\nq Q0 caf\xe9 2 0.5 s\n".encode("latin-1"))
+    with pytest.raises(InputError) as e:
+        read_trec_run(p)
+    assert e.value.where == f"{p}:2"
+
+
+def test_trec_qrels(tmp_path):
+    p = write(tmp_path, "q.txt", "q1 0 a 2\nq1 0 b 0\nq2 0 c -1\nq2 0 d 1.0\nq1 0 a 2\n")
+    q = read_trec_qrels(p, unit="chunk")
+    assert q.judgements == {"q1": {"a": 2, "b": 0}, "q2": {"c": -1, "d": 1}}
+    assert q.unit == "chunk" and q.name == "q.txt" and len(q.source_sha256) == 64
+
+
+@pytest.mark.parametrize(
+    ("text", "line", "what"),
+    [
+        ("q1 0 a 2\nq1 0 b\n", 2, "expected 4 fields"),
+        ("q1 0 a 2.5\n", 1, "not an integer"),
+        ("q1 0 a x\n", 1, "not an integer"),
+        ("q1 0 a 2\nq1 0 a 1\n", 2, "judged twice"),
+    ],
+)
+def test_trec_qrels_bad_lines(tmp_path, text, line, what):
+    p = write(tmp_path, "q.txt", text)
+    with pytest.raises(InputError) as e:
+        read_trec_qrels(p)
+    assert e.value.where == f"{p}:{line}" and what in str(e.value)
+
+
+def test_beir_qrels_and_autodetect(tmp_path):
+    p = write(tmp_path, "test.tsv", "query-id\tcorpus-id\tscore\nq1\tdoc 1\t2\nq1\tb\t0\n")
+    q = read_beir_qrels(p)
+    assert q.judgements == {"q1": {"doc 1": 2, "b": 0}}  # ids may contain spaces in tsv
+    assert read_qrels(p).judgements == q.judgements
+    t = write(tmp_path, "t.txt", "q1 0 a 1\n")
+    assert read_qrels(t).judgements == {"q1": {"a": 1}}
+
+
+def test_beir_qrels_errors(tmp_path):
+    p = write(tmp_path, "noheader.tsv", "q1\ta\t1\n")
+    with pytest.raises(InputError) as e:
+        read_beir_qrels(p)
+    assert e.value.where == f"{p}:1" and "header" in str(e.value)
+    p2 = write(tmp_path, "bad.tsv", "query-id\tcorpus-id\tscore\nq1\ta\t1\nq1 a 1\n")
+    with pytest.raises(InputError) as e:
+        read_beir_qrels(p2)
+    assert e.value.where == f"{p2}:3"
+    with pytest.raises(ConfigError, match="unit"):
+        read_beir_qrels(p2, unit="page")
