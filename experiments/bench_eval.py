@@ -1,0 +1,162 @@
+"""Benchmark: ablate.evaluation.evaluate vs pytrec_eval on the same synthetic input, values checked.
+
+    /work/venv/bin/python experiments/bench_eval.py                 # 100k queries x 100 results
+    /work/venv/bin/python experiments/bench_eval.py --queries 2000  # quick
+
+Generates ``--queries`` queries with ``--depth`` distinct documents each (strictly decreasing scores, so no tie rule
+is involved) and graded qrels (0-3; some judged documents are not retrieved; every query has a relevant document).
+Times each evaluator from its own native input (ours: a ``Run`` of ``Hit`` objects and ``Qrels``; pytrec_eval:
+``RelevanceEvaluator(qrels, measures)`` + ``evaluate(run_dict)``), for ``ndcg_cut``, ``recall`` at the same cutoffs
+and ``recip_rank`` (no cutoff in trec_eval; equal to our ``rr@depth`` because every run has exactly ``depth``
+results). Ours runs with linear gain (trec_eval's) for the comparison; the default exponential gain is timed too.
+``--chunked`` also times a chunk-level run (3 chunks per document, evaluated at unit doc, both budgets), which
+pytrec_eval cannot express. Prints the ratio, our throughput and the largest absolute difference.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import platform
+import sys
+import time
+
+import numpy as np
+
+from ablate.evaluation import EvalSettings, evaluate
+from ablate.types import Hit, Qrels, Run
+
+N_DOCS = 1_000_003  # prime, so base + step * j (mod N_DOCS) is distinct for j < depth when 0 < step < N_DOCS
+
+
+def generate(nq: int, depth: int, judged: int, seed: int):
+    rng = np.random.default_rng(seed)
+    base = rng.integers(0, N_DOCS, nq)
+    step = rng.integers(1, 10_000, nq)
+    docs = (
+        base[:, None] + step[:, None] * np.arange(depth + 5)[None, :]
+    ) % N_DOCS  # +5 judged, never retrieved
+    noise = rng.random((nq, depth)) * 0.5
+    scores = (depth - np.arange(depth))[None, :] + noise  # strictly decreasing along the list
+    jpos = np.argsort(rng.random((nq, depth + 5)), axis=1)[:, :judged]
+    grades = rng.integers(0, 4, (nq, judged))
+    grades[:, 0] = np.maximum(grades[:, 0], 1)
+    qids = [f"q{i}" for i in range(nq)]
+    run_results: dict[str, list[Hit]] = {}
+    trec_run: dict[str, dict[str, float]] = {}
+    judgements: dict[str, dict[str, int]] = {}
+    for i, q in enumerate(qids):
+        ids = [f"d{d}" for d in docs[i].tolist()]
+        sc = scores[i].tolist()
+        run_results[q] = [Hit(d, d, s) for d, s in zip(ids[:depth], sc, strict=True)]
+        trec_run[q] = dict(zip(ids[:depth], sc, strict=True))
+        judgements[q] = {ids[p]: g for p, g in zip(jpos[i].tolist(), grades[i].tolist(), strict=True)}
+    return qids, Run("synthetic", run_results), Qrels(judgements, unit="doc"), trec_run, judgements
+
+
+def chunked(run: Run, per_doc: int = 3) -> Run:
+    """Same size, chunk level: each document contributes ``per_doc`` consecutive chunks."""
+    out = {}
+    for q, hits in run.results.items():
+        n = len(hits)
+        out[q] = [
+            Hit(f"{h.doc_id}#p{j}", h.doc_id, h.score - j * 1e-3)
+            for h in hits[: -(-n // per_doc)]
+            for j in range(per_doc)
+        ][:n]
+    return Run("synthetic-chunks", out)
+
+
+def timed(fn):
+    """(wall seconds, CPU seconds of this process, value). CPU time is the fairer figure on a shared machine."""
+    gc.collect()
+    t, c = time.perf_counter(), time.process_time()
+    value = fn()
+    return time.perf_counter() - t, time.process_time() - c, value
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--queries", type=int, default=100_000)
+    ap.add_argument("--depth", type=int, default=100)
+    ap.add_argument("--judged", type=int, default=20, help="judgements per query (some not retrieved)")
+    ap.add_argument("--ks", default="1,3,5,10,20,50,100")
+    ap.add_argument("--repeat", type=int, default=3, help="best of N interleaved timings")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument(
+        "--chunked", action="store_true", help="also time a chunk-level run evaluated at unit doc"
+    )
+    args = ap.parse_args(argv)
+    import pytrec_eval
+
+    ks = tuple(int(k) for k in args.ks.split(","))
+    if max(ks) != args.depth:
+        print(
+            f"note: max K {max(ks)} != depth {args.depth}; recip_rank is compared with rr@{max(ks)}",
+            file=sys.stderr,
+        )
+    print(f"python {platform.python_version()}, numpy {np.__version__}, {platform.machine()}")
+    t = time.perf_counter()
+    qids, run, qrels, trec_run, trec_qrels = generate(args.queries, args.depth, args.judged, args.seed)
+    print(
+        f"generated {args.queries} queries x {args.depth} results, {args.judged} judgements/query "
+        f"in {time.perf_counter() - t:.1f}s"
+    )
+
+    linear = EvalSettings(ks=ks, gain="linear")
+    kstr = ",".join(map(str, ks))
+    measures = {f"ndcg_cut.{kstr}", f"recall.{kstr}", "recip_rank"}
+    jobs = {
+        "pytrec_eval (ndcg_cut, recall, recip_rank)": lambda: pytrec_eval.RelevanceEvaluator(
+            trec_qrels, measures
+        ).evaluate(trec_run),
+        "ablate evaluate, linear gain (all metrics)": lambda: evaluate(run, qrels, qids, linear),
+        "ablate evaluate, exponential gain": lambda: evaluate(run, qrels, qids, EvalSettings(ks=ks)),
+    }
+    if args.chunked:
+        crun = chunked(run)
+        for b in ("chunks", "docs"):
+            jobs[f"ablate, chunk run at unit doc, budget={b}"] = lambda b=b: evaluate(
+                crun, qrels, qids, EvalSettings(ks=ks, unit="doc", budget=b)
+            )
+    best: dict[str, tuple[float, float]] = {}
+    values: dict[str, object] = {}
+    for _ in range(args.repeat):  # interleaved, so both evaluators see the same machine load
+        for name, fn in jobs.items():
+            wall, cpu, values[name] = timed(fn)
+            w0, c0 = best.get(name, (float("inf"), float("inf")))
+            best[name] = (min(w0, wall), min(c0, cpu))
+
+    ref = values["pytrec_eval (ndcg_cut, recall, recip_rank)"]
+    pq = values["ablate evaluate, linear gain (all metrics)"].per_query  # type: ignore[attr-defined]
+    worst = 0.0
+    for k in ks:
+        for ours_col, ref_key in ((f"ndcg@{k}", f"ndcg_cut_{k}"), (f"recall@{k}", f"recall_{k}")):
+            a = pq[ours_col].to_numpy()
+            b = np.array([ref[q][ref_key] for q in qids])  # type: ignore[index]
+            worst = max(worst, float(np.max(np.abs(a - b))))
+    a = pq[f"rr@{max(ks)}"].to_numpy()
+    b = np.array([ref[q]["recip_rank"] for q in qids])  # type: ignore[index]
+    worst = max(worst, float(np.max(np.abs(a - b))))
+
+    n = args.queries
+    print(f"best of {args.repeat}, interleaved")
+    print(f"{'evaluator':<46}{'wall s':>9}{'CPU s':>9}{'queries/s (CPU)':>17}")
+    for name, (wall, cpu) in best.items():
+        print(f"{name:<46}{wall:>9.2f}{cpu:>9.2f}{n / cpu:>17,.0f}")
+    tw, tc = best["pytrec_eval (ndcg_cut, recall, recip_rank)"]
+    ow, oc = best["ablate evaluate, linear gain (all metrics)"]
+    ew, ec = best["ablate evaluate, exponential gain"]
+    print(
+        f"pytrec_eval time / ours: {tc / oc:.2f}x CPU, {tw / ow:.2f}x wall (linear); "
+        f"{tc / ec:.2f}x CPU, {tw / ew:.2f}x wall (exponential)"
+    )
+    print(f"throughput (ours, linear, CPU): {n / oc:,.0f} queries/s = {n * args.depth / oc:,.0f} results/s")
+    print(f"max |ours - pytrec_eval| over {len(ks) * 2 + 1} measures x {n} queries: {worst:.3g}")
+    ok = worst <= 1e-9
+    print("values agree (<= 1e-9)" if ok else "VALUES DISAGREE")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
