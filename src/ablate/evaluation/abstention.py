@@ -117,6 +117,11 @@ def abstention_report(result: Any, run: Run, threshold: float | None = None) -> 
     return score_abstention(top_scores(run, cats), cats, threshold)
 
 
+#: The same function under its module-level name (``from ablate.evaluation.abstention import abstention``, as the
+#: pipeline imports it). The package exports it as ``abstention_report`` so it does not shadow this module.
+abstention = abstention_report
+
+
 def _balanced_accuracy(cr: np.ndarray, fr: np.ndarray, n_na: int, n_ans: int) -> np.ndarray:
     return (cr / n_na + 1.0 - fr / n_ans) / 2.0
 

@@ -58,7 +58,8 @@ RULES: dict[str, str] = {
     "budget": "{budget}",
     "unjudged": "{unjudged}",
     "relevance_level": "a unit is relevant when its grade >= {level} (hit, recall, RR, complete, answerable); grades "
-    "below {level} (0 and negative grades included) give no nDCG gain",
+    "below {level} (0 and negative grades included) give no nDCG gain, so 'relevant' means one thing for every "
+    "metric (trec_eval's ndcg ignores -l and gains every positive grade; at level 1 the two agree)",
     "hit": "hit@K = 1 if any relevant unit is in the top K, else 0",
     "recall": "recall@K = |relevant ∩ top K| / |relevant|",
     "rr": "rr@K = 1 / rank of the first relevant unit in the top K, else 0; its mean is reported as mrr@K",
@@ -107,11 +108,18 @@ _MISSING_TEXT = {
 
 
 def _rules_doc() -> str:
-    lines = [
-        f"* ``{k}``: {v}"
-        for k, v in RULES.items()
-        if k not in ("lift", "budget", "unjudged", "missing_from_run")
-    ]
+    generic = {
+        "tie_rule": "run.meta['tie_rule'] (default types.TIE_RULE)",
+        "unit": "<unit>",
+        "requested": "<eval.unit>",
+        "qrels_unit": "<qrels.unit>",
+        "level": "relevance_level",
+        "gain_formula": "2^grade - 1 (exponential) or grade (linear, trec_eval)",
+        "max_k": "max(ks)",
+        "budget_unit": "results for budget=chunks, deduplicated units for budget=docs",
+    }
+    skip = ("lift", "budget", "unjudged", "missing_from_run")
+    lines = [f"* ``{k}``: {v.format(**generic)}" for k, v in RULES.items() if k not in skip]
     lines += [f"* ``budget``: {t}" for t in _BUDGET_TEXT.values()]
     lines += [f"* ``unjudged``: {t}" for t in _UNJUDGED_TEXT.values()]
     lines += [f"* ``missing_from_run``: {t}" for t in _MISSING_TEXT.values()]
@@ -549,7 +557,7 @@ def evaluate(
     n_rel_f = n_rel.astype(np.float64)
     with np.errstate(divide="ignore", invalid="ignore"):
         inv_first = 1.0 / (first_rel + 1.0)
-    cols: dict[str, np.ndarray] = {}
+    metric_cols: dict[str, np.ndarray] = {}
     per_metric: dict[str, list[tuple[str, np.ndarray]]] = {m: [] for m in METRICS}
     for c, k in enumerate(ks):
         w = win[:, c]
@@ -579,7 +587,7 @@ def evaluate(
     excluded = (status == 3) if settings.missing == "exclude" else np.zeros(nq, dtype=bool)
     for m in METRICS:
         for name, v in per_metric[m]:
-            cols[name] = np.where(excluded, np.nan, v)
+            metric_cols[name] = np.where(excluded, np.nan, v)
 
     per_query = pd.DataFrame(
         {
@@ -588,7 +596,7 @@ def evaluate(
             "n_relevant": n_rel,
             "n_results": n_results,
             "n_units": n_units,
-            **cols,
+            **metric_cols,
         },
         index=pd.Index(qlist, name="qid", dtype=object),
     )
