@@ -455,3 +455,19 @@ def test_unjudged_export_under_docs_budget_reads_deeper():
     rc = ev(run, {"q": {"A": 1}}, ks=(2,), budget="chunks")
     assert rc.unjudged.empty
     assert isinstance(rc.unjudged, pd.DataFrame)
+
+
+def test_budgets_coincide_at_chunk_unit_without_duplicate_ids():
+    import random
+
+    rng = random.Random(3)
+    run, judgements = {}, {}
+    for i in range(50):
+        ids = rng.sample([f"D{d}#{c}" for d in range(10) for c in range(3)], rng.randint(0, 25))
+        run[f"q{i}"] = [Hit(c, c.split("#")[0], 100.0 - j) for j, c in enumerate(ids)]
+        judgements[f"q{i}"] = {
+            f"D{rng.randint(0, 9)}#{rng.randint(0, 2)}": rng.randint(0, 3) for _ in range(6)
+        }
+    a = ev(run, judgements, unit="chunk", ks=(1, 5, 10), budget="chunks").per_query
+    b = ev(run, judgements, unit="chunk", ks=(1, 5, 10), budget="docs").per_query
+    pd.testing.assert_frame_equal(a, b)

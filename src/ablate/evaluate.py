@@ -26,7 +26,11 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="python -m ablate.evaluate", description=__doc__.split("\n\n")[0])
+    p = _Parser(
+        prog="python -m ablate.evaluate",
+        description="Evaluate a TREC run file against qrels by ablate's declared rules (ablate.evaluation). The "
+        "query set is the qrels' queries; run-only queries are ignored and counted.",
+    )
     p.add_argument("run", help="TREC run file: qid Q0 docid rank score tag")
     p.add_argument("qrels", help="TREC qrels (qid 0 docid grade) or BEIR qrels tsv (with its header)")
     p.add_argument("--ks", default=None, help="cutoffs, comma separated (default 1,3,5,10,20,50,100)")
