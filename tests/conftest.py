@@ -11,6 +11,7 @@ import pytest
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # see src/ablate/__main__.py
 
 REPO = Path(__file__).resolve().parents[1]
 DATASETS = (REPO.parent / "shared" / "datasets").resolve()
