@@ -51,10 +51,6 @@ def metrics_for(result: Any, bootstrap: int = 1000, seed: int = 0) -> dict[str, 
         f = _num(v)
         if f is not None and not isinstance(v, bool):
             m[f"queries_{k}"] = f
-    for k, v in getattr(ev, "extra_metrics", {}).items():
-        f = _num(v)
-        if f is not None:
-            m[k] = f
     n_scored = None
     for k, v in ev.means.items():
         if k.startswith("hit@") and _num(v) is not None:

@@ -419,6 +419,7 @@ def run_variant(
         except (TypeError, ValueError):
             raise ConfigError("abstain.threshold", abstain_threshold, "give a number, null, or dev") from None
     abst = abstention(result, run, threshold)
+    _add_answer_in_context(result, run, snapshot, qids, settings)
     timings.update(source.timings)
     if "dense" in spec.retrievers:  # explicit zeros: a warm run shows that it encoded nothing
         counters.update({"dense.passages_encoded": 0.0, "dense.queries_encoded": 0.0})
@@ -439,6 +440,24 @@ def run_variant(
         threshold_choice=choice,
         slices=slice_means(result, snapshot.queries),
     )
+
+
+def _add_answer_in_context(result: Any, run: Run, snapshot: Snapshot, qids: Sequence[str], settings: Any) -> None:
+    """Per-query ``answer_in_context@K`` columns and their means over answerable questions with answers."""
+    from ablate.evaluation.answers import answer_in_context
+
+    answers = {q: snapshot.queries[q].answers for q in qids if snapshot.queries[q].answers}
+    if not answers:
+        return
+    aic = answer_in_context(run, answers, snapshot.chunk_text, settings.ks, list(answers))
+    pq = result.per_query
+    for k in settings.ks:
+        col = f"answer_in_context@{k}"
+        pq[col] = [aic[q][k] if q in aic else float("nan") for q in pq.index]
+        scored = pq[(pq["category"] == "answerable") & pq[col].notna()][col]
+        if len(scored):
+            result.means[col] = float(scored.mean())
+    result.accounting["with_answers"] = len(answers)
 
 
 def _permission_leaks(snapshot: Snapshot, run: Run, groups: list[str] | None) -> int:
