@@ -206,12 +206,32 @@ def _heldout_verdict(tracker: Any, experiment: str, run_id: str, result: Any, se
     return judge_test_run(prior, cfp, sweep_id)
 
 
+# Jobs of one sweep run in one process (Hydra's basic launcher, or one joblib worker): the snapshot and the built
+# retrievers are shared between them instead of being rebuilt per job. Keyed by content, so a changed file reloads.
+_SNAPSHOTS: dict[tuple, Any] = {}
+_SOURCES: dict[tuple, Any] = {}
+
+
+def _load_snapshot(path: str, chunker: Any, language: str | None, name: str | None, extra: tuple[str, ...]):
+    from ablate.corpus import load_corpus
+
+    root = Path(path)
+    stamp = tuple(
+        (str(p), p.stat().st_mtime_ns, p.stat().st_size) for p in sorted(root.rglob("*")) if p.is_file()
+    ) if root.is_dir() else ()
+    key = (str(root.resolve()) if root.exists() else path, chunker, language, name, extra, stamp)
+    if key not in _SNAPSHOTS:
+        _SNAPSHOTS.clear()  # one corpus at a time is enough; keeps memory bounded across corpus sweeps
+        _SOURCES.clear()
+        _SNAPSHOTS[key] = load_corpus(path, chunker, language=language, name=name, extra_qrels=list(extra))
+    return _SNAPSHOTS[key]
+
+
 def run_job(cfg: Any, launch_dir: str | None = None) -> dict[str, Any]:
     """Run one configured job inside an MLflow run. Returns the headline metrics (and the run id)."""
     from omegaconf import OmegaConf
 
     from ablate.cache import Cache
-    from ablate.corpus import load_corpus
     from ablate.outputs import artifacts_for, metrics_for, print_run_summary
     from ablate.pipeline import run_variant
     from ablate.tracking import Tracker, flatten, resolve_tracking_uri
@@ -237,22 +257,30 @@ def run_job(cfg: Any, launch_dir: str | None = None) -> dict[str, Any]:
         params["variant"] = variant
         tracker.log_params(run_id, params)
         spec, settings, chunker = specs_from_config(cfg)
-        snapshot = load_corpus(
-            corpus_path,
+        snapshot = _load_snapshot(
+            str(corpus_path),
             chunker,
-            language=_opt(cfg.corpus.get("language")),
-            name=_opt(cfg.corpus.get("name")),
-            extra_qrels=list(cfg.corpus.get("extra_qrels") or []),
+            _opt(cfg.corpus.get("language")),
+            _opt(cfg.corpus.get("name")),
+            tuple(cfg.corpus.get("extra_qrels") or ()),
         )
         split = str(cfg.corpus.split)
         cache = Cache(_opt(cfg.cache.dir), enabled=bool(cfg.cache.enabled))
+        source = _SOURCES.setdefault((snapshot.fingerprint, split, str(cache.root)), None)
         log.info(
             "corpus %s: %d documents, %d chunks, split %s with %d queries; variant %s",
             snapshot.name, len(snapshot.documents), len(snapshot.chunks), split, len(snapshot.split_qids(split)), variant,
         )
         thr = _opt(cfg.abstain.threshold)
+        if source is None:
+            from ablate.pipeline import CandidateSource
+
+            source = CandidateSource(snapshot, cache, qrels=snapshot.split_qrels(split), show_progress=bool(cfg.progress))
+            _SOURCES[(snapshot.fingerprint, split, str(cache.root))] = source
+        source.cache = cache  # this job's cache counters
+        source.timings, source.counters = {}, {}
         result = run_variant(
-            snapshot, split, spec, settings, cache, show_progress=bool(cfg.progress),
+            snapshot, split, spec, settings, cache, source=source, show_progress=bool(cfg.progress),
             abstain_threshold=thr if thr in (None, "dev") else float(thr) if _is_number(thr) else thr,
         )
         tracker.set_tags(run_id, {

@@ -217,22 +217,28 @@ class CandidateSource:
                 if k in r.stats:
                     self.counters[f"dense.{k}"] = self.counters.get(f"dense.{k}", 0.0) + float(r.stats[k])
         else:
-            from ablate.retrievers.oracle import OracleRetriever
-
-            if self.qrels is None:
-                raise ConfigError("retrieval.retrievers", "oracle", "the oracle needs the split's qrels")
-            r = OracleRetriever(self.snapshot.chunks, self.qrels)
+            raise ValueError(f"no retriever named {name!r}")
         self.timings[f"build_{name}_seconds"] = self.timings.get(f"build_{name}_seconds", 0.0) + time.perf_counter() - t0
         self._built[key] = r
         return r
 
     def candidates(
-        self, name: str, spec: VariantSpec, comps: dict[str, dict[str, Any]], queries: Sequence[Query], depth: int
+        self,
+        name: str,
+        spec: VariantSpec,
+        comps: dict[str, dict[str, Any]],
+        queries: Sequence[Query],
+        depth: int,
+        qrels: Qrels | None = None,
     ) -> Run:
         groups = comps["identity"]["groups"]
-        if name == "oracle":  # the oracle reads the labels; nothing to cache
-            r = self._build(name, spec)
-            return r.search(queries, depth, self.snapshot.allowed_mask(groups))
+        if name == "oracle":  # the oracle reads the split's labels; nothing to cache
+            from ablate.retrievers.oracle import OracleRetriever
+
+            labels = qrels if qrels is not None else self.qrels
+            if labels is None:
+                raise ConfigError("retrieval.retrievers", "oracle", "the oracle needs the split's qrels")
+            return OracleRetriever(self.snapshot.chunks, labels).search(queries, depth, self.snapshot.allowed_mask(groups))
         ckey = key_of("candidates", self.snapshot.fingerprint, comps[name], groups, _queries_key(queries))
         stored = self.cache.load_json("candidates", ckey)
         if stored is not None and stored.get("depth", 0) >= depth:
@@ -370,7 +376,7 @@ def run_variant(
     source = source or CandidateSource(snapshot, cache, qrels=qrels, show_progress=show_progress)
 
     fused_depth = spec.window if spec.fusion == "rrf" else spec.depth
-    cands = {name: source.candidates(name, spec, comps, queries, fused_depth) for name in spec.retrievers}
+    cands = {name: source.candidates(name, spec, comps, queries, fused_depth, qrels) for name in spec.retrievers}
     t0 = time.perf_counter()
     if spec.fusion == "rrf":
         run = rrf(list(cands.values()), k=spec.rrf_k, window=spec.window, name="rrf")
