@@ -83,7 +83,7 @@ class Query:
     group: str | None = None  # near-duplicate group (same answer location); keeps splits leakage-safe
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Hit:
     """One ranked result. ``score`` only orders results; it is not a probability of anything."""
 
