@@ -72,8 +72,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--tracking-uri", default=f"sqlite:///{REPO / 'mlflow.db'}")
     ap.add_argument("--out", default=None)
     ap.add_argument("--note", default="", help="a paragraph for the page (e.g. why D is absent)")
-    ap.add_argument("overrides", nargs="*", help="extra overrides after --, e.g. rerank.model=trained")
-    a = ap.parse_args(argv)
+    a, rest = ap.parse_known_args(argv)
+    a.overrides = [x for x in rest if x != "--"]  # extra ablate overrides, e.g. -- rerank.model=trained
     name, uri = a.corpus, a.tracking_uri
     commands: list[tuple[str, float]] = []
     k, window = 60, 100
