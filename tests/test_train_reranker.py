@@ -19,6 +19,7 @@ from ablate.train_reranker import (
     META_FILE,
     TRAINED_KIND,
     build_pairs,
+    effective_epochs,
     main,
     pairs_from_snapshot,
     pairs_sha256,
@@ -139,6 +140,13 @@ def test_saved_folder_is_a_cross_encoder(trained_twice):
     model = CrossEncoder(first.path, device="cpu")
     scores = model.predict([(q, p) for q, p, _ in TINY[:2]])
     assert model.num_labels == 1 and scores.shape == (2,) and np.isfinite(scores).all()
+
+
+def test_small_splits_are_cycled_up_to_min_steps():
+    assert effective_epochs(190, 16, epochs=1, min_steps=100) == 9  # the demo corpus: 12 steps an epoch
+    assert effective_epochs(10_000, 16, epochs=1, min_steps=100) == 1  # a real split is untouched
+    assert effective_epochs(1, 16, epochs=1, min_steps=100) == 10  # a single pair is not repeated 100 times
+    assert effective_epochs(32, 8, epochs=5, min_steps=0) == 5 and effective_epochs(8, 8, 20, 100) == 20
 
 
 def test_bad_training_inputs_fail_before_any_work(tmp_path):

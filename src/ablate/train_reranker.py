@@ -65,6 +65,15 @@ MAX_GRAD_NORM = 1.0
 PROGRESS_EVERY_S = 30.0
 DEFAULT_LR = 5e-5
 DEFAULT_MIN_STEPS = 100
+MAX_CYCLED_EPOCHS = (
+    10  # min_steps never cycles a split more than this: repeating a handful of pairs only memorises
+)
+
+
+def effective_epochs(n_pairs: int, batch_size: int, epochs: int, min_steps: int) -> int:
+    """``epochs``, raised (up to :data:`MAX_CYCLED_EPOCHS`) until ``min_steps`` optimizer steps are reached."""
+    steps_per_epoch = max(1, math.ceil(n_pairs / batch_size))
+    return max(epochs, min(MAX_CYCLED_EPOCHS, math.ceil(min_steps / steps_per_epoch)))
 
 
 @dataclass(frozen=True)
@@ -289,7 +298,7 @@ def train_cross_encoder(
     Returns a :class:`TrainedModel` (a :class:`ResolvedModel` of the saved folder, ready for
     ``CrossEncoderReranker(model=result.path)``) whose ``trained`` flag says whether this call trained.
     ``epochs`` is a floor together with ``min_steps``: a small train split is cycled for whole extra epochs until at
-    least ``min_steps`` optimizer steps are taken, because the randomly initialised head of a bi-encoder checkpoint
+    least ``min_steps`` optimizer steps are taken (but for at most 10 epochs: see :func:`effective_epochs`), because the randomly initialised head of a bi-encoder checkpoint
     needs on the order of a hundred updates to learn anything (on the demo corpus one epoch of its 190 pairs, 12 steps,
     gave dev nDCG@10 0.23, 108 steps 0.37; BM25 alone 0.69). A large split (10k pairs = 625 steps) is unaffected.
     ``cache=None`` uses the default cache folder (``$ABLATE_CACHE_DIR`` or ``~/.cache/ablate``); a disabled cache
@@ -308,8 +317,7 @@ def train_cross_encoder(
     checked = _check_pairs(pairs)
     base = resolve_model(base_model, kind="cross-encoder base model", setting="train_reranker.base_model")
     cache = cache if cache is not None else Cache()
-    steps_per_epoch = math.ceil(len(checked) / batch_size)
-    run_epochs = max(epochs, math.ceil(min_steps / steps_per_epoch))
+    run_epochs = effective_epochs(len(checked), batch_size, epochs, min_steps)
     hyper = {
         "epochs": epochs,
         "min_steps": min_steps,
