@@ -19,8 +19,8 @@ folder and renamed into place, so a reader sees a whole model or none; a second 
 nothing and returns the cached folder (``TrainedModel.trained`` is False).
 
 Cost and quality (2-core CPU, torch's default 2 threads): about 13 pairs/s at max_length 128 on an idle machine
-(~13 min per epoch of 10k pairs), but 0.8-1.3 pairs/s when other processes keep the load at 4-8 (2.1 pairs/s with one
-torch thread: two threads spin against each other under contention). A small train split teaches little: on the demo
+(~13 min per epoch of 10k pairs), but 0.8-1.5 pairs/s when other processes keep the load at 4-8, and 2.1-4.3 pairs/s
+with ``torch.set_num_threads(1)``: under contention two threads spin against each other. A small train split teaches little: on the demo
 corpus (36 positives, 190 pairs) the trained reranker over BM25's top 20 scores dev nDCG@10 0.36-0.37 for lr 5e-5,
 1e-4 and 2e-4 (108 steps) against BM25's 0.69, and only 0.72 vs 0.65 on its own train queries.
 """
