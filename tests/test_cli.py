@@ -76,7 +76,7 @@ def test_single_run_logs_params_metrics_artifacts_and_warm_rerun_encodes_nothing
 def test_multirun_makes_children_of_one_parent_and_prints_table(tiny_corpus, workdir):
     cwd, env, uri = workdir
     p = ablate(["-m", *_base(tiny_corpus, uri, "cli-multi"), "variant=A,D,oracle", "rerank.depth=5",
-                "rerank.model=trained", "rerank.train.epochs=1"], cwd, env)
+                "rerank.model=trained", "rerank.train.epochs=1", "rerank.train.min_steps=2"], cwd, env)
     assert p.returncode == 0, p.stderr
     assert "| oracle" in p.stdout and "report:" in p.stdout
     c, runs = _runs(uri, "cli-multi")

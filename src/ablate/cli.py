@@ -88,6 +88,7 @@ def specs_from_config(cfg: Any):
             train_max_negatives=int(t.get("max_negatives", 7)),
             train_max_length=int(t.get("max_length", 128)),
             train_seed=int(t.get("seed", 13)),
+            train_min_steps=int(t.get("min_steps", 100)),
         )
     window = c["retrieval"]["window"]
     if not isinstance(window, int) or window < 1:

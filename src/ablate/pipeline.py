@@ -58,6 +58,7 @@ class RerankSpec:
     train_max_negatives: int = 7
     train_max_length: int = 128
     train_seed: int = 13
+    train_min_steps: int = 100  # small train splits are cycled until this many optimizer steps
 
 
 @dataclass(frozen=True)
@@ -274,34 +275,10 @@ def build_reranker(snapshot: Snapshot, spec: RerankSpec, cache: Cache, show_prog
 
 def trained_reranker_path(snapshot: Snapshot, spec: RerankSpec, cache: Cache, show_progress: bool = False) -> str:
     """Fine-tune (or fetch from cache) a cross-encoder on the corpus's train split; hard negatives from BM25."""
-    from ablate.retrievers.bm25 import BM25Retriever
-    from ablate.train_reranker import build_pairs, train_cross_encoder
+    from ablate.train_reranker import pairs_from_snapshot, train_cross_encoder
 
-    qrels = snapshot.split_qrels(spec.train_split)
-    qids = [q for q in snapshot.split_qids(spec.train_split) if qrels.positives(q)]
-    if not qids:
-        raise ConfigError(
-            "rerank.train_split", spec.train_split, "it has no query with a positive label to learn from; pick another split"
-        )
-    queries = [snapshot.queries[q] for q in qids]
-    bm25 = BM25Retriever(snapshot.chunks, tokenizer=tokenizer_for(snapshot, BM25Spec()))
-    neg_run = bm25.search(queries, 30)
-    positives = {q: list(qrels.positives(q)) for q in qids}
-    judged_pos = {q: set(qrels.judgements.get(q, {})) & set(positives[q]) for q in qids}
-    if qrels.unit == "doc":  # doc labels: every chunk of a positive doc is a positive
-        by_doc: dict[str, list[str]] = {}
-        for c in snapshot.chunks:
-            by_doc.setdefault(c.doc_id, []).append(c.chunk_id)
-        positives = {q: [c for d in ds for c in by_doc.get(d, [])] for q, ds in positives.items()}
-        judged_pos = {q: set(v) for q, v in positives.items()}
-    negatives = {q: [h.chunk_id for h in neg_run.get(q) if h.chunk_id not in judged_pos[q]] for q in qids}
-    pairs = build_pairs(
-        {q.qid: q.text for q in queries},
-        positives,
-        negatives,
-        snapshot.chunk_text,
-        max_negatives=spec.train_max_negatives,
-        seed=spec.train_seed,
+    pairs = pairs_from_snapshot(
+        snapshot, spec.train_split, max_negatives=spec.train_max_negatives, seed=spec.train_seed
     )
     resolved = train_cross_encoder(
         pairs,
@@ -311,6 +288,7 @@ def trained_reranker_path(snapshot: Snapshot, spec: RerankSpec, cache: Cache, sh
         seed=spec.train_seed,
         cache=cache,
         show_progress=show_progress,
+        min_steps=spec.train_min_steps,
     )
     return resolved.path
 

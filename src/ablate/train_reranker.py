@@ -405,7 +405,6 @@ def pairs_from_snapshot(
     so ``python -m ablate.train_reranker`` warms the same cache entry as ``rerank.model=trained`` with the same settings.
     """
     from ablate.retrievers.bm25 import BM25Retriever
-    from ablate.tokenize import Tokenizer
 
     qrels = snapshot.split_qrels(split)
     qids = [q for q in snapshot.split_qids(split) if qrels.positives(q)]
@@ -416,7 +415,10 @@ def pairs_from_snapshot(
             "add positive labels to that split, or pick another split",
         )
     queries = [snapshot.queries[q] for q in qids]
-    tokenizer = tokenizer or Tokenizer(language=snapshot.language)  # type: ignore[arg-type]  # validated there
+    if tokenizer is None:  # the pipeline's BM25 defaults, so the CLI and rerank.model=trained share cache entries
+        from ablate.pipeline import BM25Spec, tokenizer_for
+
+        tokenizer = tokenizer_for(snapshot, BM25Spec())
     bm25 = BM25Retriever(snapshot.chunks, tokenizer=tokenizer, k1=0.9, b=0.4)
     run = bm25.search(queries, max(pool_depth, max_negatives))
     positives = {q: list(qrels.positives(q)) for q in qids}
