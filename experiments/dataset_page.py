@@ -45,11 +45,11 @@ def ablate(args: list[str], uri: str) -> float:
     return time.perf_counter() - t0
 
 
-def latest_children(uri: str):
+def latest_children(uri: str, experiment: str):
     from mlflow.tracking import MlflowClient
 
     c = MlflowClient(uri)
-    exps = [e.experiment_id for e in c.search_experiments()]
+    exps = [c.get_experiment_by_name(experiment).experiment_id]
     parent = c.search_runs(exps, "tags.`ablate.role` = 'sweep-parent'", order_by=["attributes.start_time DESC"],
                            max_results=1)[0]
     kids = c.search_runs([parent.info.experiment_id], f"tags.mlflow.parentRunId = '{parent.info.run_id}'")
@@ -82,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
         args = ["-m", f"corpus={name}", f"corpus.split={a.tune_split}", "variant=C", f"rrf.k={SWEEP_K}",
                 f"retrieval.window={SWEEP_WINDOW}", "stats.bootstrap=200"]
         commands.append(("python -m ablate " + " ".join(args), ablate(args, uri)))
-        _, kids = latest_children(uri)
+        _, kids = latest_children(uri, name)
         scored = []
         for r in kids:
             if r.info.status != "FINISHED":
@@ -95,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
         k = int(k) if float(k).is_integer() else k
     args = ["-m", f"corpus={name}", f"variant={a.variants}", f"rrf.k={k}", f"retrieval.window={window}", *a.overrides]
     commands.append(("python -m ablate " + " ".join(args), ablate(args, uri)))
-    parent, kids = latest_children(uri)
+    parent, kids = latest_children(uri, name)
     order = {v: i for i, v in enumerate(a.variants.split(","))}
     kids = sorted(kids, key=lambda r: order.get(r.data.params.get("variant"), 99))
 
