@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 import numpy as np
 
-from ablate.types import Query, Run
+from ablate.errors import ConfigError, InputError
+from ablate.types import Chunk, Hit, Query, Run
 
 
 @runtime_checkable
@@ -21,3 +24,75 @@ class Retriever(Protocol):
     def search(self, queries: Sequence[Query], depth: int, allowed: np.ndarray | None = None) -> Run:
         """Top-``depth`` chunks per query, ranked by ``types.TIE_RULE``; chunks where ``allowed`` is False never appear."""
         ...
+
+
+# Shared helpers of index-backed retrievers (BM25, dense): one chunk table, one mask check, one tie rule.
+
+
+@dataclass(frozen=True)
+class ChunkTable:
+    """What an index over ``chunks`` needs besides the text: its content hash, each position's (chunk_id, doc_id,
+    version), and each position's rank in plain string order of the chunk ids (for the tie rule)."""
+
+    sha256: str
+    meta: list[tuple[str, str, str | None]]
+    id_order: np.ndarray
+
+    @classmethod
+    def of(cls, chunks: Sequence[Chunk]) -> ChunkTable:
+        ids = np.array([c.chunk_id for c in chunks], dtype=object)
+        id_order = np.empty(len(ids), dtype=np.int64)
+        id_order[np.argsort(ids, kind="stable")] = np.arange(len(ids))
+        return cls(chunks_sha256(chunks), [(c.chunk_id, c.doc_id, c.version) for c in chunks], id_order)
+
+
+def chunks_sha256(chunks: Sequence[Chunk]) -> str:
+    """Order-sensitive hash of the chunks' ids and texts: what an index was built over."""
+    h = hashlib.sha256()
+    for c in chunks:
+        h.update(c.chunk_id.encode("utf-8") + b"\x00" + hashlib.sha256(c.text.encode("utf-8")).digest())
+    return h.hexdigest()
+
+
+def check_mask(allowed: np.ndarray | None, n: int) -> np.ndarray | None:
+    """``allowed`` as a boolean vector of length ``n`` (or None), else an :class:`InputError`."""
+    if allowed is None:
+        return None
+    mask = np.asarray(allowed)
+    if mask.shape != (n,):
+        raise InputError(
+            "allowed mask",
+            f"has shape {mask.shape}, expected ({n},)",
+            "build it over the snapshot's chunks, in order",
+        )
+    return mask.astype(bool, copy=False)
+
+
+def check_depth(depth: int) -> int:
+    if isinstance(depth, bool) or not isinstance(depth, (int, np.integer)) or depth < 1:
+        raise ConfigError("depth", depth, "a positive integer")
+    return int(depth)
+
+
+def top_by_tie_rule(scores: np.ndarray, depth: int, id_order: np.ndarray, keep: np.ndarray) -> np.ndarray:
+    """Indices of the best ``depth`` entries among ``keep`` (bool), ordered by score desc then chunk id asc.
+
+    ``id_order[i]`` is chunk ``i``'s position in plain string order of the chunk ids, so sorting on it is sorting on
+    the id (``TIE_RULE``).
+    """
+    cand = np.flatnonzero(keep)
+    if cand.size == 0:
+        return cand
+    order = np.lexsort((id_order[cand], -scores[cand].astype(np.float64)))
+    return cand[order[:depth]]
+
+
+def hits_of(meta: Sequence[tuple[str, str, str | None]], idx: np.ndarray, scores: np.ndarray) -> list[Hit]:
+    """Hits for chunk positions ``idx`` (already in rank order); ``meta[i]`` = (chunk_id, doc_id, version)."""
+    out = []
+    for i, s in zip(np.asarray(idx).tolist(), np.asarray(scores, dtype=np.float64).tolist(), strict=True):
+        cid, did, ver = meta[i]
+        out.append(Hit(cid, did, s, ver))
+    return out
+
+

@@ -43,7 +43,6 @@ make the cut follows the tie rule too, not the order inside a top-k heap.
 
 from __future__ import annotations
 
-import hashlib
 import math
 import time
 from collections.abc import Sequence
@@ -52,7 +51,14 @@ from typing import Any
 
 import numpy as np
 
-from ablate.errors import ConfigError, InputError
+from ablate.errors import ConfigError
+from ablate.retrievers.base import (
+    ChunkTable,
+    check_depth,
+    check_mask,
+    hits_of,
+    top_by_tie_rule,
+)
 from ablate.tokenize import Tokenizer
 from ablate.types import TIE_RULE, Chunk, Hit, Query, Run
 
@@ -63,56 +69,6 @@ METHODS: dict[str, tuple[str, ...]] = {
     "atire": ("bm25s",),
 }
 IMPLS = ("bm25s", "rank_bm25")
-
-
-def chunks_sha256(chunks: Sequence[Chunk]) -> str:
-    """Order-sensitive hash of the chunks' ids and texts: what an index was built over."""
-    h = hashlib.sha256()
-    for c in chunks:
-        h.update(c.chunk_id.encode("utf-8") + b"\x00" + hashlib.sha256(c.text.encode("utf-8")).digest())
-    return h.hexdigest()
-
-
-def check_mask(allowed: np.ndarray | None, n: int) -> np.ndarray | None:
-    """``allowed`` as a boolean vector of length ``n`` (or None), else an :class:`InputError`."""
-    if allowed is None:
-        return None
-    mask = np.asarray(allowed)
-    if mask.shape != (n,):
-        raise InputError(
-            "allowed mask",
-            f"has shape {mask.shape}, expected ({n},)",
-            "build it over the snapshot's chunks, in order",
-        )
-    return mask.astype(bool, copy=False)
-
-
-def check_depth(depth: int) -> int:
-    if isinstance(depth, bool) or not isinstance(depth, (int, np.integer)) or depth < 1:
-        raise ConfigError("depth", depth, "a positive integer")
-    return int(depth)
-
-
-def top_by_tie_rule(scores: np.ndarray, depth: int, id_order: np.ndarray, keep: np.ndarray) -> np.ndarray:
-    """Indices of the best ``depth`` entries among ``keep`` (bool), ordered by score desc then chunk id asc.
-
-    ``id_order[i]`` is chunk ``i``'s position in plain string order of the chunk ids, so sorting on it is sorting on
-    the id (``TIE_RULE``).
-    """
-    cand = np.flatnonzero(keep)
-    if cand.size == 0:
-        return cand
-    order = np.lexsort((id_order[cand], -scores[cand].astype(np.float64)))
-    return cand[order[:depth]]
-
-
-def hits_of(meta: Sequence[tuple[str, str, str | None]], idx: np.ndarray, scores: np.ndarray) -> list[Hit]:
-    """Hits for chunk positions ``idx`` (already in rank order); ``meta[i]`` = (chunk_id, doc_id, version)."""
-    out = []
-    for i, s in zip(np.asarray(idx).tolist(), np.asarray(scores, dtype=np.float64).tolist(), strict=True):
-        cid, did, ver = meta[i]
-        out.append(Hit(cid, did, s, ver))
-    return out
 
 
 class BM25Retriever:
@@ -152,11 +108,8 @@ class BM25Retriever:
         self.k1, self.b, self.impl, self.method = float(k1), float(b), impl, method
         self.n_threads = n_threads
         self.stats: dict[str, float] = {}
-        self._chunks_sha256 = chunks_sha256(self.chunks)
-        self._meta = [(c.chunk_id, c.doc_id, c.version) for c in self.chunks]
-        ids = np.array([c.chunk_id for c in self.chunks], dtype=object)
-        self._id_order = np.empty(len(ids), dtype=np.int64)
-        self._id_order[np.argsort(ids, kind="stable")] = np.arange(len(ids))
+        table = ChunkTable.of(self.chunks)
+        self._chunks_sha256, self._meta, self._id_order = table.sha256, table.meta, table.id_order
 
         t0 = time.perf_counter()
         corpus_tokens = tokenizer.tokenize_many(c.text for c in self.chunks)

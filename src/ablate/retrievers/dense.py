@@ -42,7 +42,13 @@ import numpy as np
 from ablate.cache import Cache, key_of, sha256_text
 from ablate.errors import ConfigError
 from ablate.models import resolve_model
-from ablate.retrievers.bm25 import check_depth, check_mask, chunks_sha256, hits_of, top_by_tie_rule
+from ablate.retrievers.base import (
+    ChunkTable,
+    check_depth,
+    check_mask,
+    hits_of,
+    top_by_tie_rule,
+)
 from ablate.types import TIE_RULE, Chunk, Hit, Query, Run
 
 #: Bump when the encoding procedure changes (it is part of every cache key).
@@ -110,11 +116,8 @@ class DenseRetriever:
             "model_loaded": 0,
             "search_seconds": 0.0,
         }
-        self._chunks_sha256 = chunks_sha256(self.chunks)
-        self._meta = [(c.chunk_id, c.doc_id, c.version) for c in self.chunks]
-        ids = np.array([c.chunk_id for c in self.chunks], dtype=object)
-        self._id_order = np.empty(len(ids), dtype=np.int64)
-        self._id_order[np.argsort(ids, kind="stable")] = np.arange(len(ids))
+        table = ChunkTable.of(self.chunks)
+        self._chunks_sha256, self._meta, self._id_order = table.sha256, table.meta, table.id_order
 
         t0 = time.perf_counter()
         self._emb = self._embed([c.text for c in self.chunks], role="passage")
