@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ablate.errors import ConfigError
-from ablate.types import Hit, Run, rank_hits
+from ablate.types import Hit, Run
 
 
 def rrf_scores(rankings: Sequence[Sequence[str]], k: float = 60.0) -> dict[str, float]:
@@ -50,9 +50,9 @@ def rrf(runs: Sequence[Run], k: float = 60.0, window: int = 100, depth: int | No
             for h in hits:
                 info.setdefault(h.chunk_id, h)
         scores = rrf_scores([[h.chunk_id for h in hits] for hits in lists], k)
-        fused = rank_hits(
-            Hit(chunk_id=c, doc_id=info[c].doc_id, score=s, version=info[c].version) for c, s in scores.items()
-        )
-        out[qid] = fused[:depth] if depth else fused
+        ranked = sorted(scores, key=lambda c: (-scores[c], c))  # types.TIE_RULE
+        if depth:
+            ranked = ranked[:depth]
+        out[qid] = [Hit(chunk_id=c, doc_id=info[c].doc_id, score=scores[c], version=info[c].version) for c in ranked]
     meta = {"fusion": "rrf", "rrf.k": k, "window": window, "inputs": [r.name for r in runs]}
     return Run(name=name, results=out, meta=meta)

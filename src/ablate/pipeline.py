@@ -182,6 +182,7 @@ class CandidateSource:
         self.qrels = qrels
         self.show_progress = show_progress
         self._built: dict[str, Any] = {}
+        self._memo: dict[str, Run] = {}  # candidate runs already read or computed in this process
         self.timings: dict[str, float] = {}
         self.counters: dict[str, float] = {}
 
@@ -241,10 +242,16 @@ class CandidateSource:
                 raise ConfigError("retrieval.retrievers", "oracle", "the oracle needs the split's qrels")
             return OracleRetriever(self.snapshot.chunks, labels).search(queries, depth, self.snapshot.allowed_mask(groups))
         ckey = key_of("candidates", self.snapshot.fingerprint, comps[name], groups, _queries_key(queries))
+        memo = self._memo.get(ckey)
+        if memo is not None and memo.meta.get("depth", 0) >= depth:
+            self.counters["candidate_cache_hits"] = self.counters.get("candidate_cache_hits", 0) + 1
+            return memo.truncated(depth)
         stored = self.cache.load_json("candidates", ckey)
         if stored is not None and stored.get("depth", 0) >= depth:
             self.counters["candidate_cache_hits"] = self.counters.get("candidate_cache_hits", 0) + 1
             run = _run_from_json(name, stored["results"], self.snapshot)
+            run.meta["depth"] = stored["depth"]
+            self._memo[ckey] = run
             return run.truncated(depth)
         self.counters["candidate_cache_misses"] = self.counters.get("candidate_cache_misses", 0) + 1
         r = self._build(name, spec)
@@ -257,6 +264,8 @@ class CandidateSource:
                 if k in getattr(r, "stats", {}):
                     self.counters[f"dense.{k}"] = float(r.stats[k])
         self.cache.save_json("candidates", ckey, {"depth": deep, "results": _run_to_json(run)})
+        run.meta["depth"] = deep
+        self._memo[ckey] = run
         return run.truncated(depth)
 
 
@@ -357,7 +366,8 @@ def run_variant(
     cands = {name: source.candidates(name, spec, comps, queries, fused_depth, qrels) for name in spec.retrievers}
     t0 = time.perf_counter()
     if spec.fusion == "rrf":
-        run = rrf(list(cands.values()), k=spec.rrf_k, window=spec.window, name="rrf")
+        depth = max(spec.depth, spec.rerank.depth if spec.rerank is not None else 0)
+        run = rrf(list(cands.values()), k=spec.rrf_k, window=spec.window, depth=depth, name="rrf")
     else:
         run = next(iter(cands.values()))
     timings = {"fusion_seconds": time.perf_counter() - t0}
