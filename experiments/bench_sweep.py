@@ -60,7 +60,8 @@ def main(argv: list[str] | None = None) -> int:
 
     c = MlflowClient(f"sqlite:///{tmp}/mlflow.db")
     exp = c.get_experiment_by_name(a.corpus)
-    runs = c.search_runs([exp.experiment_id], "tags.`ablate.role` != 'sweep-parent'", max_results=2000)
+    runs = [r for r in c.search_runs([exp.experiment_id], max_results=2000)
+            if r.data.tags.get("ablate.role") != "sweep-parent"]
     per_job = [r.data.metrics.get("time_total_seconds") for r in runs if "time_total_seconds" in r.data.metrics]
     last_sweep = [r for r in runs if r.data.tags.get("mlflow.parentRunId")][:12]
     enc = sum(r.data.metrics.get("dense_passages_encoded", 0) for r in last_sweep)
