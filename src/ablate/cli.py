@@ -335,6 +335,20 @@ def precheck_overrides(argv: list[str]) -> None:
                     raise ConfigError(key, v, f"valid options: {', '.join(groups[key])} (from conf/{key}/)")
 
 
+def _terminate_as_exit() -> None:
+    """Turn SIGTERM (``kill``, a CI timeout) into SystemExit so the open MLflow run ends FAILED with a reason
+    instead of being left RUNNING."""
+    import signal
+
+    def _handler(signum, frame):  # noqa: ANN001, ARG001
+        raise SystemExit(f"terminated by signal {signum}")
+
+    try:
+        signal.signal(signal.SIGTERM, _handler)
+    except ValueError:  # not the main thread (e.g. a launcher's worker): leave the default
+        pass
+
+
 def main() -> None:
     import hydra
 
@@ -347,6 +361,7 @@ def main() -> None:
         sys.exit(2)
     launch_dir = os.getcwd()
     multirun = any(a in ("-m", "--multirun") for a in argv)
+    _terminate_as_exit()
 
     @hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name="config")
     def _app(cfg):  # noqa: ANN001
