@@ -267,7 +267,8 @@ def run_job(cfg: Any, launch_dir: str | None = None) -> dict[str, Any]:
         )
         split = str(cfg.corpus.split)
         cache = Cache(_opt(cfg.cache.dir), enabled=bool(cfg.cache.enabled))
-        source = _SOURCES.setdefault((snapshot.fingerprint, split, str(cache.root)), None)
+        source_key = (snapshot.fingerprint, split, str(cache.root))
+        source = _SOURCES.get(source_key)
         log.info(
             "corpus %s: %d documents, %d chunks, split %s with %d queries; variant %s",
             snapshot.name, len(snapshot.documents), len(snapshot.chunks), split, len(snapshot.split_qids(split)), variant,
@@ -277,7 +278,7 @@ def run_job(cfg: Any, launch_dir: str | None = None) -> dict[str, Any]:
             from ablate.pipeline import CandidateSource
 
             source = CandidateSource(snapshot, cache, qrels=snapshot.split_qrels(split), show_progress=bool(cfg.progress))
-            _SOURCES[(snapshot.fingerprint, split, str(cache.root))] = source
+            _SOURCES[source_key] = source
         source.cache = cache  # this job's cache counters
         source.timings, source.counters = {}, {}
         result = run_variant(

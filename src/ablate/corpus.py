@@ -24,11 +24,11 @@ import numpy as np
 import yaml
 
 from ablate.errors import ConfigError, InputError
+from ablate.tokenize import ZH_SHARE, detect_language, han_share
 from ablate.types import Chunk, Document, Qrels, Query, Section, Unit
 
 FORMAT_VERSION = "ablate-corpus-1"
 CHUNKERS = ("none", "paragraph", "clause", "tokens")
-_CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
 
 
 @dataclass(frozen=True)
@@ -334,18 +334,6 @@ def load_qrels_tsv(path: Path, unit: Unit, queries: dict[str, Query], known_ids:
 # Chunking
 
 
-def _cjk_share(text: str) -> float:
-    chars = [c for c in text if not c.isspace()]
-    return sum(1 for c in chars if _CJK.match(c)) / len(chars) if chars else 0.0
-
-
-def detect_language(texts: Sequence[str], sample: int = 200) -> str:
-    """``zh`` when CJK ideographs make up over 20% of the non-space characters of a sample of texts, else ``en``."""
-    step = max(1, len(texts) // sample)
-    joined = "".join(texts[::step][:sample])
-    return "zh" if _cjk_share(joined) > 0.2 else "en"
-
-
 def _window_tokens(text: str, cjk: bool) -> list[str]:
     if cjk:
         # Chinese: characters (keeping runs of ASCII letters/digits whole) so windows never split inside a word code.
@@ -373,7 +361,7 @@ def chunk_document(doc: Document, spec: ChunkerSpec) -> list[Chunk]:
         paras = [p.strip() for p in re.split(r"\n\s*\n", doc.text) if p.strip()] or [doc.text]
         return [mk(f"p{i}", i, p) for i, p in enumerate(paras)]
     # fixed token windows with overlap
-    cjk = _cjk_share(doc.text) > 0.2
+    cjk = han_share(doc.text) > ZH_SHARE
     toks = _window_tokens(doc.text, cjk)
     stride = spec.size - spec.overlap
     out = []

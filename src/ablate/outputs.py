@@ -51,16 +51,14 @@ def metrics_for(result: Any, bootstrap: int = 1000, seed: int = 0) -> dict[str, 
         f = _num(v)
         if f is not None and not isinstance(v, bool):
             m[f"queries_{k}"] = f
-    n_scored = None
-    for k, v in ev.means.items():
-        if k.startswith("hit@") and _num(v) is not None:
-            from ablate.stats import wilson_interval
+    from ablate.stats import wilson_interval  # scipy: imported when a run is scored, not when the CLI starts
 
-            pq = ev.per_query
-            col = pq[(pq["category"] == "answerable")][k].dropna() if k in pq else None
-            if col is not None and len(col):
-                n_scored = len(col)
-                _, lo, hi = wilson_interval(int(col.sum()), n_scored)
+    pq = ev.per_query
+    for k, v in ev.means.items():
+        if k.startswith("hit@") and _num(v) is not None and k in pq:
+            col = pq[pq["category"] == "answerable"][k].dropna()
+            if len(col):
+                _, lo, hi = wilson_interval(int(col.sum()), len(col))
                 m[f"{k}_wilson_low"], m[f"{k}_wilson_high"] = lo, hi
     ab = result.abstention
     if ab is not None:
