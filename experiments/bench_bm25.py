@@ -34,10 +34,10 @@ import sys
 import numpy as np
 from _common import Report, Timings, dataset_path, interleaved, machine_facts, say, timed
 
-from ablate.corpus import load_corpus
-from ablate.retrievers.bm25 import BM25Retriever
-from ablate.tokenize import Tokenizer
-from ablate.types import Chunk, Query, Run
+from ablate.data.corpus import load_corpus
+from ablate.stages.retrievers.bm25 import BM25Retriever
+from ablate.stages.text.tokenize import Tokenizer
+from ablate.data.types import Chunk, Query, Run
 
 IMPLS = ("bm25s", "rank_bm25")
 

@@ -42,17 +42,17 @@ import numpy as np
 from _common import Report, dataset_path, interleaved, machine_facts, say, torch_threads
 
 from ablate.cache import Cache
-from ablate.corpus import load_corpus
-from ablate.retrievers.dense import DenseRetriever
-from ablate.types import Chunk
+from ablate.data.corpus import load_corpus
+from ablate.stages.retrievers.dense import DenseRetriever
+from ablate.data.types import Chunk
 
 _WARM_CHILD = r"""
 import json, os, sys, time
 os.environ["HF_HUB_OFFLINE"] = "1"; os.environ["TRANSFORMERS_OFFLINE"] = "1"
 t0 = time.perf_counter()
 from ablate.cache import Cache
-from ablate.retrievers.dense import DenseRetriever
-from ablate.types import Chunk
+from ablate.stages.retrievers.dense import DenseRetriever
+from ablate.data.types import Chunk
 spec = json.load(open(sys.argv[1]))
 chunks = [Chunk(chunk_id=c[0], doc_id=c[0], text=c[1]) for c in spec["chunks"]]
 t1 = time.perf_counter()
@@ -68,7 +68,7 @@ _OMP_CHILD = r"""
 import json, os, sys, time
 os.environ["HF_HUB_OFFLINE"] = "1"; os.environ["TRANSFORMERS_OFFLINE"] = "1"
 import torch
-from ablate.retrievers.dense import DenseRetriever
+from ablate.stages.retrievers.dense import DenseRetriever
 spec = json.load(open(sys.argv[1]))
 r = DenseRetriever([], model=spec["model"], cache=None)
 r.encode_queries(spec["queries"][:8])  # load + warm up

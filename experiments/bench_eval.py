@@ -24,7 +24,7 @@ import time
 import numpy as np
 
 from ablate.evaluation import EvalSettings, evaluate
-from ablate.types import Hit, Qrels, Run
+from ablate.data.types import Hit, Qrels, Run
 
 N_DOCS = 1_000_003  # prime, so base + step * j (mod N_DOCS) is distinct for j < depth when 0 < step < N_DOCS
 

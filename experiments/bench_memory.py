@@ -118,7 +118,7 @@ class Marks:
 
 
 def _snapshot(args: argparse.Namespace):
-    from ablate.corpus import load_corpus
+    from ablate.data.corpus import load_corpus
 
     return load_corpus(dataset_path(args.dataset))
 
@@ -128,7 +128,7 @@ def _queries(snap, args: argparse.Namespace):
 
 
 def _read_run(path: Path, name: str):
-    from ablate.types import Hit, Run
+    from ablate.data.types import Hit, Run
 
     data = json.loads(path.read_text())
     return Run(name, {q: [Hit(c, d, s) for c, d, s in hits] for q, hits in data.items()}, {})
@@ -148,8 +148,8 @@ def run_stage(stage: str, args: argparse.Namespace, prep: Path) -> dict[str, Any
             snap = _snapshot(args)
         info["chunks"] = len(snap.chunks)
     elif stage in ("bm25s", "rank_bm25"):
-        from ablate.retrievers.bm25 import BM25Retriever
-        from ablate.tokenize import Tokenizer
+        from ablate.stages.retrievers.bm25 import BM25Retriever
+        from ablate.stages.text.tokenize import Tokenizer
 
         with m.step("load_corpus"):
             snap = _snapshot(args)
@@ -166,7 +166,7 @@ def run_stage(stage: str, args: argparse.Namespace, prep: Path) -> dict[str, Any
             import faiss  # noqa: F401
             import sentence_transformers  # noqa: F401
             import torch  # noqa: F401
-        from ablate.retrievers.dense import DenseRetriever
+        from ablate.stages.retrievers.dense import DenseRetriever
 
         with m.step("load all-MiniLM-L6-v2 + encode 1 query"):
             DenseRetriever([], model=args.model, cache=None).encode_queries(["what causes memory use?"])
@@ -180,7 +180,7 @@ def run_stage(stage: str, args: argparse.Namespace, prep: Path) -> dict[str, Any
             import faiss  # noqa: F401
             import sentence_transformers  # noqa: F401
             import torch  # noqa: F401
-        from ablate.retrievers.dense import DenseRetriever
+        from ablate.stages.retrievers.dense import DenseRetriever
 
         with m.step(f"DenseRetriever build: model load + encode {n} chunks + IndexFlatIP (no cache)"):
             r = DenseRetriever(chunks, model=args.model, cache=None, max_seq_length=args.max_seq_length)
@@ -188,7 +188,7 @@ def run_stage(stage: str, args: argparse.Namespace, prep: Path) -> dict[str, Any
             r.search(queries, args.depth)
         info["torch_threads"] = torch.get_num_threads()
     elif stage == "rrf":
-        from ablate.fusion import rrf
+        from ablate.stages.fusion.rrf import rrf
 
         with m.step("read 2 runs from JSON"):
             runs = [
@@ -233,7 +233,7 @@ def run_stage(stage: str, args: argparse.Namespace, prep: Path) -> dict[str, Any
         with m.step("import torch, sentence_transformers"):
             import sentence_transformers  # noqa: F401
             import torch  # noqa: F401
-        from ablate.rerank import CrossEncoderReranker
+        from ablate.stages.rerank.cross_encoder import CrossEncoderReranker
 
         with m.step(f"rerank {len(qids)} queries x top {args.rerank_depth} (model load included, no cache)"):
             rr = CrossEncoderReranker(str(prep / "cross-encoder"), cache=None, max_length=256)
@@ -252,8 +252,8 @@ def run_stage(stage: str, args: argparse.Namespace, prep: Path) -> dict[str, Any
 
 def prepare(args: argparse.Namespace, prep: Path, need_rerank: bool) -> None:
     """Unmeasured helper process: the BM25 runs that rrf/eval/rerank read, and the cross-encoder checkpoint."""
-    from ablate.retrievers.bm25 import BM25Retriever
-    from ablate.tokenize import Tokenizer
+    from ablate.stages.retrievers.bm25 import BM25Retriever
+    from ablate.stages.text.tokenize import Tokenizer
 
     snap = _snapshot(args)
     queries = _queries(snap, args)
@@ -267,7 +267,7 @@ def prepare(args: argparse.Namespace, prep: Path, need_rerank: bool) -> None:
         import torch
         from sentence_transformers import CrossEncoder
 
-        from ablate.models import resolve_model
+        from ablate.stages.text.models import resolve_model
 
         torch.manual_seed(0)
         base = resolve_model(args.model, kind="encoder").path
@@ -345,10 +345,10 @@ def main(argv: list[str] | None = None) -> int:
     notes: list[str] = []
     if "rerank" in stages:
         try:
-            import ablate.rerank  # noqa: F401
+            import ablate.stages.rerank.cross_encoder  # noqa: F401
         except Exception as e:  # the module is optional for this benchmark
             stages.remove("rerank")
-            notes.append(f"rerank stage skipped: `import ablate.rerank` failed ({type(e).__name__}: {e}).")
+            notes.append(f"rerank stage skipped: `import ablate.stages.rerank.cross_encoder` failed ({type(e).__name__}: {e}).")
     facts = machine_facts(["sentence-transformers", "faiss-cpu", "bm25s", "rank-bm25", "pytrec-eval-terrier"])
 
     results: list[dict[str, Any]] = []

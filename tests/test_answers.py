@@ -1,7 +1,7 @@
 """Answer in context: normalised substring matching over the first K retrieved chunks."""
 
 from ablate.evaluation.answers import answer_in_context, normalize
-from ablate.types import Hit, Run
+from ablate.data.types import Hit, Run
 
 
 def test_normalize_and_match():

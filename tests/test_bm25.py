@@ -10,10 +10,10 @@ import pytest
 from rank_bm25 import BM25Okapi
 
 from ablate.errors import ConfigError, InputError
-from ablate.retrievers.base import Retriever
-from ablate.retrievers.bm25 import BM25Retriever
-from ablate.tokenize import Tokenizer
-from ablate.types import Chunk, Query, rank_hits
+from ablate.stages.retrievers.base import Retriever
+from ablate.stages.retrievers.bm25 import BM25Retriever
+from ablate.stages.text.tokenize import Tokenizer
+from ablate.data.types import Chunk, Query, rank_hits
 
 K1, B = 0.9, 0.4
 

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from ablate.compare import (
+from ablate.study.compare import (
     ComparisonRefused,
     RunInfo,
     check_comparison,

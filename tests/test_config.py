@@ -6,7 +6,7 @@ import pytest
 from hydra import compose, initialize_config_dir
 from hydra.utils import instantiate
 
-from ablate.cli import CONF_DIR, _group_options, _register_resolvers, precheck_overrides, specs_from_config
+from ablate.app.cli import CONF_DIR, _group_options, _register_resolvers, precheck_overrides, specs_from_config
 from ablate.errors import ConfigError
 
 _register_resolvers()

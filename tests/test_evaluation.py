@@ -15,7 +15,7 @@ import pytest
 
 from ablate.errors import ConfigError, InputError
 from ablate.evaluation import EvalSettings, evaluate
-from ablate.types import Hit, Qrels, Run
+from ablate.data.types import Hit, Qrels, Run
 
 
 def docs(*ids: str, start: float = 100.0) -> list[Hit]:

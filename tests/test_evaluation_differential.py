@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ablate.evaluation import EvalSettings, evaluate
-from ablate.types import Hit, Qrels, Run
+from ablate.data.types import Hit, Qrels, Run
 
 KS = (1, 2, 3, 5, 10, 20)
 TOL = 1e-9

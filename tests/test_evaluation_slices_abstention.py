@@ -16,7 +16,7 @@ from ablate.evaluation import (
     top_scores,
 )
 from ablate.evaluation.abstention import abstention_report
-from ablate.types import Hit, Qrels, Query, Run
+from ablate.data.types import Hit, Qrels, Query, Run
 
 
 def hits(*pairs):

@@ -3,8 +3,8 @@
 import pytest
 
 from ablate.errors import ConfigError
-from ablate.fusion import rrf, rrf_scores
-from ablate.types import Hit, Run
+from ablate.stages.fusion.rrf import rrf, rrf_scores
+from ablate.data.types import Hit, Run
 
 BM25 = ["4.2", "6.1", "3.5"]
 DENSE = ["5.3", "6.1", "4.2"]

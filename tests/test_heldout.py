@@ -1,6 +1,6 @@
 """Held-out discipline: first test run registers, a changed configuration later warns and is tagged."""
 
-from ablate.heldout import PriorTestRun, config_fingerprint, judge_test_run
+from ablate.runner.heldout import PriorTestRun, config_fingerprint, judge_test_run
 
 
 def test_config_fingerprint_ignores_the_split_only():

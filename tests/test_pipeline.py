@@ -2,10 +2,10 @@
 rankings as a cold run at that depth (the basis of cheap sweeps)."""
 
 from ablate.cache import Cache
-from ablate.corpus import load_corpus
+from ablate.data.corpus import load_corpus
 from ablate.evaluation import EvalSettings
-from ablate.fusion import rrf
-from ablate.pipeline import CandidateSource, VariantSpec, component_fingerprints, run_variant
+from ablate.stages.fusion.rrf import rrf
+from ablate.runner.pipeline import CandidateSource, VariantSpec, component_fingerprints, run_variant
 
 
 def _ids(run):

@@ -11,8 +11,9 @@ import pandas as pd
 import pytest
 from statsmodels.stats.multitest import multipletests
 
-from ablate import report, stats
-from ablate.compare import ComparisonRefused
+from ablate.evaluation import stats
+from ablate.study import report
+from ablate.study.compare import ComparisonRefused
 from ablate.errors import ConfigError, InputError
 from test_compare import fingerprints, params_for
 
@@ -67,7 +68,7 @@ def record(
         "ablate.index_snapshot": "s" * 64,
         "ablate.qrels_hash": qrels,
         "ablate.split": split,
-        "ablate.corpus": "demo",
+        "ablate.data.corpus": "demo",
         **{f"ablate.fp.{k}": v for k, v in fingerprints(params).items()},
     }
     pq = per_query(variant, seed, drop, tags)

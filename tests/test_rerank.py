@@ -13,9 +13,9 @@ import pytest
 
 from ablate.cache import Cache
 from ablate.errors import ConfigError, InputError, ModelUnavailableError
-from ablate.rerank import SCORE_KIND, CrossEncoderReranker
-from ablate.train_reranker import train_cross_encoder
-from ablate.types import Hit, Run, rank_hits
+from ablate.stages.rerank.cross_encoder import SCORE_KIND, CrossEncoderReranker
+from ablate.stages.rerank.training import train_cross_encoder
+from ablate.data.types import Hit, Run, rank_hits
 
 # Eight facts: each question's own passage is its positive, three other passages its negatives.
 FACTS = {

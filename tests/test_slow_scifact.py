@@ -9,9 +9,9 @@ pytestmark = pytest.mark.slow
 
 def test_scifact_bm25_reproduces_the_published_figure(tmp_path):
     from ablate.cache import Cache
-    from ablate.corpus import load_corpus
+    from ablate.data.corpus import load_corpus
     from ablate.evaluation import EvalSettings
-    from ablate.pipeline import VariantSpec, run_variant
+    from ablate.runner.pipeline import VariantSpec, run_variant
 
     root = DATASETS / "scifact"
     if not root.exists():

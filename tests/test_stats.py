@@ -19,7 +19,7 @@ from hypothesis import strategies as hs
 from statsmodels.stats.multitest import multipletests
 from statsmodels.stats.proportion import proportion_confint
 
-from ablate import stats as S
+from ablate.evaluation import stats as S
 from ablate.errors import AblateError
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from ablate.errors import ConfigError
-from ablate.tokenize import (
+from ablate.stages.text.tokenize import (
     ENGLISH_STOPWORDS,
     TOKENIZER_VERSION,
     Tokenizer,

@@ -14,8 +14,8 @@ import pytest
 
 from ablate.cache import Cache
 from ablate.errors import ConfigError, InputError, ModelUnavailableError
-from ablate.models import resolve_model
-from ablate.train_reranker import (
+from ablate.stages.text.models import resolve_model
+from ablate.stages.rerank.training import (
     META_FILE,
     TRAINED_KIND,
     build_pairs,
@@ -196,7 +196,7 @@ def travel_corpus(tmp_path):
 
 
 def test_pairs_from_snapshot_uses_train_labels_and_bm25_negatives(travel_corpus):
-    from ablate.corpus import load_corpus
+    from ablate.data.corpus import load_corpus
 
     snap = load_corpus(travel_corpus)
     pairs = pairs_from_snapshot(snap, "train", max_negatives=3)

@@ -6,7 +6,7 @@ import os
 # to 6.8x slower (experiments/results/bench_encode.md). Must be set before torch is imported.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
-from ablate.cli import main  # noqa: E402
+from ablate.app.cli import main  # noqa: E402
 
 if __name__ == "__main__":
     main()

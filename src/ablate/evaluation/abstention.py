@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from ablate.errors import ConfigError, InputError
-from ablate.types import Run
+from ablate.data.types import Run
 
 NO_ANSWER_CATEGORIES = ("no_answer", "idcg_zero")
 

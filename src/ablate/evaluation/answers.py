@@ -17,7 +17,7 @@ import re
 import unicodedata
 from collections.abc import Mapping, Sequence
 
-from ablate.types import Run
+from ablate.data.types import Run
 
 _WS = re.compile(r"\s+")
 

@@ -29,7 +29,7 @@ import pandas as pd
 
 from ablate.errors import ConfigError, InputError
 from ablate.evaluation.units import judgements_at, ranked_units, resolve_unit
-from ablate.types import TIE_RULE, Hit, Qrels, Run
+from ablate.data.types import TIE_RULE, Hit, Qrels, Run
 
 #: Metrics computed per query at every K, in column order. ``rr`` is averaged into ``mrr``.
 METRICS: tuple[str, ...] = ("hit", "recall", "rr", "ndcg", "judged", "complete", "unjudged")

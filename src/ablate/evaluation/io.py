@@ -20,7 +20,7 @@ import math
 from pathlib import Path
 
 from ablate.errors import ConfigError, InputError
-from ablate.types import UNITS, Hit, Qrels, Run
+from ablate.data.types import UNITS, Hit, Qrels, Run
 
 TIE_RULES: dict[str, str] = {
     "docid-asc": "score desc, then docid asc (rank column ignored)",

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from ablate.evaluation.core import EvalResult, means_of
-from ablate.types import Query
+from ablate.data.types import Query
 
 UNTAGGED = "(untagged)"
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from ablate.errors import ConfigError, InputError
-from ablate.types import UNITS, Qrels
+from ablate.data.types import UNITS, Qrels
 
 
 def resolve_unit(requested: str, qrels_unit: str) -> str:

@@ -14,13 +14,13 @@ from pathlib import Path
 from typing import Any
 
 from ablate.errors import AblateError, ConfigError
-from ablate.heldout import HELD_OUT_SPLITS
+from ablate.runner.heldout import HELD_OUT_SPLITS
 
 log = logging.getLogger("ablate")
 
-PACKAGE_DIR = Path(__file__).resolve().parent
+PACKAGE_DIR = Path(__file__).resolve().parents[1]
 CONF_DIR = (PACKAGE_DIR.parent.parent / "conf").resolve()
-from ablate.outputs import HEADLINE  # noqa: E402
+from ablate.runner.emit import HEADLINE  # noqa: E402
 
 
 def corpora_dir() -> Path:
@@ -61,9 +61,9 @@ def specs_from_config(cfg: Any):
     """Turn the composed config into (VariantSpec, EvalSettings, ChunkerSpec|None)."""
     from omegaconf import OmegaConf
 
-    from ablate.corpus import ChunkerSpec
+    from ablate.data.corpus import ChunkerSpec
     from ablate.evaluation import EvalSettings
-    from ablate.pipeline import BM25Spec, DenseSpec, RerankSpec, VariantSpec
+    from ablate.runner.pipeline import BM25Spec, DenseSpec, RerankSpec, VariantSpec
 
     keys = ("eval", "rerank", "retrieval", "rrf", "variant", "fusion", "bm25", "dense", "corpus")
     c: dict[str, Any] = {k: OmegaConf.to_container(cfg[k], resolve=True) for k in keys}
@@ -190,7 +190,7 @@ def _heldout_verdict(tracker: Any, experiment: str, run_id: str, result: Any, se
                      sweep_id: str | None):
     from dataclasses import asdict
 
-    from ablate.heldout import PriorTestRun, config_fingerprint, judge_test_run
+    from ablate.runner.heldout import PriorTestRun, config_fingerprint, judge_test_run
 
     cfp = config_fingerprint(result.components, asdict(settings))
     tracker.set_tags(run_id, {"ablate.config_fp": cfp})
@@ -214,7 +214,7 @@ _SOURCES: dict[tuple, Any] = {}
 
 
 def _load_snapshot(path: str, chunker: Any, language: str | None, name: str | None, extra: tuple[str, ...]):
-    from ablate.corpus import load_corpus
+    from ablate.data.corpus import load_corpus
 
     root = Path(path)
     stamp = tuple(
@@ -233,8 +233,8 @@ def run_job(cfg: Any, launch_dir: str | None = None) -> dict[str, Any]:
     from omegaconf import OmegaConf
 
     from ablate.cache import Cache
-    from ablate.outputs import artifacts_for, metrics_for, print_run_summary
-    from ablate.pipeline import run_variant
+    from ablate.runner.emit import artifacts_for, metrics_for, print_run_summary
+    from ablate.runner.pipeline import run_variant
     from ablate.tracking import Tracker, flatten, resolve_tracking_uri
 
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -275,7 +275,7 @@ def run_job(cfg: Any, launch_dir: str | None = None) -> dict[str, Any]:
         )
         thr = _opt(cfg.abstain.threshold)
         if source is None:
-            from ablate.pipeline import CandidateSource
+            from ablate.runner.pipeline import CandidateSource
 
             source = CandidateSource(snapshot, cache, qrels=snapshot.split_qrels(split), show_progress=bool(cfg.progress))
             _SOURCES[source_key] = source
@@ -292,7 +292,7 @@ def run_job(cfg: Any, launch_dir: str | None = None) -> dict[str, Any]:
             "ablate.qrels_file_sha256": snapshot.split_qrels(split).source_sha256,
             "ablate.label_version": snapshot.label_version or "unversioned",
             "ablate.split": split,
-            "ablate.corpus": snapshot.name,
+            "ablate.data.corpus": snapshot.name,
             "ablate.identity": spec.identity or "none",
             **component_tags(result.components, settings),
         })

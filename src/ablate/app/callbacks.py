@@ -18,7 +18,7 @@ PARENT_FILE = ".ablate_parent_run"
 
 
 def _experiment(cfg: Any) -> str:
-    from ablate.cli import _opt
+    from ablate.app.cli import _opt
 
     return _opt(cfg.tracking.experiment) or _opt(cfg.corpus.get("name")) or Path(str(cfg.corpus.path)).name
 
@@ -30,7 +30,7 @@ class SweepCallback(Callback):
         self.sweep_dir: Path | None = None
 
     def on_multirun_start(self, config: Any, **kwargs: Any) -> None:
-        from ablate.cli import _git_commit, _register_resolvers
+        from ablate.app.cli import _git_commit, _register_resolvers
         from ablate.tracking import Tracker, resolve_tracking_uri
 
         _register_resolvers()
@@ -58,8 +58,8 @@ class SweepCallback(Callback):
         if self.tracker is None or self.parent is None:
             return
         from ablate.errors import AblateError
-        from ablate.report import attach_report
-        from ablate.sweep_summary import summarize_sweep
+        from ablate.study.report import attach_report
+        from ablate.study.sweep_summary import summarize_sweep
 
         try:
             table = summarize_sweep(self.tracker, self.parent, str(self.sweep_dir), config, quiet=True)

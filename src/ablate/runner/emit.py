@@ -24,7 +24,7 @@ def _num(v: Any) -> float | None:
 
 def headline_cis(result: Any, bootstrap: int, seed: int) -> dict[str, tuple[float, float, float]]:
     """95% bootstrap intervals over the answerable queries for every mean metric (shared resamples)."""
-    from ablate.stats import bootstrap_cis
+    from ablate.evaluation.stats import bootstrap_cis
 
     ev = result.evaluation
     pq = ev.per_query
@@ -51,7 +51,7 @@ def metrics_for(result: Any, bootstrap: int = 1000, seed: int = 0) -> dict[str, 
         f = _num(v)
         if f is not None and not isinstance(v, bool):
             m[f"queries_{k}"] = f
-    from ablate.stats import wilson_interval  # scipy: imported when a run is scored, not when the CLI starts
+    from ablate.evaluation.stats import wilson_interval  # scipy: imported when a run is scored, not when the CLI starts
 
     pq = ev.per_query
     for k, v in ev.means.items():

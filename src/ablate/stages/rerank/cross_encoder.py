@@ -38,8 +38,8 @@ from typing import Any
 
 from ablate.cache import Cache, key_of, sha256_text
 from ablate.errors import ConfigError, InputError
-from ablate.models import ResolvedModel, resolve_model
-from ablate.types import TIE_RULE, Hit, Run, rank_hits
+from ablate.stages.text.models import ResolvedModel, resolve_model
+from ablate.data.types import TIE_RULE, Hit, Run, rank_hits
 
 SCORE_KIND = "rerank-scores"
 _SCORE_VERSION = "rerank-scores/v1"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from ablate.outputs import HEADLINE, fmt, format_table
+from ablate.runner.emit import HEADLINE, fmt, format_table
 from ablate.tracking import metric_key
 
 VARIANT_ORDER = {"A": 0, "B": 1, "C": 2, "D": 3, "oracle": 4}

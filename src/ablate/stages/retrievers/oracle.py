@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ablate.types import Chunk, Hit, Qrels, Query, Run
+from ablate.data.types import Chunk, Hit, Qrels, Query, Run
 
 TIE_RULE = "grade desc, then chunk id asc (document order for doc-level labels)"
 

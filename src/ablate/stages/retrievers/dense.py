@@ -41,15 +41,15 @@ import numpy as np
 
 from ablate.cache import Cache, key_of, sha256_text
 from ablate.errors import ConfigError
-from ablate.models import resolve_model
-from ablate.retrievers.base import (
+from ablate.stages.text.models import resolve_model
+from ablate.stages.retrievers.base import (
     ChunkTable,
     check_depth,
     check_mask,
     hits_of,
     top_by_tie_rule,
 )
-from ablate.types import TIE_RULE, Chunk, Hit, Query, Run
+from ablate.data.types import TIE_RULE, Chunk, Hit, Query, Run
 
 #: Bump when the encoding procedure changes (it is part of every cache key).
 ENCODER_VERSION = "ablate-dense/1"

@@ -44,7 +44,7 @@ class HeldOutVerdict:
     message: str = ""
 
     def tags(self) -> dict[str, str]:
-        t = {"ablate.heldout": self.status}
+        t = {"ablate.runner.heldout": self.status}
         if self.status == "reuse":
             t["ablate.test_reuse"] = "true"
             t["ablate.test_reuse_previous"] = ",".join(self.previous[:20])

@@ -24,8 +24,8 @@ import numpy as np
 import yaml
 
 from ablate.errors import ConfigError, InputError
-from ablate.tokenize import ZH_SHARE, detect_language, han_share
-from ablate.types import Chunk, Document, Qrels, Query, Section, Unit
+from ablate.stages.text.tokenize import ZH_SHARE, detect_language, han_share
+from ablate.data.types import Chunk, Document, Qrels, Query, Section, Unit
 
 FORMAT_VERSION = "ablate-corpus-1"
 CHUNKERS = ("none", "paragraph", "clause", "tokens")

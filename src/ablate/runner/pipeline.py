@@ -17,10 +17,10 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ablate.cache import Cache, key_of, sha256_text
-from ablate.corpus import Snapshot
+from ablate.data.corpus import Snapshot
 from ablate.errors import ConfigError
-from ablate.fusion import rrf
-from ablate.types import TIE_RULE, Hit, Qrels, Query, Run
+from ablate.stages.fusion.rrf import rrf
+from ablate.data.types import TIE_RULE, Hit, Qrels, Query, Run
 
 RETRIEVERS = ("bm25", "dense", "oracle")
 FUSIONS = ("none", "rrf")
@@ -114,13 +114,13 @@ class RunResult:
 
 
 def tokenizer_for(snapshot: Snapshot, spec: BM25Spec):
-    from ablate.tokenize import Tokenizer
+    from ablate.stages.text.tokenize import Tokenizer
 
     return Tokenizer(language=snapshot.language, stopwords=spec.stopwords, stemmer=spec.stemmer)
 
 
 def component_fingerprints(snapshot: Snapshot, spec: VariantSpec, split: str) -> dict[str, dict[str, Any]]:
-    from ablate.models import resolve_model
+    from ablate.stages.text.models import resolve_model
 
     comps: dict[str, dict[str, Any]] = {
         "snapshot": {
@@ -192,7 +192,7 @@ class CandidateSource:
             return self._built[key]
         t0 = time.perf_counter()
         if name == "bm25":
-            from ablate.retrievers.bm25 import BM25Retriever
+            from ablate.stages.retrievers.bm25 import BM25Retriever
 
             r = BM25Retriever(
                 self.snapshot.chunks,
@@ -203,7 +203,7 @@ class CandidateSource:
                 method=spec.bm25.method,
             )
         elif name == "dense":
-            from ablate.retrievers.dense import DenseRetriever
+            from ablate.stages.retrievers.dense import DenseRetriever
 
             r = DenseRetriever(
                 self.snapshot.chunks,
@@ -235,7 +235,7 @@ class CandidateSource:
     ) -> Run:
         groups = comps["identity"]["groups"]
         if name == "oracle":  # the oracle reads the split's labels; nothing to cache
-            from ablate.retrievers.oracle import OracleRetriever
+            from ablate.stages.retrievers.oracle import OracleRetriever
 
             labels = qrels if qrels is not None else self.qrels
             if labels is None:
@@ -274,7 +274,7 @@ class CandidateSource:
 
 
 def build_reranker(snapshot: Snapshot, spec: RerankSpec, cache: Cache, show_progress: bool = False):
-    from ablate.rerank import CrossEncoderReranker
+    from ablate.stages.rerank.cross_encoder import CrossEncoderReranker
 
     model = spec.model
     if model == "trained":
@@ -284,7 +284,7 @@ def build_reranker(snapshot: Snapshot, spec: RerankSpec, cache: Cache, show_prog
 
 def trained_reranker_path(snapshot: Snapshot, spec: RerankSpec, cache: Cache, show_progress: bool = False) -> str:
     """Fine-tune (or fetch from cache) a cross-encoder on the corpus's train split; hard negatives from BM25."""
-    from ablate.train_reranker import pairs_from_snapshot, train_cross_encoder
+    from ablate.stages.rerank.training import pairs_from_snapshot, train_cross_encoder
 
     pairs = pairs_from_snapshot(
         snapshot, spec.train_split, max_negatives=spec.train_max_negatives, seed=spec.train_seed

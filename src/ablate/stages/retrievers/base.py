@@ -10,7 +10,7 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 
 from ablate.errors import ConfigError, InputError
-from ablate.types import Chunk, Hit, Query, Run
+from ablate.data.types import Chunk, Hit, Query, Run
 
 
 @runtime_checkable

@@ -52,15 +52,15 @@ from typing import Any
 import numpy as np
 
 from ablate.errors import ConfigError
-from ablate.retrievers.base import (
+from ablate.stages.retrievers.base import (
     ChunkTable,
     check_depth,
     check_mask,
     hits_of,
     top_by_tie_rule,
 )
-from ablate.tokenize import Tokenizer
-from ablate.types import TIE_RULE, Chunk, Hit, Query, Run
+from ablate.stages.text.tokenize import Tokenizer
+from ablate.data.types import TIE_RULE, Chunk, Hit, Query, Run
 
 #: method -> backends that implement it (with identical scores).
 METHODS: dict[str, tuple[str, ...]] = {

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ablate.errors import ConfigError
-from ablate.types import Hit, Run
+from ablate.data.types import Hit, Run
 
 
 def rrf_scores(rankings: Sequence[Sequence[str]], k: float = 60.0) -> dict[str, float]:
