@@ -11,8 +11,9 @@ from rank_bm25 import BM25Okapi
 
 from ablate.errors import ConfigError, InputError
 from ablate.stages.retrievers.base import Retriever
-from ablate.stages.retrievers.bm25 import BM25Retriever
+from ablate.stages.retrievers.bm25 import BM25Index, BM25Retriever
 from ablate.stages.text.tokenize import Tokenizer
+from ablate.testing.contracts import RetrieverContract
 from ablate.data.types import Chunk, Query, rank_hits
 
 K1, B = 0.9, 0.4
@@ -126,7 +127,7 @@ def test_both_backends_give_the_same_run(method):
     chunks = _chunks(CORPUS + ["travel travel travel"] * 3)
     queries = _queries(QUERIES + ["travel", "nothing matches zzz"])
     runs = [
-        BM25Retriever(chunks, TOK, k1=K1, b=B, impl=impl, method=method).search(queries, depth=5)
+        BM25Index(chunks, TOK, k1=K1, b=B, impl=impl, method=method).search(queries, depth=5)
         for impl in ("bm25s", "rank_bm25")
     ]
     for q in queries:
@@ -137,16 +138,18 @@ def test_both_backends_give_the_same_run(method):
 
 # -- rules --------------------------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
-def retriever() -> BM25Retriever:
-    return BM25Retriever(_chunks(CORPUS), TOK)
+def retriever() -> BM25Index:
+    return BM25Index(_chunks(CORPUS), TOK)
 
 
-def test_is_a_retriever_with_stats_and_fingerprint(retriever):
-    assert isinstance(retriever, Retriever) and retriever.name == "bm25"
+def test_index_stats_and_stage_fingerprint(retriever):
+    assert retriever.name == "bm25"
     assert retriever.stats["index_seconds"] >= 0 and retriever.stats["n_chunks"] == len(CORPUS)
-    fp = retriever.fingerprint()
-    assert (fp["impl"], fp["method"], fp["k1"], fp["b"]) == ("bm25s", "lucene", 0.9, 0.4)
-    assert fp["tokenizer"] == TOK.fingerprint()
+    stage = BM25Retriever(stemmer=None, language="en")
+    assert isinstance(stage, Retriever)
+    fp = stage.fingerprint()
+    assert (fp.params["impl"], fp.params["method"], fp.params["k1"], fp.params["b"]) == ("bm25s", "lucene", 0.9, 0.4)
+    assert fp.resources["tokenizer"] == TOK.fingerprint() and fp.libraries["bm25s"] == bm25s.__version__
 
 
 def test_identifier_query_ranks_exact_code_first(retriever):
@@ -176,7 +179,7 @@ def test_allowed_mask_filters_inside_retrieval():
     mask = np.ones(len(chunks), dtype=bool)
     mask[2] = False  # the best chunk for "invoice covers Berlin"
     for impl in ("bm25s", "rank_bm25"):
-        r = BM25Retriever(chunks, TOK, impl=impl)
+        r = BM25Index(chunks, TOK, impl=impl)
         full = r.search(queries, depth=2)
         masked = r.search(queries, depth=2, allowed=mask)
         assert full.get("q0")[0].chunk_id == "c02"
@@ -196,7 +199,7 @@ def test_tie_at_the_cutoff_follows_the_tie_rule(impl):
     # five identical chunks tie; the two with the smallest ids must make the cut whatever the heap order
     ids = ["e", "b", "d", "a", "c"]
     chunks = [Chunk(i, i, "flight booking") for i in ids] + [Chunk("z", "z", "hotel")]
-    r = BM25Retriever(chunks, TOK, impl=impl)
+    r = BM25Index(chunks, TOK, impl=impl)
     assert [h.chunk_id for h in r.search(_queries(["flight"]), depth=2).get("q0")] == ["a", "b"]
     mask = np.array([True, True, True, False, True, True])  # "a" is not allowed
     assert [h.chunk_id for h in r.search(_queries(["flight"]), depth=2, allowed=mask).get("q0")] == ["b", "c"]
@@ -205,7 +208,7 @@ def test_tie_at_the_cutoff_follows_the_tie_rule(impl):
 def test_chinese_and_mixed_corpus():
     zh = Tokenizer("zh")
     chunks = _chunks(["发票INV-102的金额是500元", "发票INV-120的金额是700元", "差旅政策适用于所有员工"])
-    run = BM25Retriever(chunks, zh).search(_queries(["INV-102的金额是多少", "差旅政策"]), depth=3)
+    run = BM25Index(chunks, zh).search(_queries(["INV-102的金额是多少", "差旅政策"]), depth=3)
     assert run.get("q0")[0].chunk_id == "c00" and run.get("q1")[0].chunk_id == "c02"
     assert [h.chunk_id for h in run.get("q1")] == ["c02"]
 
@@ -218,7 +221,7 @@ def test_many_queries_in_one_batch(retriever):
 
 def test_empty_corpus_and_corpus_without_terms():
     for chunks in ([], _chunks(["", "the of"])):
-        r = BM25Retriever(chunks, TOK)
+        r = BM25Index(chunks, TOK)
         assert r.search(_queries(["travel"]), depth=5).results == {"q0": []}
 
 
@@ -226,10 +229,32 @@ def test_invalid_settings_raise_config_error():
     with pytest.raises(
         ConfigError, match=r"bm25.impl='lucene_java' is not valid; valid options: bm25s, rank_bm25"
     ):
-        BM25Retriever(_chunks(CORPUS), TOK, impl="lucene_java")
+        BM25Retriever(impl="lucene_java")
     with pytest.raises(ConfigError, match="bm25.method"):
-        BM25Retriever(_chunks(CORPUS), TOK, method="bm25l")
+        BM25Retriever(method="bm25l")
     with pytest.raises(ConfigError, match="rank_bm25 supports: lucene, robertson"):
-        BM25Retriever(_chunks(CORPUS), TOK, impl="rank_bm25", method="atire")
+        BM25Retriever(impl="rank_bm25", method="atire")
+    for bad in (float("nan"), float("inf"), -1, "x", True):
+        with pytest.raises(ConfigError, match="bm25.k1"):
+            BM25Retriever(k1=bad)
+    with pytest.raises(ConfigError, match="bm25.b"):
+        BM25Index(_chunks(CORPUS), TOK, b=1.5)
     with pytest.raises(ConfigError, match="depth"):
-        BM25Retriever(_chunks(CORPUS), TOK).search(_queries(["x"]), depth=0)
+        BM25Index(_chunks(CORPUS), TOK).search(_queries(["x"]), depth=0)
+
+
+# -- the stage contract every retriever runs -----------------------------------------------------------------------
+class TestBM25Contract(RetrieverContract):
+    variations = {
+        "impl": "rank_bm25",
+        "k1": 1.2,
+        "b": 0.75,
+        "method": "robertson",
+        "stopwords": False,
+        "stemmer": "english",
+        "language": "zh",
+        "jieba_mode": "precise",
+    }
+
+    def make(self, **params):
+        return BM25Retriever(**params)

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from mlflow.tracking import MlflowClient
+from ablate.tracking import Tracker
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -28,9 +28,9 @@ def workdir(tmp_path_factory, mlflow_uri):
 
 
 def _runs(uri: str, experiment: str):
-    c = MlflowClient(uri)
-    exp = c.get_experiment_by_name(experiment)
-    return c, c.search_runs([exp.experiment_id], order_by=["attributes.start_time ASC"]) if exp else []
+    t = Tracker(uri)
+    exp = t.experiment_id(experiment, create=False)
+    return t, t.find_runs([exp]) if exp else []
 
 
 def _base(tiny_corpus, uri, exp):
@@ -46,30 +46,39 @@ def test_single_run_logs_params_metrics_artifacts_and_warm_rerun_encodes_nothing
     assert "| C " in p.stdout and "ndcg@10" in p.stdout
     p2 = ablate([*base, "variant=C", "rrf.k=60"], cwd, env)
     assert p2.returncode == 0, p2.stderr
-    c, runs = _runs(uri, "cli-single")
-    assert [r.info.status for r in runs] == ["FINISHED", "FINISHED"]
+    t, runs = _runs(uri, "cli-single")
+    assert [r.status for r in runs] == ["FINISHED", "FINISHED"]
     first, second = runs
-    assert first.data.params["rrf.k"] == "60" and first.data.params["variant"] == "C"
+    p = first.params
+    assert p["variant"] == "C" and float(p["rrf.k"]) == 60 and p["rrf.window"] == "100"
+    assert p["pipeline.retrievers"] == '["bm25", "dense"]' and p["pipeline.fuser"] == "rrf"
+    assert p["pipeline.reranker"] == "none" and p["bm25.k1"] == "0.9" and p["dense.model"] == "all-MiniLM-L6-v2"
+    assert not any(k.startswith(("rerank.", "oracle.", "tracking.", "cache.", "hydra")) for k in p)
+    assert first.tags["ablate.param_sources"] == '{"retrieval.window": "rrf.window"}'
     for m in ("ndcg_at_10", "recall_at_10", "hit_at_10", "mrr_at_10", "ndcg_at_10_ci_low", "queries_answerable"):
-        assert m in first.data.metrics, m
+        assert m in first.metrics, m
     # dev: q1, q2 answerable; q3 no-answer; q4's only positive is finance-only -> unanswerable for `employee`
-    assert first.data.metrics["queries_answerable"] == 2
-    assert first.data.metrics["permission_queries_made_unanswerable"] == 1
-    assert first.data.metrics["dense_passages_encoded"] == 5
-    assert second.data.metrics["dense_passages_encoded"] == 0
-    assert second.data.metrics["candidate_cache_hits"] == 2
-    assert second.data.metrics["ndcg_at_10"] == first.data.metrics["ndcg_at_10"]
-    tags = first.data.tags
+    assert first.metrics["queries_answerable"] == 2
+    assert first.metrics["permission_queries_made_unanswerable"] == 1
+    assert first.metrics["dense_passages_encoded"] == 5
+    assert second.metrics["dense_passages_encoded"] == 0
+    assert second.metrics["candidate_cache_hits"] == 2
+    assert second.metrics["ndcg_at_10"] == first.metrics["ndcg_at_10"]
+    tags = first.tags
     assert len(tags["ablate.snapshot"]) == 64 and len(tags["ablate.qrels_hash"]) == 64
     assert tags["ablate.label_version"] == "tiny-v1" and "ablate.git_commit" in tags
-    arts = {a.path for a in c.list_artifacts(first.info.run_id)}
-    assert {"config.yaml", "per_query.csv", "run.trec", "corpus_manifest.json", "unjudged.csv"} <= arts
-    trec = Path(c.download_artifacts(first.info.run_id, "run.trec", str(cwd / "dl"))).read_text().splitlines()
+    assert set(first.fingerprints) == {"bm25", "dense", "rrf", "snapshot", "identity", "eval", "abstain"}
+    for name in ("config.yaml", "per_query.csv", "corpus_manifest.json", "unjudged.csv", "components.json"):
+        assert t.download_artifact(first.run_id, name, cwd / "dl") is not None, name
+    components = json.loads((cwd / "dl" / "components.json").read_text())
+    assert components["bm25"]["class"] == "ablate.stages.retrievers.bm25.BM25Retriever"
+    assert components["bm25"]["libraries"]["bm25s"] and components["bm25"]["code_version"]
+    trec = Path(t.download_artifact(first.run_id, "run.trec", cwd / "dl")).read_text().splitlines()
     qid, q0, cid, rank, score, tag = trec[0].split()
     assert (q0, rank, tag) == ("Q0", "1", "C")
     # the finance-only chunk never leaves retrieval for `employee`
     assert not any(" FIN-1#p0 " in line for line in trec)
-    manifest = json.loads(Path(c.download_artifacts(first.info.run_id, "corpus_manifest.json", str(cwd / "dl"))).read_text())
+    manifest = json.loads((cwd / "dl" / "corpus_manifest.json").read_text())
     assert manifest["fingerprint"] == tags["ablate.snapshot"] and manifest["n_chunks"] == 5
 
 
@@ -79,15 +88,20 @@ def test_multirun_makes_children_of_one_parent_and_prints_table(tiny_corpus, wor
                 "rerank.model=trained", "rerank.train.epochs=1", "rerank.train.min_steps=2"], cwd, env)
     assert p.returncode == 0, p.stderr
     assert "| oracle" in p.stdout and "report:" in p.stdout
-    c, runs = _runs(uri, "cli-multi")
-    parents = [r for r in runs if r.data.tags.get("ablate.role") == "sweep-parent"]
-    children = [r for r in runs if r.data.tags.get("mlflow.parentRunId")]
+    _, runs = _runs(uri, "cli-multi")
+    parents = [r for r in runs if r.tags.get("ablate.role") == "sweep-parent"]
+    children = [r for r in runs if r.parent]
     assert len(parents) == 1 and len(children) == 3
-    assert {r.data.tags["mlflow.parentRunId"] for r in children} == {parents[0].info.run_id}
-    assert {r.data.params["variant"] for r in children} == {"A", "D", "oracle"}
-    assert all(r.info.status == "FINISHED" for r in runs)
-    oracle = next(r for r in children if r.data.params["variant"] == "oracle")
-    assert oracle.data.metrics["ndcg_at_10"] == 1.0
+    assert {r.parent for r in children} == {parents[0].run_id}
+    assert {r.params["variant"] for r in children} == {"A", "D", "oracle"}
+    assert all(r.status == "FINISHED" for r in runs)
+    by = {r.variant: r for r in children}
+    assert by["oracle"].metrics["ndcg_at_10"] == 1.0
+    # what ran, and only that: A logs no fusion, dense or rerank params; D logs its reranker (trained: with train.*)
+    assert not any(k.startswith(("rrf.", "dense.", "rerank.")) for k in by["A"].params)
+    assert by["A"].params["pipeline.fuser"] == "none" and by["A"].params["bm25.k1"] == "0.9"
+    assert by["D"].params["rerank.depth"] == "5" and by["D"].params["rerank.train.min_steps"] == "2"
+    assert by["D"].metrics["rerank_pairs_scored"] > 0
 
 
 def test_bad_inputs_fail_in_one_line_and_mark_the_run_failed(tiny_corpus, workdir):
@@ -101,9 +115,8 @@ def test_bad_inputs_fail_in_one_line_and_mark_the_run_failed(tiny_corpus, workdi
     errors = [line for line in p.stderr.splitlines() if line.startswith("error:")]
     assert len(errors) == 1 and "corpus.jsonl:2" in errors[0] and "invalid JSON" in errors[0]
     assert "Traceback" not in p.stderr
-    _, runs = _runs(uri, "cli-bad")
-    assert [r.info.status for r in runs] == ["FAILED"]
-    assert "corpus.jsonl:2" in runs[0].data.tags["ablate.failure"]
+    t, runs = _runs(uri, "cli-bad")
+    assert runs == [] and t.experiment_id("cli-bad", create=False) is None  # refused before any run started
 
 
 def test_a_failing_job_does_not_stop_the_sweep(tiny_corpus, workdir):
@@ -113,5 +126,5 @@ def test_a_failing_job_does_not_stop_the_sweep(tiny_corpus, workdir):
     assert p.returncode == 0, p.stderr
     assert "rerank.model=trained" in p.stderr and "Traceback" not in p.stderr
     _, runs = _runs(uri, "cli-sweep-fail")
-    status = {r.data.params.get("variant", r.info.run_name): r.info.status for r in runs}
-    assert status["D"] == "FAILED" and status["A"] == "FINISHED"
+    status = {r.name: r.status for r in runs if r.parent}
+    assert status == {"A": "FINISHED"}  # D was refused before its run started (the model is not available offline)

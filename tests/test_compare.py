@@ -6,45 +6,43 @@ import json
 
 import pytest
 
+from ablate.errors import AblateError
+from ablate.record import RecordedRun
 from ablate.study.compare import (
     ComparisonRefused,
-    RunInfo,
     check_comparison,
     describe_change,
     differing_components,
     norm_value,
     parse_factor,
 )
-from ablate.errors import AblateError
 
 STACKS = {
-    "A": (["bm25"], "none", False),
-    "B": (["dense"], "none", False),
-    "C": (["bm25", "dense"], "rrf", False),
-    "D": (["bm25", "dense"], "rrf", True),
-    "oracle": (["oracle"], "none", False),
+    "A": (["bm25"], "none", "none"),
+    "B": (["dense"], "none", "none"),
+    "C": (["bm25", "dense"], "rrf", "none"),
+    "D": (["bm25", "dense"], "rrf", "rerank"),
+    "oracle": (["oracle"], "none", "none"),
 }
+STAGE_PARAMS = {
+    "bm25": {"k1": "0.9", "b": "0.4"},
+    "dense": {"model": "all-MiniLM-L6-v2", "batch_size": "32"},
+    "oracle": {"min_grade": "1"},
+    "rrf": {"k": "60.0", "window": "100"},
+    "rerank": {"model": "cross-encoder/ms-marco-MiniLM-L-6-v2", "depth": "20", "batch_size": "32"},
+}
+TRAIN = {"train.epochs": "1", "train.split": "train"}
 
 
 def params_for(variant: str, **over: object) -> dict[str, str]:
-    """Flattened params as MLflow stores them (strings), like ``run_job`` logs them."""
-    retrievers, fusion, rerank = STACKS[variant]
+    """Params as a run logs them (strings): only the stages that ran, each under its name."""
+    retrievers, fuser, reranker = STACKS[variant]
+    stages = [*retrievers, *(s for s in (fuser, reranker) if s != "none")]
     p = {
         "variant": variant,
-        "variant.name": variant,
-        "variant.description": f"variant {variant}",
-        "retrieval.retrievers": json.dumps(retrievers),
-        "retrieval.window": "100",
-        "retrieval.cache_depth": "100",
-        "fusion.method": fusion,
-        "rrf.k": "60",
-        "rerank.enabled": str(rerank),
-        "rerank.depth": "20",
-        "rerank.model": "cross-encoder/ms-marco-MiniLM-L-6-v2",
-        "rerank.train.epochs": "1",
-        "bm25.k1": "0.9",
-        "bm25.b": "0.4",
-        "dense.model": "all-MiniLM-L6-v2",
+        "pipeline.retrievers": json.dumps(retrievers),
+        "pipeline.fuser": fuser,
+        "pipeline.reranker": reranker,
         "eval.ks": "[1, 10]",
         "eval.gain": "exponential",
         "corpus.name": "demo",
@@ -52,30 +50,32 @@ def params_for(variant: str, **over: object) -> dict[str, str]:
         "corpus.split": "dev",
         "corpus.identity": "employee",
         "stats.bootstrap": "1000",
-        "tracking.uri": "null",
-        "progress": "True",
     }
-    p.update({k.replace("__", "."): str(v) for k, v in over.items()})
+    for st in stages:
+        p.update({f"{st}.{k}": v for k, v in STAGE_PARAMS[st].items()})
+    overrides = {k.replace("__", "."): str(v) for k, v in over.items()}
+    if "rerank" in stages and overrides.get("rerank.model", p.get("rerank.model")) == "trained":
+        p.update({f"rerank.{k}": v for k, v in TRAIN.items()})
+    for k, v in overrides.items():
+        head = k.split(".")[0]
+        if head in STAGE_PARAMS and head not in stages:
+            continue  # a stage that did not run logs nothing
+        if k.startswith("rerank.train.") and p.get("rerank.model") != "trained" and overrides.get("rerank.model") != "trained":
+            continue
+        p[k] = v
     return p
 
 
 def fingerprints(params: dict[str, str]) -> dict[str, str]:
-    """Component fingerprints the way ``cli.component_tags`` derives them: one per active component."""
-    retr = json.loads(params["retrieval.retrievers"])
+    """Component fingerprints: one per stage that ran (over its params), plus snapshot, identity and eval."""
+    stages = {k.split(".")[0] for k in params if k.split(".")[0] in STAGE_PARAMS}
     comps = {
         "snapshot": {"split": params["corpus.split"]},
         "identity": {"name": params["corpus.identity"]},
         "eval": {k: v for k, v in params.items() if k.startswith("eval.")},
     }
-    for r in retr:
-        comps[r] = {k: v for k, v in params.items() if k.startswith(f"{r}.")}
-    comps["fusion"] = (
-        {"method": "rrf", "k": params["rrf.k"], "window": params["retrieval.window"]}
-        if params["fusion.method"] == "rrf"
-        else {"method": "none"}
-    )
-    if params["rerank.enabled"] == "True":
-        comps["reranker"] = {k: v for k, v in params.items() if k.startswith("rerank.")}
+    for st in stages:
+        comps[st] = {k: v for k, v in params.items() if k.startswith(f"{st}.")}
     return {k: json.dumps(v, sort_keys=True) for k, v in comps.items()}
 
 
@@ -85,20 +85,20 @@ def info(
     qrels: str = "q" * 64,
     snapshot: str = "s" * 64,
     fp: dict[str, str] | None = None,
+    corpus_files: str = "f" * 64,
     **over: object,
-) -> RunInfo:
+) -> RecordedRun:
     params = params_for(variant, **over)
-    return RunInfo(
-        run_id=(name or variant).ljust(32, "0"),
-        name=name or variant,
-        variant=variant,
-        params=params,
-        components={**fingerprints(params), **(fp or {})},
-        snapshot=snapshot,
-        qrels_hash=qrels,
-        split=params["corpus.split"],
-        corpus_files="f" * 64,
-    )
+    fps = {**fingerprints(params), **(fp or {})}
+    tags = {
+        "ablate.variant": variant,
+        "ablate.index_snapshot": snapshot,
+        "ablate.snapshot": corpus_files,
+        "ablate.qrels_hash": qrels,
+        "ablate.split": params["corpus.split"],
+        **{f"ablate.fp.{k}": v for k, v in fps.items()},
+    }
+    return RecordedRun(run_id=(name or variant).ljust(32, "0"), name=name or variant, params=params, tags=tags)
 
 
 def test_differing_components_missing_is_absent():
@@ -111,7 +111,7 @@ def test_norm_value_and_parse_factor():
     assert norm_value("60") == norm_value("60.0") == norm_value(60)
     assert norm_value("null") is None and norm_value("True") is True and norm_value("false") is False
     assert norm_value('["bm25", "dense"]') == ("bm25", "dense")
-    assert parse_factor("rrf.k, retrieval.window,rrf.k") == ["rrf.k", "retrieval.window"]
+    assert parse_factor("rrf.k, rrf.window,rrf.k") == ["rrf.k", "rrf.window"]
     assert parse_factor(["variant"]) == ["variant"] and parse_factor(None) == []
 
 
@@ -152,7 +152,7 @@ def test_params_of_inactive_components_do_not_count():
 
 def test_sweep_factor_and_extra_change():
     base = info("C", rrf__k=10)
-    assert check_comparison(base, info("C", rrf__k=30, retrieval__window=50), "rrf.k,retrieval.window").ok
+    assert check_comparison(base, info("C", rrf__k=30, rrf__window=50), "rrf.k,rrf.window").ok
     chk = check_comparison(base, info("C", rrf__k=30, bm25__b=0.75), ["rrf.k"])
     assert chk.flags == ["two factors changed: rrf.k and bm25.b"]
     # only an unstudied param changed
@@ -207,25 +207,16 @@ def test_split_mismatch_is_flagged_not_refused():
 
 def test_chunker_change_is_a_factor_not_a_refusal():
     # the documents are the same (index snapshot); the chunker changes the corpus files' fingerprint only
-    a = info("C")
-    b = RunInfo(
-        **{
-            **a.__dict__,
-            "run_id": "x" * 32,
-            "params": {**a.params, "corpus.chunker.kind": "paragraph"},
-            "corpus_files": "g" * 64,
-        }
-    )
-    a2 = RunInfo(**{**a.__dict__, "params": {**a.params, "corpus.chunker.kind": "clause"}})
+    a2 = info("C", corpus__chunker='{"kind": "clause"}')
+    b = info("C", name="x", corpus_files="g" * 64, corpus__chunker='{"kind": "paragraph"}')
     chk = check_comparison(a2, b, None)
-    assert chk.ok and chk.factors == ["corpus.chunker.kind"]
+    assert chk.ok and chk.factors == ["corpus.chunker"]
     # same params but other corpus files (e.g. queries.jsonl edited): flagged
-    c = RunInfo(**{**a.__dict__, "run_id": "y" * 32, "corpus_files": "h" * 64})
-    chk = check_comparison(a, c, "variant")
+    chk = check_comparison(info("C"), info("C", name="y", corpus_files="h" * 64), "variant")
     assert chk.factors == ["corpus files (fingerprint changed, same parameters)"]
 
 
-def test_run_info_from_tags():
+def test_recorded_run_reads_its_tags():
     tags = {
         "ablate.variant": "C",
         "ablate.snapshot": "full",
@@ -233,21 +224,16 @@ def test_run_info_from_tags():
         "ablate.qrels_hash": "qh",
         "ablate.split": "dev",
         "ablate.fp.bm25": "b",
-        "ablate.fp.fusion": "f",
+        "ablate.fp.rrf": "f",
+        "ablate.variant_order": "3",
+        "ablate.param_sources": '{"retrieval.window": "rrf.window"}',
     }
-    ri = RunInfo.from_run("r1", "C", {"rrf.k": "60"}, tags)
-    assert ri.components == {"bm25": "b", "fusion": "f"}
-    assert (ri.snapshot, ri.corpus_files, ri.qrels_hash, ri.split, ri.variant) == (
-        "docs",
-        "full",
-        "qh",
-        "dev",
-        "C",
-    )
-    legacy = RunInfo.from_run("r2", "A", {"corpus.split": "dev"}, {"ablate.snapshot": "full"})
-    assert (
-        legacy.snapshot == "full"
-        and legacy.split == "dev"
-        and legacy.variant == "A"
-        and legacy.components == {}
-    )
+    ri = RecordedRun("r1", "C", params={"rrf.k": "60", "pipeline.retrievers": '["bm25"]', "pipeline.fuser": "rrf"},
+                     tags=tags)
+    assert ri.fingerprints == {"bm25": "b", "rrf": "f"}
+    assert (ri.snapshot, ri.corpus_files, ri.qrels_hash, ri.split, ri.variant) == ("docs", "full", "qh", "dev", "C")
+    assert ri.stages == ["bm25", "rrf"] and ri.variant_order == 3.0
+    assert ri.param_sources == {"retrieval.window": "rrf.window"}
+    legacy = RecordedRun("r2", "A", params={"corpus.split": "dev"}, tags={"ablate.snapshot": "full"})
+    assert (legacy.snapshot, legacy.split, legacy.variant, legacy.fingerprints) == ("full", "dev", "A", {})
+    assert legacy.variant_order == float("inf")

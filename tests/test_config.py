@@ -1,4 +1,4 @@
-"""Every YAML in conf/ composes with Hydra's real composition and turns into valid plain specs."""
+"""Every YAML in conf/ composes with Hydra's real composition and builds a validated job: stages from `_target_`."""
 
 import itertools
 
@@ -6,11 +6,13 @@ import pytest
 from hydra import compose, initialize_config_dir
 from hydra.utils import instantiate
 
-from ablate.app.cli import CONF_DIR, _group_options, _register_resolvers, precheck_overrides, specs_from_config
-from ablate.errors import ConfigError
+from ablate.app.cli import precheck_overrides
+from ablate.app.config import build_stage, check_target, job_from_config
+from ablate.app.paths import CONF_DIR, group_options, register_resolvers
+from ablate.errors import ConfigError, ModelUnavailableError
 
-_register_resolvers()
-GROUPS = _group_options()
+register_resolvers()
+GROUPS = group_options()
 
 
 def _compose(overrides):
@@ -18,18 +20,24 @@ def _compose(overrides):
         return compose(config_name="config", overrides=overrides, return_hydra_config=True)
 
 
+def _job(overrides, notes=None):
+    return job_from_config(_compose(overrides), notes=notes)
+
+
 def test_groups_are_the_documented_contract():
     assert GROUPS["variant"] == ["A", "B", "C", "D", "oracle"]
     assert {"demo", "beir"} <= set(GROUPS["corpus"])
     assert set(GROUPS["reranker"]) == {"none", "cross_encoder"}
+    assert set(GROUPS["retrievers"]) == {"bm25", "dense", "oracle"}
+    assert set(GROUPS["fusion"]) == {"none", "rrf"}
 
 
 EXPECTED = {
-    "A": (("bm25",), "none", False),
-    "B": (("dense",), "none", False),
-    "C": (("bm25", "dense"), "rrf", False),
-    "D": (("bm25", "dense"), "rrf", True),
-    "oracle": (("oracle",), "none", False),
+    "A": (("bm25",), None, None),
+    "B": (("dense",), None, None),
+    "C": (("bm25", "dense"), "rrf", None),
+    "D": (("bm25", "dense"), "rrf", "rerank"),
+    "oracle": (("oracle",), None, None),
 }
 
 
@@ -40,26 +48,43 @@ def test_every_variant_and_corpus_composes(variant, corpus):
     if corpus not in ("demo",):
         ov.append("corpus.path=/tmp/some/beir/folder")
     cfg = _compose(ov)
-    spec, settings, _ = specs_from_config(cfg)
-    retrievers, fusion, rerank = EXPECTED[variant]
-    assert (spec.name, spec.retrievers, spec.fusion, spec.rerank is not None) == (variant, retrievers, fusion, rerank)
-    assert spec.rrf_k == 60 and spec.window == 100 and settings.ks == (1, 3, 5, 10, 20, 50, 100)
-    assert settings.gain == "exponential"
+    if variant == "D" and corpus != "demo":  # the hub cross-encoder is not available offline: refused up front
+        with pytest.raises(ModelUnavailableError, match="rerank.model=trained"):
+            job_from_config(cfg)
+        return
+    job = job_from_config(cfg)
+    retrievers, fuser, reranker = EXPECTED[variant]
+    pipe = job.pipeline
+    assert job.variant == variant and tuple(r.name for r in pipe.retrievers) == retrievers
+    assert (pipe.fuser.name if pipe.fuser else None, pipe.reranker.name if pipe.reranker else None) == (fuser, reranker)
+    if fuser:
+        assert (pipe.fuser.k, pipe.fuser.window) == (60.0, 100)
+        assert job.param_sources == {"retrieval.window": "rrf.window"}
+    assert job.settings.eval.ks == (1, 3, 5, 10, 20, 50, 100) and job.settings.eval.gain == "exponential"
+    assert job.variant_order == GROUPS["variant"].index(variant) + 1
     if corpus == "demo":
-        assert cfg.corpus.path.endswith("corpora/demo") and cfg.rerank.model == "trained"
-    else:
-        assert cfg.rerank.model == "cross-encoder/ms-marco-MiniLM-L-6-v2"
-    # the one callback instantiates
-    instantiate(cfg.hydra.callbacks.ablate_sweep)
+        assert job.corpus.path.endswith("corpora/demo")
+        if reranker:
+            assert (pipe.reranker.model, pipe.reranker.depth) == ("trained", 20)
+    instantiate(cfg.hydra.callbacks.ablate_sweep)  # the one callback instantiates
 
 
 def test_axes_override_independently_of_variant():
-    spec, _, _ = specs_from_config(_compose(["variant=B", "reranker=cross_encoder", "rerank.depth=7"]))
-    assert spec.retrievers == ("dense",) and spec.rerank is not None and spec.rerank.depth == 7
-    spec, _, _ = specs_from_config(_compose(["variant=D", "reranker=none", "rrf.k=1", "retrieval.window=20"]))
-    assert spec.rerank is None and spec.rrf_k == 1 and spec.window == 20
-    spec, settings, _ = specs_from_config(_compose(["variant=A", "eval.ks=[10,5]", "bm25.impl=rank_bm25"]))
-    assert settings.ks == (5, 10) and spec.depth == 10 and spec.bm25.impl == "rank_bm25"
+    job = _job(["variant=B", "reranker=cross_encoder", "rerank.depth=7"])
+    assert [r.name for r in job.pipeline.retrievers] == ["dense"] and job.pipeline.reranker.depth == 7
+    job = _job(["variant=D", "reranker=none", "rrf.k=1", "retrieval.window=20"])
+    assert job.pipeline.reranker is None and (job.pipeline.fuser.k, job.pipeline.fuser.window) == (1.0, 20)
+    job = _job(["variant=A", "eval.ks=[10,5]", "bm25.impl=rank_bm25"])
+    assert job.settings.eval.ks == (5, 10) and job.settings.depth == 10 and job.pipeline.retrievers[0].impl == "rank_bm25"
+    job = _job(["variant=C", "retrievers=bm25"])  # RRF over one list
+    assert [r.name for r in job.pipeline.retrievers] == ["bm25"] and job.pipeline.fuser is not None
+
+
+def test_a_stage_block_the_variant_does_not_run_is_ignored_with_a_note():
+    notes = []
+    job = _job(["variant=B", "++bm25.k1=1.2"], notes)
+    assert [r.name for r in job.pipeline.retrievers] == ["dense"]
+    assert any("bm25" in n and "does not run" in n for n in notes)
 
 
 @pytest.mark.parametrize(
@@ -69,19 +94,43 @@ def test_axes_override_independently_of_variant():
         ("eval.budget=tokens", "eval.budget"),
         ("retrieval.window=0", "retrieval.window"),
         ("rrf.k=abc", "rrf.k"),
+        ("rrf.k=nan", "rrf.k"),
+        ("rrf.k=inf", "rrf.k"),
+        ("rrf.k=-1", "rrf.k"),
         ("eval.ks=[0,10]", "eval.ks"),
         ("fusion=none", "fusion"),  # two retrievers without fusion
+        ("bm25.b=1.5", "bm25.b"),
+        ("bm25.stemmer=klingon", "bm25.stemmer"),
+        ("++bm25.k2=1", "bm25.k2"),
+        ("dense.batch_size=0", "dense.batch_size"),
+        ("abstain.threshold=maybe", "abstain.threshold"),
+        ("stats.bootstrap=-5", "stats.bootstrap"),
+        ("++surprise=1", "surprise"),
     ],
 )
 def test_bad_values_name_the_key(override, key):
     with pytest.raises(ConfigError) as e:
-        specs_from_config(_compose(["variant=C", override]))
-    assert str(e.value).startswith(key)
+        _job(["variant=C", override])
+    assert str(e.value).startswith(key), str(e.value)
+
+
+def test_targets_outside_ablate_are_refused():
+    assert check_target("bm25", "ablate.stages.retrievers.bm25.BM25Retriever")
+    for bad in ("os.system", "subprocess.Popen", "builtins.eval"):
+        with pytest.raises(ConfigError, match="only classes under ablate."):
+            check_target("bm25", bad)
+    with pytest.raises(ConfigError, match="only classes under ablate."):
+        _job(["variant=A", "bm25._target_=os.system"])
+    with pytest.raises(ConfigError, match="no such class"):
+        _job(["variant=A", "bm25._target_=ablate.stages.retrievers.bm25.Nope"])
+    cfg = _compose(["variant=A"])
+    stage = build_stage("bm25", cfg.bm25)
+    assert stage.name == "bm25" and stage.k1 == 0.9
 
 
 def test_precheck_rejects_unknown_group_options():
     precheck_overrides(["-m", "variant=A,B,C,D,oracle", "rrf.k=1,10"])
-    for bad in (["variant=E"], ["-m", "variant=A,X"], ["corpus=nope"], ["reranker=colbert"]):
+    for bad in (["variant=E"], ["-m", "variant=A,X"], ["corpus=nope"], ["reranker=colbert"], ["retrievers=[bm25,splade]"]):
         with pytest.raises(ConfigError, match="valid options"):
             precheck_overrides(bad)
 

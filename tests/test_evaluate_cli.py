@@ -26,7 +26,7 @@ QRELS = "q1 0 A 2\nq1 0 B 1\nq1 0 C 2\nq1 0 X 0\nq2 0 D 1\nq3 0 E 1\nq3 0 F 1\n"
 
 def cli(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "ablate.app.evaluate", *args], capture_output=True, text=True, timeout=120
+        [sys.executable, "-m", "ablate.evaluate", *args], capture_output=True, text=True, timeout=120
     )
 
 

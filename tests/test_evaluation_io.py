@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from ablate.errors import ConfigError, InputError
-from ablate.evaluation import read_beir_qrels, read_qrels, read_trec_qrels, read_trec_run
+from ablate.evaluation import read_qrels, read_trec_run
 
 
 def write(tmp_path: Path, name: str, text: str) -> Path:
@@ -72,7 +72,7 @@ def test_missing_file_and_non_utf8(tmp_path):
 
 def test_trec_qrels(tmp_path):
     p = write(tmp_path, "q.txt", "q1 0 a 2\nq1 0 b 0\nq2 0 c -1\nq2 0 d 1.0\nq1 0 a 2\n")
-    q = read_trec_qrels(p, unit="chunk")
+    q = read_qrels(p, unit="chunk")
     assert q.judgements == {"q1": {"a": 2, "b": 0}, "q2": {"c": -1, "d": 1}}
     assert q.unit == "chunk" and q.name == "q.txt" and len(q.source_sha256) == 64
 
@@ -80,7 +80,7 @@ def test_trec_qrels(tmp_path):
 @pytest.mark.parametrize(
     ("text", "line", "what"),
     [
-        ("q1 0 a 2\nq1 0 b\n", 2, "expected 4 fields"),
+        ("q1 0 a 2\nq1 0\n", 2, "found 2 fields"),
         ("q1 0 a 2.5\n", 1, "not an integer"),
         ("q1 0 a x\n", 1, "not an integer"),
         ("q1 0 a 2\nq1 0 a 1\n", 2, "judged twice"),
@@ -89,27 +89,27 @@ def test_trec_qrels(tmp_path):
 def test_trec_qrels_bad_lines(tmp_path, text, line, what):
     p = write(tmp_path, "q.txt", text)
     with pytest.raises(InputError) as e:
-        read_trec_qrels(p)
+        read_qrels(p)
     assert e.value.where == f"{p}:{line}" and what in str(e.value)
 
 
-def test_beir_qrels_and_autodetect(tmp_path):
+def test_beir_qrels_header_optional_tabs_and_bom(tmp_path):
     p = write(tmp_path, "test.tsv", "query-id\tcorpus-id\tscore\nq1\tdoc 1\t2\nq1\tb\t0\n")
-    q = read_beir_qrels(p)
+    q = read_qrels(p)
     assert q.judgements == {"q1": {"doc 1": 2, "b": 0}}  # ids may contain spaces in tsv
-    assert read_qrels(p).judgements == q.judgements
+    no_header = write(tmp_path, "nh.tsv", "q1\ta\t1\n")
+    assert read_qrels(no_header).judgements == {"q1": {"a": 1}}
+    bom = tmp_path / "bom.tsv"
+    bom.write_bytes("\ufeffquery-id\tcorpus-id\tscore\nq1\ta\t1\n".encode())
+    assert read_qrels(bom).judgements == {"q1": {"a": 1}}
     t = write(tmp_path, "t.txt", "q1 0 a 1\n")
     assert read_qrels(t).judgements == {"q1": {"a": 1}}
 
 
-def test_beir_qrels_errors(tmp_path):
-    p = write(tmp_path, "noheader.tsv", "q1\ta\t1\n")
-    with pytest.raises(InputError) as e:
-        read_beir_qrels(p)
-    assert e.value.where == f"{p}:1" and "header" in str(e.value)
+def test_qrels_errors(tmp_path):
     p2 = write(tmp_path, "bad.tsv", "query-id\tcorpus-id\tscore\nq1\ta\t1\nq1 a 1\n")
     with pytest.raises(InputError) as e:
-        read_beir_qrels(p2)
-    assert e.value.where == f"{p2}:3"
+        read_qrels(p2)
+    assert e.value.where == f"{p2}:3" and "no tab" in str(e.value)
     with pytest.raises(ConfigError, match="unit"):
-        read_beir_qrels(p2, unit="page")
+        read_qrels(p2, unit="page")

@@ -3,7 +3,8 @@
 import pytest
 
 from ablate.errors import ConfigError
-from ablate.stages.fusion.rrf import rrf, rrf_scores
+from ablate.stages.fusion.rrf import RRF, rrf, rrf_scores
+from ablate.testing.contracts import FuserContract
 from ablate.data.types import Hit, Run
 
 BM25 = ["4.2", "6.1", "3.5"]
@@ -60,3 +61,22 @@ def test_rrf_rejects_bad_params():
         rrf_scores([["a"]], k=-1)
     with pytest.raises(ConfigError, match="retrieval.window"):
         rrf([_run("a", ["x"])], window=0)
+
+
+class TestRRFContract(FuserContract):
+    variations = {"k": 10, "window": 3}
+
+    def make(self, **params):
+        return RRF(**params)
+
+
+def test_rrf_stage_validates_and_fuses():
+    for bad in (float("nan"), float("inf"), -1, "60"):
+        with pytest.raises(ConfigError, match="rrf.k"):
+            RRF(k=bad)
+    with pytest.raises(ConfigError, match="retrieval.window"):
+        RRF(window=0)
+    a = Run("a", {"q": [Hit(c, c, 1.0) for c in BM25]})
+    b = Run("b", {"q": [Hit(c, c, 1.0) for c in DENSE]})
+    out = RRF(k=60, window=3).fuse([a, b], depth=2)
+    assert [h.chunk_id for h in out.get("q")] == ["4.2", "6.1"] and out.name == "rrf"

@@ -11,11 +11,15 @@ import pandas as pd
 import pytest
 from statsmodels.stats.multitest import multipletests
 
+from ablate.app import report as report_cli
+from ablate.errors import ConfigError, InputError
 from ablate.evaluation import stats
 from ablate.study import report
 from ablate.study.compare import ComparisonRefused
-from ablate.errors import ConfigError, InputError
+from ablate.study.fetch import swept_from_overrides
 from test_compare import fingerprints, params_for
+
+ORDER = {"A": 1, "B": 2, "C": 3, "D": 4, "oracle": 5}
 
 QIDS = [f"q{i:02d}" for i in range(30)]
 NO_ANSWER = ["q30", "q31", "q32"]
@@ -64,17 +68,20 @@ def record(
     run_id = uuid.uuid5(uuid.NAMESPACE_URL, f"ablate-test/{variant}/{seed}").hex
     rec_tags = {
         "ablate.variant": variant,
+        "ablate.variant_order": str(ORDER[variant]),
         "ablate.snapshot": "f" * 64,
         "ablate.index_snapshot": "s" * 64,
         "ablate.qrels_hash": qrels,
         "ablate.split": split,
-        "ablate.data.corpus": "demo",
+        "ablate.corpus": "demo",
         **{f"ablate.fp.{k}": v for k, v in fingerprints(params).items()},
     }
     pq = per_query(variant, seed, drop, tags)
     scored = pq[pq["category"] == "answerable"]
     metrics = {"ndcg_at_10": float(scored["ndcg@10"].mean())}
-    return report.RunRecord(run_id, name or variant, params, metrics, rec_tags, pq)
+    return report.RunRecord(
+        run_id=run_id, name=name or variant, params=params, metrics=metrics, tags=rec_tags, per_query=pq
+    )
 
 
 def ablation_runs(**c_over: object) -> list[report.RunRecord]:
@@ -181,7 +188,7 @@ def test_paired_on_common_queries():
 
 def sweep_runs() -> list[report.RunRecord]:
     cells = [(60, 100), (10, 100), (30, 50), (10, 50), (60, 50), (30, 100)]
-    return [record("C", 10 + i, rrf__k=k, retrieval__window=w) for i, (k, w) in enumerate(cells)]
+    return [record("C", 10 + i, rrf__k=k, rrf__window=w) for i, (k, w) in enumerate(cells)]
 
 
 def test_baseline_rules():
@@ -195,13 +202,13 @@ def test_baseline_rules():
         report.build_report(runs, baseline="Z", plots=False)
     no_a = [r for r in runs if r.variant != "A"]
     rep = report.build_report(no_a, plots=False, n_resamples=100)
-    assert rep.table["variant"].iloc[0] == "B" and rep.baseline == no_a[2].run_id
-    assert "no variant A" in rep.warnings[0]
+    assert rep.table["variant"].iloc[0] == "B" and rep.baseline == no_a[2].run_id  # the first in ablation order
+    assert rep.warnings == []
 
     sw = sweep_runs()
-    rep = report.build_report(sw, swept=["rrf.k", "retrieval.window"], plots=False, n_resamples=100)
+    rep = report.build_report(sw, swept=["rrf.k", "rrf.window"], plots=False, n_resamples=100)
     base = rep.table.set_index("run_id").loc[rep.baseline]
-    assert rep.kind == "sweep" and (base["rrf.k"], base["retrieval.window"]) == (
+    assert rep.kind == "sweep" and (base["rrf.k"], base["rrf.window"]) == (
         "10",
         "50",
     )  # numeric, not "100"
@@ -209,29 +216,27 @@ def test_baseline_rules():
     assert rep.table["flags"].eq("").all()
     # the sweep's first cell follows the declared order of the swept params
     part = [sw[1], sw[2], sw[4]]  # (10,100) (30,50) (60,50)
-    rep = report.build_report(part, swept=["retrieval.window", "rrf.k"], plots=False, n_resamples=100)
+    rep = report.build_report(part, swept=["rrf.window", "rrf.k"], plots=False, n_resamples=100)
     assert rep.baseline == sw[2].run_id
-    rep = report.build_report(part, swept=["rrf.k", "retrieval.window"], plots=False, n_resamples=100)
+    rep = report.build_report(part, swept=["rrf.k", "rrf.window"], plots=False, n_resamples=100)
     assert rep.baseline == sw[1].run_id
     # undeclared: inferred from what differs
     rep = report.build_report(part, plots=False, n_resamples=100)
-    assert rep.swept == ["retrieval.window", "rrf.k"] and rep.baseline == sw[2].run_id
-    assert rep.labels[sw[1].run_id] == "C retrieval.window=100 rrf.k=10"
+    assert rep.swept == ["rrf.k", "rrf.window"] and rep.baseline == sw[1].run_id
+    assert rep.labels[sw[1].run_id] == "C rrf.k=10 rrf.window=100"
 
 
 def test_sweep_flags_unswept_change_and_plots(tmp_path: Path):
     sw = sweep_runs()
-    sw[5] = record("C", 15, rrf__k=30, retrieval__window=100, bm25__b=0.75)
-    rep = report.build_report(
-        sw, swept=["rrf.k", "retrieval.window"], n_resamples=200, metrics=["ndcg@10", "mrr@10"]
-    )
+    sw[5] = record("C", 15, rrf__k=30, rrf__window=100, bm25__b=0.75)
+    rep = report.build_report(sw, swept=["rrf.k", "rrf.window"], n_resamples=200, metrics=["ndcg@10", "mrr@10"])
     flagged = rep.table[rep.table["flags"] != ""]
     assert list(flagged["run_id"]) == [sw[5].run_id]
-    assert flagged["flags"].iloc[0] == "two factors changed: rrf.k/retrieval.window and bm25.b"
+    assert flagged["flags"].iloc[0] == "two factors changed: rrf.k/rrf.window and bm25.b"
     written = rep.write(tmp_path)
     names = {p.name for p in written}
     for m in ("ndcg_at_10", "mrr_at_10"):
-        assert {f"sweep_{m}_vs_rrf.k.png", f"sweep_{m}_vs_retrieval.window.png"} <= names
+        assert {f"sweep_{m}_vs_rrf.k.png", f"sweep_{m}_vs_rrf.window.png"} <= names
     assert {"metrics_bars.png", "ablation.md", "ablation.csv", "slices.md", "slices.csv"} <= names
     for name in ("metrics_bars.png", "sweep_ndcg_at_10_vs_rrf.k.png"):
         data = (tmp_path / name).read_bytes()
@@ -265,8 +270,14 @@ def test_slices_table():
     md = rep.slices_markdown
     assert "## exact-id vs paraphrase" in md and "## ndcg@10" in md
     ex_a, ex_c = s.loc[("exact-id", "A"), "ndcg@10"], s.loc[("exact-id", "C"), "ndcg@10"]
-    assert f"C vs A on exact-id (ndcg@10): {ex_c:.3f} vs {ex_a:.3f}" in md
-    assert ("fusion may push exact-identifier matches down" in md) == (ex_c < ex_a)
+    assert f"C vs A (ndcg@10): exact-id {ex_c:.3f} vs {ex_a:.3f}" in md
+    assert ("C vs A (ndcg@10)" in md) and ((f"{ex_c:.3f} vs {ex_a:.3f}, paraphrase" in md))
+    lower = [r.variant for r in runs if s.loc[("exact-id", r.variant), "ndcg@10"] < ex_a]
+    assert md.count("lower on exact-id") == len(lower)
+    rep = report.build_report(runs, n_resamples=100, plots=False, contrast=("multi-hop", "paraphrase"))
+    assert "## multi-hop vs paraphrase" in rep.slices_markdown
+    rep = report.build_report(runs, n_resamples=100, plots=False, contrast=None)
+    assert " vs " not in rep.slices_markdown.split("## ")[-1].splitlines()[0]
 
     no_tags = [record("A", 1, tags=False), record("C", 3, tags=False)]
     rep = report.build_report(no_tags, n_resamples=100, plots=False)
@@ -275,19 +286,20 @@ def test_slices_table():
 
 def test_logged_mean_mismatch_is_a_warning():
     runs = ablation_runs()[:2]
-    runs[0].metrics["ndcg_at_10"] = 0.123
+    runs[0].metrics["ndcg_at_10"] = 0.123  # type: ignore[index]
     rep = report.build_report(runs, n_resamples=100, plots=False, metrics=["ndcg@10"])
     assert any("logged ndcg_at_10=0.123000" in w for w in rep.warnings)
 
 
 def test_swept_from_overrides():
-    assert report.swept_from_overrides("variant=A,B,C,D rrf.k=10,30,60 bm25.k1=1.2") == ["variant", "rrf.k"]
-    assert report.swept_from_overrides("retrievers=bm25,hybrid retrieval.window=range(50,150,50)") == [
-        "retrieval.retrievers",
-        "retrieval.window",
+    assert swept_from_overrides("variant=A,B,C,D rrf.k=10,30,60 bm25.k1=1.2") == ["variant", "rrf.k"]
+    src = {"retrieval.window": "rrf.window"}
+    assert swept_from_overrides("retrievers=bm25,dense retrieval.window=range(50,150,50)", src) == [
+        "pipeline.retrievers",
+        "rrf.window",
     ]
-    assert report.swept_from_overrides("eval.ks=[1,10] +dense.query_prefix='a,b'") == []
-    assert report.swept_from_overrides("") == []
+    assert swept_from_overrides("eval.ks=[1,10] +dense.query_prefix='a,b'") == []
+    assert swept_from_overrides("") == []
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -318,22 +330,20 @@ def test_report_cli_on_mlflow(mlflow_uri, tmp_path, capsys):
             raise RuntimeError("reranker exploded")
 
     out = tmp_path / "out"
-    rc = report.main(
+    rc = report_cli.main(
         ["--parent", parent, "--tracking-uri", mlflow_uri, "--out", str(out), "--resamples", "1000"]
     )
     captured = capsys.readouterr()
     assert rc == 0, captured.err
     assert (out / "ablation.md").read_text(encoding="utf-8") in captured.out
-    logged = {a.path for a in t.client.list_artifacts(parent, "report")}
-    assert {
-        f"report/{n}" for n in ("ablation.md", "ablation.csv", "slices.md", "slices.csv", "metrics_bars.png")
-    } <= logged
+    for n in ("ablation.md", "ablation.csv", "slices.md", "slices.csv", "metrics_bars.png"):
+        assert t.download_artifact(parent, f"report/{n}", tmp_path / "logged") is not None, n
     md = (out / "ablation.md").read_text(encoding="utf-8")
     assert ids[0] in md and "D (" in md and "FAILED: RuntimeError: reranker exploded" in md
-    assert t.client.get_run(parent).data.tags["ablate.report_baseline"] == ids[0]
+    assert t.get_run(parent).tags["ablate.report_baseline"] == ids[0]
 
     # default: the latest sweep parent in the store
-    rc = report.main(
+    rc = report_cli.main(
         ["--tracking-uri", mlflow_uri, "--out", str(tmp_path / "o2"), "--no-log", "--resamples", "100"]
     )
     assert rc == 0 and f"(run {ids[0]})" in capsys.readouterr().out
@@ -344,17 +354,17 @@ def test_report_cli_on_mlflow(mlflow_uri, tmp_path, capsys):
         (["--experiment", "no-such-experiment"], "no experiment"),
         (["--parent", ids[0]], "no child runs"),
     ):
-        assert report.main([*argv, "--tracking-uri", mlflow_uri, "--out", str(tmp_path / "o3")]) == 2
+        assert report_cli.main([*argv, "--tracking-uri", mlflow_uri, "--out", str(tmp_path / "o3")]) == 2
         err = capsys.readouterr().err
         assert err.startswith("error: ") and needle in err and err.count("\n") == 1
     missing = tmp_path / "nowhere" / "mlflow.db"
-    assert report.main(["--tracking-uri", f"sqlite:///{missing}"]) == 2
+    assert report_cli.main(["--tracking-uri", f"sqlite:///{missing}"]) == 2
     assert "no MLflow store" in capsys.readouterr().err
     assert not missing.exists()
 
     parent2 = t.start(exp, "sweep y", tags={"ablate.role": "sweep-parent"})
     log_child(t, exp, parent2, record("A", 1), with_per_query=False)
     assert (
-        report.main(["--parent", parent2, "--tracking-uri", mlflow_uri, "--out", str(tmp_path / "o4")]) == 2
+        report_cli.main(["--parent", parent2, "--tracking-uri", mlflow_uri, "--out", str(tmp_path / "o4")]) == 2
     )
     assert "per_query.csv" in capsys.readouterr().err

@@ -1,4 +1,4 @@
-"""CrossEncoderReranker: ordering by a real (tiny, locally fine-tuned) cross-encoder, tail rule, score cache."""
+"""CrossEncoderScorer: ordering by a real (tiny, locally fine-tuned) cross-encoder, tail rule, score cache."""
 
 from __future__ import annotations
 
@@ -13,8 +13,9 @@ import pytest
 
 from ablate.cache import Cache
 from ablate.errors import ConfigError, InputError, ModelUnavailableError
-from ablate.stages.rerank.cross_encoder import SCORE_KIND, CrossEncoderReranker
+from ablate.stages.rerank.cross_encoder import SCORE_KIND, CrossEncoderReranker, CrossEncoderScorer
 from ablate.stages.rerank.training import train_cross_encoder
+from ablate.testing.contracts import RerankerContract
 from ablate.data.types import Hit, Run, rank_hits
 
 # Eight facts: each question's own passage is its positive, three other passages its negatives.
@@ -71,7 +72,7 @@ ORDER = {
 
 
 def test_relevant_passage_moves_to_the_top(model_path, tmp_path):
-    rr = CrossEncoderReranker(model_path, cache=Cache(tmp_path))
+    rr = CrossEncoderScorer(model_path, cache=Cache(tmp_path))
     out = rr.rerank(_run(ORDER), QUERY_TEXT, CHUNK_TEXT, depth=4)
     assert out.get("hamlet")[0].chunk_id == "D-hamlet"
     assert out.get("water")[0].chunk_id == "D-water"
@@ -81,7 +82,7 @@ def test_relevant_passage_moves_to_the_top(model_path, tmp_path):
 def test_head_is_the_same_set_and_tail_keeps_order_with_monotone_scores(model_path, tmp_path):
     run = _run(ORDER)
     before = copy.deepcopy(run)
-    out = CrossEncoderReranker(model_path, cache=Cache(tmp_path)).rerank(run, QUERY_TEXT, CHUNK_TEXT, depth=3)
+    out = CrossEncoderScorer(model_path, cache=Cache(tmp_path)).rerank(run, QUERY_TEXT, CHUNK_TEXT, depth=3)
     assert run == before  # the input run is untouched
     assert out.name == "bm25>rerank" and out is not run
     assert out.meta["retriever"] == {"k1": 0.9}
@@ -106,7 +107,7 @@ def test_ties_broken_by_chunk_id(model_path, tmp_path):
     run = Run(
         "r", {"hamlet": [Hit("Z-copy", "Z", 3.0), Hit("D-paris", "D-paris", 2.0), Hit("A-copy", "A", 1.0)]}
     )
-    rr = CrossEncoderReranker(model_path, cache=Cache(tmp_path))
+    rr = CrossEncoderScorer(model_path, cache=Cache(tmp_path))
     out = rr.rerank(run, QUERY_TEXT, chunk_text, depth=3)
     assert [h.chunk_id for h in out.get("hamlet")] == ["A-copy", "Z-copy", "D-paris"]
     assert (
@@ -116,8 +117,8 @@ def test_ties_broken_by_chunk_id(model_path, tmp_path):
 
 def test_warm_cache_scores_nothing_and_returns_the_same_run(model_path, tmp_path):
     cache = Cache(tmp_path)
-    cold = CrossEncoderReranker(model_path, cache=cache).rerank(_run(ORDER), QUERY_TEXT, CHUNK_TEXT, depth=5)
-    warm_rr = CrossEncoderReranker(model_path, cache=Cache(tmp_path))
+    cold = CrossEncoderScorer(model_path, cache=cache).rerank(_run(ORDER), QUERY_TEXT, CHUNK_TEXT, depth=5)
+    warm_rr = CrossEncoderScorer(model_path, cache=Cache(tmp_path))
     warm = warm_rr.rerank(_run(ORDER), QUERY_TEXT, CHUNK_TEXT, depth=5)
     assert warm == cold
     assert warm_rr.stats["pairs_scored"] == 0 and warm_rr.stats["pairs_cached"] == 10
@@ -126,11 +127,13 @@ def test_warm_cache_scores_nothing_and_returns_the_same_run(model_path, tmp_path
     entries = sorted((tmp_path / SCORE_KIND).rglob("*.json"))
     assert len(entries) == 2
     value = json.loads(entries[0].read_text())
-    assert len(value["scores"]) == 5 and value["max_length"] == 256 and value["activation"] == "logit"
+    fp = value["fingerprint"]
+    assert len(value["scores"]) == 5 and fp["max_length"] == 256 and fp["score"] == "logit"
+    assert fp["code_version"] and fp["libraries"]["torch"]
 
 
 def test_depth_sweep_scores_each_pair_once(model_path, tmp_path):
-    rr = CrossEncoderReranker(model_path, cache=Cache(tmp_path))
+    rr = CrossEncoderScorer(model_path, cache=Cache(tmp_path))
     scored = []
     for depth in (2, 4, 8):
         rr.rerank(_run(ORDER), QUERY_TEXT, CHUNK_TEXT, depth=depth)
@@ -138,24 +141,24 @@ def test_depth_sweep_scores_each_pair_once(model_path, tmp_path):
     assert scored == [4, 8, 16]  # 2 queries x (2, +2, +4) new pairs
     assert rr.stats["pairs_cached"] == 4 + 8
     # A second process sees every pair on disk.
-    fresh = CrossEncoderReranker(model_path, cache=Cache(tmp_path))
+    fresh = CrossEncoderScorer(model_path, cache=Cache(tmp_path))
     for depth in (8, 4, 2):
         fresh.rerank(_run(ORDER), QUERY_TEXT, CHUNK_TEXT, depth=depth)
     assert fresh.stats["pairs_scored"] == 0 and fresh.stats["model_loads"] == 0
 
 
 def test_no_disk_cache_still_scores_each_pair_once(model_path):
-    rr = CrossEncoderReranker(model_path, cache=None)
+    rr = CrossEncoderScorer(model_path, cache=None)
     a = rr.rerank(_run(ORDER), QUERY_TEXT, CHUNK_TEXT, depth=4)
     b = rr.rerank(_run(ORDER), QUERY_TEXT, CHUNK_TEXT, depth=4)
     assert a == b and rr.stats["pairs_scored"] == 8 and rr.stats["pairs_cached"] == 8
 
 
 def test_max_length_is_part_of_the_cache_key(model_path, tmp_path):
-    CrossEncoderReranker(model_path, cache=Cache(tmp_path)).rerank(
+    CrossEncoderScorer(model_path, cache=Cache(tmp_path)).rerank(
         _run(ORDER), QUERY_TEXT, CHUNK_TEXT, depth=2
     )
-    short = CrossEncoderReranker(model_path, cache=Cache(tmp_path), max_length=64)
+    short = CrossEncoderScorer(model_path, cache=Cache(tmp_path), max_length=64)
     short.rerank(_run(ORDER), QUERY_TEXT, CHUNK_TEXT, depth=2)
     assert short.stats["pairs_scored"] == 4
     assert short.fingerprint()["max_length"] == 64
@@ -163,14 +166,14 @@ def test_max_length_is_part_of_the_cache_key(model_path, tmp_path):
 
 def test_empty_queries_and_short_lists(model_path, tmp_path):
     run = Run("r", {"hamlet": [], "water": [Hit("D-water", "D-water", 1.0)]})
-    out = CrossEncoderReranker(model_path, cache=Cache(tmp_path)).rerank(
+    out = CrossEncoderScorer(model_path, cache=Cache(tmp_path)).rerank(
         run, QUERY_TEXT, CHUNK_TEXT, depth=50
     )
     assert out.get("hamlet") == [] and [h.chunk_id for h in out.get("water")] == ["D-water"]
 
 
 def test_missing_texts_and_bad_depth_are_user_errors(model_path, tmp_path):
-    rr = CrossEncoderReranker(model_path, cache=Cache(tmp_path))
+    rr = CrossEncoderScorer(model_path, cache=Cache(tmp_path))
     with pytest.raises(InputError, match="query 'hamlet' has hits but no text"):
         rr.rerank(_run(ORDER), {"water": "x"}, CHUNK_TEXT, depth=2)
     with pytest.raises(InputError, match="chunk 'D-paris'"):
@@ -183,7 +186,7 @@ def test_missing_texts_and_bad_depth_are_user_errors(model_path, tmp_path):
 
 def test_unavailable_model_fails_fast_naming_both_remedies(tmp_path):
     with pytest.raises(ModelUnavailableError) as err:
-        CrossEncoderReranker("cross-encoder/no-such-reranker-xyz", cache=Cache(tmp_path))
+        CrossEncoderScorer("cross-encoder/no-such-reranker-xyz", cache=Cache(tmp_path))
     msg = str(err.value)
     assert "rerank.model=trained" in msg and "rerank.model=/path/to/model" in msg
 
@@ -191,11 +194,38 @@ def test_unavailable_model_fails_fast_naming_both_remedies(tmp_path):
 def test_plain_encoder_checkpoint_is_refused():
     # all-MiniLM-L6-v2 is a bi-encoder: as a cross-encoder its head would be random.
     with pytest.raises(ConfigError, match="rerank.model=trained"):
-        CrossEncoderReranker("all-MiniLM-L6-v2")
+        CrossEncoderScorer("all-MiniLM-L6-v2")
 
 
 def test_bad_settings_are_config_errors(model_path):
     with pytest.raises(ConfigError, match="rerank.batch_size"):
-        CrossEncoderReranker(model_path, batch_size=0)
+        CrossEncoderReranker(model=model_path, batch_size=0)
     with pytest.raises(ConfigError, match="rerank.max_length"):
-        CrossEncoderReranker(model_path, max_length=0)
+        CrossEncoderReranker(model=model_path, max_length=0)
+    with pytest.raises(ConfigError, match="rerank.depth"):
+        CrossEncoderReranker(model=model_path, depth=0)
+    with pytest.raises(ConfigError, match="rerank.train.epochs"):
+        CrossEncoderReranker(model="trained", train={"epochs": 0})
+    with pytest.raises(ConfigError, match="rerank.train.epoch"):
+        CrossEncoderReranker(model="trained", train={"epoch": 2})
+
+
+def test_stage_fingerprint_follows_model_content_and_logs_train_only_when_trained(model_path):
+    stage = CrossEncoderReranker(model=model_path, depth=7)
+    fp = stage.fingerprint()
+    assert fp.params == {"model": model_path, "depth": 7, "batch_size": 32, "max_length": 256}
+    assert len(fp.resources["model"]) == 64 and fp.libraries["sentence-transformers"]
+    trained = CrossEncoderReranker(model="trained")
+    assert trained.params()["train"]["min_steps"] == 100
+    assert trained.fingerprint().key != stage.fingerprint().key
+
+
+class TestCrossEncoderContract(RerankerContract):
+    variations = {"model": "trained", "depth": 5, "batch_size": 8, "max_length": 128}
+
+    @pytest.fixture(autouse=True)
+    def _model(self, model_path):
+        type(self).model = model_path
+
+    def make(self, **params):
+        return CrossEncoderReranker(**{"model": self.model, "depth": 3, **params})

@@ -2,7 +2,8 @@
 
 import pytest
 
-from ablate.tracking import Tracker, flatten, metric_key, resolve_tracking_uri
+from ablate.record import flatten, metric_key
+from ablate.tracking import Tracker, resolve_tracking_uri
 
 
 def test_metric_keys_are_mlflow_safe():
@@ -36,21 +37,23 @@ def test_run_contents_and_failed_status(store):
         t.log_params(rid, {"rrf.k": 60, "eval.ks": [1, 10], "rerank.model": None})
         t.log_metrics(rid, {"ndcg@10": 0.5, "recall@10": float("nan")})
         t.log_files(rid, {"per_query.csv": "qid,ndcg@10\nq1,0.5\n", "sub/x.json": "{}"})
-    r = t.client.get_run(rid)
-    assert r.info.status == "FINISHED"
-    assert r.data.params == {"rrf.k": "60", "eval.ks": "[1, 10]", "rerank.model": "null"}
-    assert r.data.metrics == {"ndcg_at_10": 0.5}  # NaN is not logged
-    names = {a.path for a in t.client.list_artifacts(rid)}
-    assert names == {"per_query.csv", "sub"}
+    r = t.get_run(rid)
+    assert r.status == "FINISHED" and r.tags["ablate.variant"] == "C" and r.variant == "C"
+    assert r.params == {"rrf.k": "60", "eval.ks": "[1, 10]", "rerank.model": "null"}
+    assert r.metrics == {"ndcg_at_10": 0.5}  # NaN is not logged
+    assert r.metric("ndcg@10") == 0.5
+    dl = t.download_artifact(rid, "per_query.csv", tmp_path / "dl")
+    assert dl is not None and dl.read_text().startswith("qid,ndcg@10")
+    assert t.download_artifact(rid, "nope.csv", tmp_path / "dl") is None
     # artifacts live beside the database, not in the working directory
-    assert r.info.artifact_uri.startswith((tmp_path / "mlartifacts").as_uri())
+    assert t.artifact_uri(rid).startswith((tmp_path / "mlartifacts").as_uri())
 
     with pytest.raises(RuntimeError):
         with t.run("exp", "D") as rid2:
             raise RuntimeError("reranker exploded")
-    r2 = t.client.get_run(rid2)
-    assert r2.info.status == "FAILED"
-    assert r2.data.tags["ablate.failure"] == "RuntimeError: reranker exploded"
+    r2 = t.get_run(rid2)
+    assert r2.status == "FAILED" and r2.failure == "RuntimeError: reranker exploded"
+    assert t.get_run("0" * 32) is None
 
 
 def test_parent_child(store):
@@ -58,5 +61,7 @@ def test_parent_child(store):
     parent = t.start("exp2", "sweep")
     with t.run("exp2", "A", parent_run_id=parent) as child:
         pass
-    runs = t.search([t.experiment_id("exp2")], f"tags.mlflow.parentRunId = '{parent}'")
-    assert [r.info.run_id for r in runs] == [child]
+    assert [r.run_id for r in t.children(parent)] == [child]
+    assert t.get_run(child).parent == parent
+    t.end(parent, "FINISHED")
+    assert t.get_run(parent).status == "FINISHED"

@@ -15,12 +15,12 @@ import pytest
 from ablate.cache import Cache
 from ablate.errors import ConfigError, InputError, ModelUnavailableError
 from ablate.stages.text.models import resolve_model
+from ablate.app.train_reranker import main
 from ablate.stages.rerank.training import (
     META_FILE,
     TRAINED_KIND,
     build_pairs,
     effective_epochs,
-    main,
     pairs_from_snapshot,
     pairs_sha256,
     train_cross_encoder,

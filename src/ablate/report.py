@@ -1,6 +1,6 @@
 """``python -m ablate.report``: the ablation report of tracked runs (see :mod:`ablate.app.report`)."""
 
-from ablate.study.report import main
+from ablate.app.report import main
 
 if __name__ == "__main__":
     raise SystemExit(main())

@@ -1,10 +1,10 @@
-"""MLflow at the edge: the only module that imports mlflow.
+"""MLflow at the edge: the only module that imports mlflow. Everything it returns is plain data
+(:class:`ablate.record.RecordedRun`, paths, strings).
 
 * Store: ``tracking.uri`` if set, else ``$MLFLOW_TRACKING_URI``, else ``sqlite:///<launch dir>/mlflow.db`` as an
   absolute URI (so Hydra's job folders never scatter stores). Artifacts of a sqlite store go to ``mlartifacts/``
   beside the database file.
-* Keys: MLflow refuses ``@``, so ``ndcg@10`` is logged as ``ndcg_at_10``; any other character MLflow refuses
-  becomes ``_``.
+* Names: :mod:`ablate.record` (``ndcg@10`` is logged as ``ndcg_at_10``).
 * Failure: a run that raises is ended ``FAILED`` with the reason in the tag ``ablate.failure``.
 * sqlite is shared by parallel jobs (Hydra's joblib launcher): every write retries on "database is locked".
 """
@@ -12,26 +12,17 @@
 from __future__ import annotations
 
 import contextlib
-import json
 import math
 import os
-import re
 import tempfile
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
-_BAD = re.compile(r"[^A-Za-z0-9_\-. /:]")
+from ablate.record import T_FAILURE, T_PARENT, RecordedRun, metric_key, param_key, param_value
 
-
-def metric_key(key: str) -> str:
-    """``ndcg@10`` -> ``ndcg_at_10``; ``ci95_low/ndcg@10`` -> ``ci95_low/ndcg_at_10``."""
-    return _BAD.sub("_", key.replace("@", "_at_"))
-
-
-def param_key(key: str) -> str:
-    return _BAD.sub("_", key)
+T = TypeVar("T")
 
 
 def resolve_tracking_uri(uri: str | None, launch_dir: str | os.PathLike[str] | None = None) -> str:
@@ -44,87 +35,104 @@ def resolve_tracking_uri(uri: str | None, launch_dir: str | os.PathLike[str] | N
     return f"sqlite:///{base / 'mlflow.db'}"
 
 
-def flatten(d: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for k, v in d.items():
-        key = f"{prefix}.{k}" if prefix else str(k)
-        if isinstance(v, Mapping):
-            out.update(flatten(v, key))
-        else:
-            out[key] = v
-    return out
+def sqlite_path(uri: str) -> Path | None:
+    """The database file of a ``sqlite:///`` URI, else None."""
+    return Path(uri[len("sqlite:///") :]) if uri.startswith("sqlite:///") else None
 
 
-def _param_value(v: Any) -> str:
-    if v is None:
-        return "null"
-    if isinstance(v, (list, tuple)):
-        return json.dumps(list(v), ensure_ascii=False)
-    s = str(v)
-    return s if len(s) <= 6000 else s[:5997] + "..."
-
-
-def _retry(fn, *args, **kwargs):
+def _retry(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     delay = 0.2
     for attempt in range(12):
         try:
             return fn(*args, **kwargs)
         except Exception as e:  # noqa: BLE001 - mlflow wraps sqlite errors in several types
-            if "locked" not in str(e).lower() and "busy" not in str(e).lower() or attempt == 11:
+            msg = str(e).lower()
+            if ("locked" not in msg and "busy" not in msg) or attempt == 11:
                 raise
             time.sleep(delay)
             delay = min(delay * 1.7, 3.0)
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _record(run: Any) -> RecordedRun:
+    return RecordedRun(
+        run_id=run.info.run_id,
+        name=run.info.run_name or run.info.run_id[:8],
+        experiment_id=run.info.experiment_id,
+        status=run.info.status,
+        start_time=int(run.info.start_time or 0),
+        params=dict(run.data.params),
+        metrics=dict(run.data.metrics),
+        tags=dict(run.data.tags),
+    )
 
 
 class Tracker:
     """A thin, explicit-run-id wrapper over ``MlflowClient``."""
 
     def __init__(self, uri: str) -> None:
-        import mlflow
         from mlflow.tracking import MlflowClient
 
         self.uri = uri
-        mlflow.set_tracking_uri(uri)
         self.client = MlflowClient(tracking_uri=uri)
 
-    def experiment_id(self, name: str) -> str:
+    # -- experiments ------------------------------------------------------------------------------------------------
+    def experiment_id(self, name: str, create: bool = True) -> str | None:
         exp = _retry(self.client.get_experiment_by_name, name)
         if exp is not None:
-            return exp.experiment_id
+            return str(exp.experiment_id)
+        if not create:
+            return None
         artifact_location = None
-        if self.uri.startswith("sqlite:///"):
-            db = Path(self.uri[len("sqlite:///") :])
+        db = sqlite_path(self.uri)
+        if db is not None:
             artifact_location = (db.parent / "mlartifacts").resolve().as_uri()
         try:
-            return _retry(self.client.create_experiment, name, artifact_location=artifact_location)
-        except Exception:  # created meanwhile by a parallel job
+            return str(_retry(self.client.create_experiment, name, artifact_location=artifact_location))
+        except Exception:  # noqa: BLE001 - created meanwhile by a parallel job
             exp = _retry(self.client.get_experiment_by_name, name)
             if exp is None:
                 raise
-            return exp.experiment_id
+            return str(exp.experiment_id)
 
-    def start(self, experiment: str, run_name: str, tags: Mapping[str, str] | None = None, parent_run_id: str | None = None) -> str:
+    def experiment_name(self, experiment_id: str) -> str:
+        return str(_retry(self.client.get_experiment, experiment_id).name)
+
+    def experiment_names(self) -> list[str]:
+        return [e.name for e in _retry(self.client.search_experiments)]
+
+    # -- runs -------------------------------------------------------------------------------------------------------
+    def start(
+        self, experiment: str, run_name: str, tags: Mapping[str, str] | None = None, parent_run_id: str | None = None
+    ) -> str:
         tags = dict(tags or {})
         if parent_run_id:
-            tags["mlflow.parentRunId"] = parent_run_id
-        run = _retry(self.client.create_run, self.experiment_id(experiment), run_name=run_name, tags=tags)
-        return run.info.run_id
+            tags[T_PARENT] = parent_run_id
+        exp_id = self.experiment_id(experiment)
+        run = _retry(self.client.create_run, exp_id, run_name=run_name, tags=tags)
+        return str(run.info.run_id)
+
+    def end(self, run_id: str, status: str = "FINISHED", reason: str | None = None) -> None:
+        """End a run (``FINISHED``, ``FAILED`` or ``KILLED``); a reason goes into the tag ``ablate.failure``."""
+        if reason:
+            with contextlib.suppress(Exception):
+                _retry(self.client.set_tag, run_id, T_FAILURE, reason[:4900])
+        _retry(self.client.set_terminated, run_id, status)
 
     @contextlib.contextmanager
-    def run(self, experiment: str, run_name: str, tags: Mapping[str, str] | None = None, parent_run_id: str | None = None) -> Iterator[str]:
+    def run(
+        self, experiment: str, run_name: str, tags: Mapping[str, str] | None = None, parent_run_id: str | None = None
+    ) -> Iterator[str]:
         """Start a run; end it FINISHED, or FAILED with the reason when the body raises (the error propagates)."""
         run_id = self.start(experiment, run_name, tags, parent_run_id)
         try:
             yield run_id
         except BaseException as e:
-            reason = f"{type(e).__name__}: {e}"[:4900]
             with contextlib.suppress(Exception):
-                _retry(self.client.set_tag, run_id, "ablate.failure", reason)
-            with contextlib.suppress(Exception):
-                _retry(self.client.set_terminated, run_id, "FAILED")
+                self.end(run_id, "FAILED", f"{type(e).__name__}: {e}")
             raise
         else:
-            _retry(self.client.set_terminated, run_id, "FINISHED")
+            self.end(run_id, "FINISHED")
 
     def set_tags(self, run_id: str, tags: Mapping[str, Any]) -> None:
         from mlflow.entities import RunTag
@@ -136,7 +144,7 @@ class Tracker:
     def log_params(self, run_id: str, params: Mapping[str, Any]) -> None:
         from mlflow.entities import Param
 
-        items = [Param(param_key(k), _param_value(v)) for k, v in params.items()]
+        items = [Param(param_key(k), param_value(v)) for k, v in params.items()]
         for i in range(0, len(items), 100):
             _retry(self.client.log_batch, run_id, params=items[i : i + 100])
 
@@ -164,9 +172,46 @@ class Tracker:
                     p.write_text(content, encoding="utf-8")
             _retry(self.client.log_artifacts, run_id, tmp)
 
-    def log_paths(self, run_id: str, paths: list[Path], artifact_path: str | None = None) -> None:
-        for p in paths:
-            _retry(self.client.log_artifact, run_id, str(p), artifact_path)
+    # -- reading back -----------------------------------------------------------------------------------------------
+    def get_run(self, run_id: str) -> RecordedRun | None:
+        try:
+            return _record(_retry(self.client.get_run, run_id))
+        except Exception:  # noqa: BLE001 - MlflowException(RESOURCE_DOES_NOT_EXIST) and friends
+            return None
 
-    def search(self, experiment_ids: list[str], filter_string: str = "", max_results: int = 1000):
-        return _retry(self.client.search_runs, experiment_ids, filter_string=filter_string, max_results=max_results)
+    def find_runs(
+        self,
+        experiment_ids: Sequence[str] | None = None,
+        filter_string: str = "",
+        max_results: int = 10000,
+        newest_first: bool = False,
+    ) -> list[RecordedRun]:
+        """Runs matching an MLflow filter (every experiment when ``experiment_ids`` is None), oldest first."""
+        ids = list(experiment_ids) if experiment_ids is not None else [
+            e.experiment_id for e in _retry(self.client.search_experiments)
+        ]
+        if not ids:
+            return []
+        order = ["attributes.start_time DESC" if newest_first else "attributes.start_time ASC"]
+        runs = _retry(
+            self.client.search_runs, ids, filter_string=filter_string, max_results=max_results, order_by=order
+        )
+        return [_record(r) for r in runs]
+
+    def children(self, parent_run_id: str) -> list[RecordedRun]:
+        parent = self.get_run(parent_run_id)
+        if parent is None:
+            return []
+        return self.find_runs([parent.experiment_id], f"tags.`{T_PARENT}` = '{parent_run_id}'")
+
+    def download_artifact(self, run_id: str, path: str, dst: str | os.PathLike[str]) -> Path | None:
+        """Download one artifact of a run into ``dst``; None when the run has no such artifact."""
+        os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
+        Path(dst).mkdir(parents=True, exist_ok=True)
+        try:
+            return Path(_retry(self.client.download_artifacts, run_id, path, str(dst)))
+        except Exception:  # noqa: BLE001 - mlflow raises several types for a missing artifact
+            return None
+
+    def artifact_uri(self, run_id: str) -> str:
+        return str(_retry(self.client.get_run, run_id).info.artifact_uri)

@@ -1,7 +1,6 @@
-"""``python -m ablate.train_reranker``: fine-tune the cross-encoder reranker ahead of a run (see
-:mod:`ablate.stages.rerank.training`)."""
+"""``python -m ablate.train_reranker``: see :mod:`ablate.app.train_reranker`."""
 
-from ablate.stages.rerank.training import main
+from ablate.app.train_reranker import main
 
 if __name__ == "__main__":
     raise SystemExit(main())

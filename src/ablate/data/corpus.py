@@ -13,9 +13,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 from collections.abc import Iterable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -23,36 +22,13 @@ from typing import Any
 import numpy as np
 import yaml
 
-from ablate.errors import ConfigError, InputError
-from ablate.stages.text.tokenize import ZH_SHARE, detect_language, han_share
+from ablate.data.chunking import ChunkerSpec, chunk_corpus
+from ablate.data.language import detect_language
+from ablate.data.qrels import read_qrels, read_text_lines
 from ablate.data.types import Chunk, Document, Qrels, Query, Section, Unit
+from ablate.errors import ConfigError, InputError
 
 FORMAT_VERSION = "ablate-corpus-1"
-CHUNKERS = ("none", "paragraph", "clause", "tokens")
-
-
-@dataclass(frozen=True)
-class ChunkerSpec:
-    """How documents become chunks. ``size``/``overlap`` count tokens (words; characters for Chinese)."""
-
-    kind: str = "none"
-    size: int = 200
-    overlap: int = 40
-    title_prefix: bool = True
-
-    def __post_init__(self) -> None:
-        if self.kind not in CHUNKERS:
-            raise ConfigError("chunker.kind", self.kind, f"valid options: {', '.join(CHUNKERS)}")
-        if self.kind == "tokens" and not (0 <= self.overlap < self.size):
-            raise ConfigError(
-                "chunker.overlap", self.overlap, f"it must be >= 0 and smaller than chunker.size={self.size}"
-            )
-
-    def params(self) -> dict[str, Any]:
-        d = asdict(self)
-        if self.kind != "tokens":
-            d.pop("size"), d.pop("overlap")
-        return d
 
 
 @dataclass
@@ -89,6 +65,10 @@ class Snapshot:
     @cached_property
     def chunk_to_doc(self) -> dict[str, str]:
         return {c.chunk_id: c.doc_id for c in self.chunks}
+
+    @cached_property
+    def chunk_version(self) -> dict[str, str | None]:
+        return {c.chunk_id: c.version for c in self.chunks}
 
     @cached_property
     def chunk_text(self) -> dict[str, str]:
@@ -164,25 +144,19 @@ def _sha_file(path: Path) -> str:
 
 
 def _read_jsonl(path: Path) -> Iterable[tuple[int, dict[str, Any]]]:
-    try:
-        fh = open(path, encoding="utf-8")
-    except OSError as e:
-        raise InputError(str(path), f"cannot be read ({e.strerror})", "check the path and permissions") from None
-    with fh:
-        for lineno, line in enumerate(fh, start=1):
-            if not line.strip():
-                continue
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise InputError(
-                    f"{path}:{lineno}", f"invalid JSON ({e.msg} at column {e.colno})", "make each line one JSON object"
-                ) from None
-            except UnicodeDecodeError:
-                raise InputError(f"{path}:{lineno}", "is not UTF-8", "re-encode the file as UTF-8") from None
-            if not isinstance(obj, dict):
-                raise InputError(f"{path}:{lineno}", "is not a JSON object", "make each line one JSON object")
-            yield lineno, obj
+    lines, _ = read_text_lines(path)
+    for lineno, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise InputError(
+                f"{path}:{lineno}", f"invalid JSON ({e.msg} at column {e.colno})", "make each line one JSON object"
+            ) from None
+        if not isinstance(obj, dict):
+            raise InputError(f"{path}:{lineno}", "is not a JSON object", "make each line one JSON object")
+        yield lineno, obj
 
 
 def _req_id(obj: dict[str, Any], where: str, key: str = "_id") -> str:
@@ -285,101 +259,23 @@ def load_queries(path: Path) -> dict[str, Query]:
 
 
 def load_qrels_tsv(path: Path, unit: Unit, queries: dict[str, Query], known_ids: set[str], name: str) -> Qrels:
-    """Read BEIR ``query-id<TAB>corpus-id<TAB>score`` (header optional) or TREC ``qid 0 docid rel`` lines."""
-    judgements: dict[str, dict[str, int]] = {}
-    with open(path, encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, start=1):
-            if not line.strip():
-                continue
-            parts = line.rstrip("\n").split("\t") if "\t" in line else line.split()
-            where = f"{path}:{lineno}"
-            if lineno == 1 and parts[0].strip().lower() in ("query-id", "query_id", "qid"):
-                continue
-            if len(parts) == 4:  # TREC qrels: qid iter docid rel
-                parts = [parts[0], parts[2], parts[3]]
-            if len(parts) != 3:
-                raise InputError(
-                    where, f"expected 3 tab-separated columns, found {len(parts)}", "write query-id<TAB>corpus-id<TAB>score"
-                )
-            qid, uid, score = (p.strip() for p in parts)
-            try:
-                grade = int(float(score))
-                if grade != float(score):
-                    raise ValueError
-            except ValueError:
-                raise InputError(where, f"score {score!r} is not an integer grade", "use 0, 1, 2, ...") from None
-            if qid not in queries:
-                raise InputError(
-                    where, f"query id {qid!r} is not in queries.jsonl", "add the query or remove the qrels line"
-                )
-            if uid not in known_ids:
-                what = "document" if unit == "doc" else "chunk"
-                hint = (
-                    "check the id, or the chunker: chunk-level qrels need the chunker that makes these ids "
-                    "(e.g. chunker=clause for DOC#section ids)"
-                    if unit == "chunk"
-                    else "add the document or remove the qrels line"
-                )
-                raise InputError(where, f"{what} id {uid!r} is not in the corpus", hint)
-            prev = judgements.setdefault(qid, {}).get(uid)
-            if prev is not None and prev != grade:
-                raise InputError(
-                    where, f"({qid}, {uid}) is judged twice with different grades ({prev} and {grade})", "keep one"
-                )
-            judgements[qid][uid] = grade
-    return Qrels(judgements, unit=unit, name=name, source_sha256=_sha_file(path))
+    """A corpus folder's qrels file (:func:`ablate.data.qrels.read_qrels`), every judged query and id checked against
+    the folder's queries and the snapshot's documents/chunks."""
+    what = "document" if unit == "doc" else "chunk"
+    hint = (
+        "check the id, or the chunker: chunk-level qrels need the chunker that makes these ids "
+        "(e.g. chunker=clause for DOC#section ids)"
+        if unit == "chunk"
+        else "add the document or remove the qrels line"
+    )
 
+    def check(qid: str, uid: str, where: str) -> None:
+        if qid not in queries:
+            raise InputError(where, f"query id {qid!r} is not in queries.jsonl", "add the query or remove the qrels line")
+        if uid not in known_ids:
+            raise InputError(where, f"{what} id {uid!r} is not in the corpus", hint)
 
-# --------------------------------------------------------------------------------------------------------------------
-# Chunking
-
-
-def _window_tokens(text: str, cjk: bool) -> list[str]:
-    if cjk:
-        # Chinese: characters (keeping runs of ASCII letters/digits whole) so windows never split inside a word code.
-        return re.findall(r"[A-Za-z0-9][A-Za-z0-9._/-]*|\S", text)
-    return text.split()
-
-
-def chunk_document(doc: Document, spec: ChunkerSpec) -> list[Chunk]:
-    def mk(local: str | None, pos: int, body: str, heading: str = "") -> Chunk:
-        head = doc.title
-        if heading:
-            head = f"{head} — {heading}" if head else heading
-        text = f"{head} {body}".strip() if spec.title_prefix and head else body
-        cid = doc.doc_id if local is None else f"{doc.doc_id}#{local}"
-        return Chunk(chunk_id=cid, doc_id=doc.doc_id, text=text, version=doc.version, position=pos, acl=doc.acl)
-
-    if spec.kind == "none":
-        return [mk(None, 0, doc.text)]
-    if spec.kind == "clause" and doc.sections:
-        return [
-            mk(s.sid, i, s.text, f"{s.sid} {s.title}".strip() if s.title else s.sid)
-            for i, s in enumerate(doc.sections)
-        ]
-    if spec.kind in ("paragraph", "clause"):
-        paras = [p.strip() for p in re.split(r"\n\s*\n", doc.text) if p.strip()] or [doc.text]
-        return [mk(f"p{i}", i, p) for i, p in enumerate(paras)]
-    # fixed token windows with overlap
-    cjk = han_share(doc.text) > ZH_SHARE
-    toks = _window_tokens(doc.text, cjk)
-    stride = spec.size - spec.overlap
-    out = []
-    for i, start in enumerate(range(0, max(1, len(toks) - spec.overlap), stride)):
-        piece = toks[start : start + spec.size]
-        if not piece:
-            break
-        out.append(mk(f"t{i}", i, ("" if cjk else " ").join(piece)))
-        if start + spec.size >= len(toks):
-            break
-    return out or [mk("t0", 0, doc.text)]
-
-
-def chunk_corpus(docs: dict[str, Document], spec: ChunkerSpec) -> list[Chunk]:
-    chunks: list[Chunk] = []
-    for doc in docs.values():
-        chunks.extend(chunk_document(doc, spec))
-    return chunks
+    return read_qrels(path, unit, name=name, check=check)
 
 
 # --------------------------------------------------------------------------------------------------------------------

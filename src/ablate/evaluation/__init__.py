@@ -4,7 +4,8 @@
   RR, nDCG, judged share, completeness and unjudged counts per query and K; query accounting; the unjudged export.
 * :mod:`~ablate.evaluation.slices`: means per question-type tag.
 * :mod:`~ablate.evaluation.abstention`: no-answer questions scored apart (refusals, thresholds).
-* :mod:`~ablate.evaluation.io`: TREC runs, TREC and BEIR qrels.
+* :mod:`~ablate.evaluation.io`: TREC runs (qrels: :mod:`ablate.data.qrels`).
+* :mod:`~ablate.evaluation.stats`: bootstrap intervals over queries, paired tests, Holm.
 """
 
 from ablate.evaluation.abstention import (
@@ -28,7 +29,7 @@ from ablate.evaluation.core import (
     mean_key,
     means_of,
 )
-from ablate.evaluation.io import TIE_RULES, read_beir_qrels, read_qrels, read_trec_qrels, read_trec_run
+from ablate.evaluation.io import TIE_RULES, read_qrels, read_trec_run
 from ablate.evaluation.slices import slice_means
 from ablate.evaluation.units import judgements_at, ranked_units, resolve_unit
 
@@ -51,9 +52,7 @@ __all__ = [
     "mean_key",
     "means_of",
     "ranked_units",
-    "read_beir_qrels",
     "read_qrels",
-    "read_trec_qrels",
     "read_trec_run",
     "resolve_unit",
     "score_abstention",

@@ -22,8 +22,8 @@ from typing import Any
 
 import numpy as np
 
-from ablate.errors import ConfigError, InputError
 from ablate.data.types import Run
+from ablate.errors import ConfigError, InputError
 
 NO_ANSWER_CATEGORIES = ("no_answer", "idcg_zero")
 

@@ -27,9 +27,9 @@ from typing import Any, Literal
 import numpy as np
 import pandas as pd
 
+from ablate.data.types import TIE_RULE, Hit, Qrels, Run
 from ablate.errors import ConfigError, InputError
 from ablate.evaluation.units import judgements_at, ranked_units, resolve_unit
-from ablate.data.types import TIE_RULE, Hit, Qrels, Run
 
 #: Metrics computed per query at every K, in column order. ``rr`` is averaged into ``mrr``.
 METRICS: tuple[str, ...] = ("hit", "recall", "rr", "ndcg", "judged", "complete", "unjudged")

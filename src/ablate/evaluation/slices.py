@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from ablate.evaluation.core import EvalResult, means_of
 from ablate.data.types import Query
+from ablate.evaluation.core import EvalResult, means_of
 
 UNTAGGED = "(untagged)"
 

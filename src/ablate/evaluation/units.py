@@ -16,8 +16,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from ablate.errors import ConfigError, InputError
 from ablate.data.types import UNITS, Qrels
+from ablate.errors import ConfigError, InputError
 
 
 def resolve_unit(requested: str, qrels_unit: str) -> str:

@@ -1,30 +1,54 @@
-"""What one run emits: its metrics (flat, canonical keys), its artifact files, and its console summary.
-
-Pure functions of a :class:`~ablate.pipeline.RunResult`; ``tracking`` logs them and ``cli`` prints them.
+"""What one run emits: its params (what ran), its metrics (flat, library keys), its artifact files and its console
+summary. Pure functions of a :class:`~ablate.runner.pipeline.RunResult`; :mod:`ablate.runner.job` logs them.
+Every name comes from :mod:`ablate.record`.
 """
 
 from __future__ import annotations
 
 import json
-import math
 import sys
-from typing import Any
+from dataclasses import asdict
+from typing import IO, Any
 
-HEADLINE = ("ndcg@10", "recall@10", "hit@10", "mrr@10", "recall@100")
-SLICE_METRICS = ("ndcg@10", "recall@10", "hit@10", "mrr@10")
+from ablate import record as R
+from ablate.data.corpus import Snapshot
+from ablate.runner.settings import CorpusSpec, RunSettings
+from ablate.tables import as_number, fmt, format_table
 
 
-def _num(v: Any) -> float | None:
-    try:
-        f = float(v)
-    except (TypeError, ValueError):
-        return None
-    return None if math.isnan(f) else f
+def params_for(
+    variant: str, result: Any, snapshot: Snapshot, corpus: CorpusSpec, settings: RunSettings
+) -> dict[str, Any]:
+    """The run's params: what ran, typed. Stages that did not run log nothing."""
+    pipe = result.pipeline
+    params: dict[str, Any] = {
+        R.P_VARIANT: variant,
+        R.P_RETRIEVERS: [r.name for r in pipe.retrievers],
+        R.P_FUSER: pipe.fuser.name if pipe.fuser is not None else R.NONE,
+        R.P_RERANKER: pipe.reranker.name if pipe.reranker is not None else R.NONE,
+    }
+    for stage in pipe.stages:
+        params.update(R.flatten(stage.params(), stage.name))
+    params.update(
+        {
+            R.P_CORPUS_NAME: snapshot.name,
+            "corpus.path": str(snapshot.root),
+            R.P_SPLIT: result.split,
+            R.P_IDENTITY: corpus.identity,
+            "corpus.language": snapshot.language,
+            "corpus.chunker": snapshot.chunker.params(),
+        }
+    )
+    params.update(R.flatten(settings.eval.as_dict(), "eval"))
+    params["abstain.threshold"] = settings.abstain_threshold
+    params["stats.bootstrap"] = settings.bootstrap
+    params["stats.seed"] = settings.seed
+    return params
 
 
 def headline_cis(result: Any, bootstrap: int, seed: int) -> dict[str, tuple[float, float, float]]:
     """95% bootstrap intervals over the answerable queries for every mean metric (shared resamples)."""
-    from ablate.evaluation.stats import bootstrap_cis
+    from ablate.evaluation.stats import bootstrap_cis  # scipy: imported when a run is scored
 
     ev = result.evaluation
     pq = ev.per_query
@@ -40,41 +64,42 @@ def metrics_for(result: Any, bootstrap: int = 1000, seed: int = 0) -> dict[str, 
     ev = result.evaluation
     m: dict[str, float] = {}
     for k, v in ev.means.items():
-        f = _num(v)
+        f = as_number(v)
         if f is not None:
             m[k] = f
     for k, (_, lo, hi) in headline_cis(result, bootstrap, seed).items():
-        if _num(lo) is not None:
+        if as_number(lo) is not None:
             m[f"{k}_ci_low"] = float(lo)
             m[f"{k}_ci_high"] = float(hi)
     for k, v in ev.accounting.items():
-        f = _num(v)
+        f = as_number(v)
         if f is not None and not isinstance(v, bool):
             m[f"queries_{k}"] = f
-    from ablate.evaluation.stats import wilson_interval  # scipy: imported when a run is scored, not when the CLI starts
+    from ablate.evaluation.stats import (
+        wilson_interval,  # scipy: imported when a run is scored, not when the CLI starts
+    )
 
     pq = ev.per_query
     for k, v in ev.means.items():
-        if k.startswith("hit@") and _num(v) is not None and k in pq:
+        if k.startswith("hit@") and as_number(v) is not None and k in pq:
             col = pq[pq["category"] == "answerable"][k].dropna()
             if len(col):
                 _, lo, hi = wilson_interval(int(col.sum()), len(col))
-                m[f"{k}_wilson_low"], m[f"{k}_wilson_high"] = lo, hi
+                m[f"{k}{R.WILSON_LOW}"], m[f"{k}{R.WILSON_HIGH}"] = lo, hi
     ab = result.abstention
     if ab is not None:
-        m["abstain_threshold"] = _num(ab.threshold) if ab.threshold is not None else float("nan")
+        m["abstain_threshold"] = as_number(ab.threshold) if ab.threshold is not None else float("nan")
         for key in ("correct_refusal_rate", "wrong_answer_count", "false_refusal_rate", "balanced_accuracy"):
-            f = _num(getattr(ab, key))
+            f = as_number(getattr(ab, key))
             if f is not None:
                 m[f"abstain_{key}"] = f
         m["abstain_n_no_answer"] = float(ab.n_no_answer)
     for tag, row in result.slices.items():
-        safe = tag.replace("(", "").replace(")", "")
-        for key in SLICE_METRICS:
-            f = _num(row.get(key))
+        for key in R.SLICE_METRICS:
+            f = as_number(row.get(key))
             if f is not None:
-                m[f"slice_{safe}/{key}"] = f
-        m[f"slice_{safe}/n"] = float(row.get("n", 0))
+                m[R.slice_metric(tag, key)] = f
+        m[R.slice_metric(tag, "n")] = float(row.get("n", 0))
     for k, v in result.timings.items():
         m[f"time_{k}"] = float(v)
     for k, v in result.counters.items():
@@ -91,24 +116,22 @@ def artifacts_for(result: Any, snapshot: Any, config_yaml: str) -> dict[str, str
     pq = ev.per_query.copy()
     pq.insert(0, "tags", [";".join(snapshot.queries[q].tags) if q in snapshot.queries else "" for q in pq.index])
     files = {
-        "config.yaml": config_yaml,
-        "run.trec": result.run.to_trec(tag=result.variant),
-        "per_query.csv": pq.to_csv(index=True, index_label="qid"),
-        "corpus_manifest.json": json.dumps(snapshot.manifest_record(), indent=2, ensure_ascii=False),
-        "components.json": json.dumps(result.components, indent=2, ensure_ascii=False, default=str),
-        "accounting.json": json.dumps(
+        R.A_CONFIG: config_yaml,
+        R.A_RUN: result.run.to_trec(tag=result.variant),
+        R.A_PER_QUERY: pq.to_csv(index=True, index_label="qid"),
+        R.A_MANIFEST: json.dumps(snapshot.manifest_record(), indent=2, ensure_ascii=False),
+        R.A_COMPONENTS: json.dumps(result.components, indent=2, ensure_ascii=False, default=str),
+        R.A_ACCOUNTING: json.dumps(
             {"accounting": ev.accounting, "permissions": result.permissions}, indent=2, ensure_ascii=False, default=str
         ),
-        "unjudged.csv": ev.unjudged.to_csv(index=False),
-        "slices.csv": _slices_csv(result.slices),
+        R.A_UNJUDGED: ev.unjudged.to_csv(index=False),
+        R.A_SLICES: _slices_csv(result.slices),
     }
     if result.abstention is not None:
-        from dataclasses import asdict
-
         abst = {"applied": asdict(result.abstention)}
         if result.threshold_choice is not None:
             abst["chosen_on_dev"] = asdict(result.threshold_choice)
-        files["abstention.json"] = json.dumps(abst, indent=2, default=str)
+        files[R.A_ABSTENTION] = json.dumps(abst, indent=2, default=str)
     return files
 
 
@@ -120,26 +143,11 @@ def _slices_csv(slices: dict[str, dict[str, float]]) -> str:
     return pd.DataFrame.from_dict(slices, orient="index").rename_axis("tag").to_csv()
 
 
-def format_table(rows: list[dict[str, Any]], columns: list[str]) -> str:
-    """A plain fixed-width table (also valid Markdown)."""
-    cells = [[str(r.get(c, "")) for c in columns] for r in rows]
-    widths = [max(len(c), *(len(row[i]) for row in cells)) if cells else len(c) for i, c in enumerate(columns)]
-    line = "| " + " | ".join(c.ljust(w) for c, w in zip(columns, widths, strict=True)) + " |"
-    sep = "|" + "|".join("-" * (w + 2) for w in widths) + "|"
-    body = ["| " + " | ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)) + " |" for row in cells]
-    return "\n".join([line, sep, *body])
-
-
-def fmt(v: Any, digits: int = 3) -> str:
-    f = _num(v)
-    return "-" if f is None else f"{f:.{digits}f}"
-
-
-def print_run_summary(result: Any, run_id: str, uri: str, experiment: str, stream=None) -> None:
+def print_run_summary(result: Any, run_id: str, uri: str, experiment: str, stream: IO[str] | None = None) -> None:
     stream = stream or sys.stdout
     ev = result.evaluation
     acc = ev.accounting
-    cols = [k for k in HEADLINE if k in ev.means]
+    cols = [k for k in R.HEADLINE if k in ev.means]
     row = {"variant": result.variant, **{k: fmt(ev.means[k]) for k in cols}}
     print(format_table([row], ["variant", *cols]), file=stream)
     counts = ", ".join(f"{k}={v}" for k, v in acc.items() if isinstance(v, (int, float)) and not isinstance(v, bool))

@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ablate import record as R
 from ablate.cache import key_of
 
 HELD_OUT_SPLITS = ("test",)
@@ -44,14 +45,14 @@ class HeldOutVerdict:
     message: str = ""
 
     def tags(self) -> dict[str, str]:
-        t = {"ablate.runner.heldout": self.status}
+        t = {R.T_HELDOUT: self.status}
         if self.status == "reuse":
-            t["ablate.test_reuse"] = "true"
-            t["ablate.test_reuse_previous"] = ",".join(self.previous[:20])
+            t[R.T_TEST_REUSE] = "true"
+            t[R.T_TEST_REUSE_PREVIOUS] = ",".join(self.previous[:20])
         if self.status == "repeat":
-            t["ablate.test_repeat"] = "true"
+            t[R.T_TEST_REPEAT] = "true"
         if self.status == "first":
-            t["ablate.test_first"] = "true"
+            t[R.T_TEST_FIRST] = "true"
         return t
 
 

@@ -12,16 +12,22 @@ only orders results; it is not a probability that a result is relevant. Ties are
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
+from typing import Any, ClassVar
 
-from ablate.errors import ConfigError
 from ablate.data.types import Hit, Run
+from ablate.errors import ConfigError
+from ablate.stages.base import Fingerprint, check_float, check_int, fingerprint_of
+
+#: Bump when the fusion rule changes (part of the stage fingerprint).
+CODE_VERSION = "ablate-rrf/1"
 
 
 def rrf_scores(rankings: Sequence[Sequence[str]], k: float = 60.0) -> dict[str, float]:
     """RRF score of every id in any of the ``rankings`` (each a list of ids in rank order, rank 1 first)."""
-    if k < 0:
-        raise ConfigError("rrf.k", k, "it must be >= 0 (60 is the usual default)")
+    if not (isinstance(k, (int, float)) and math.isfinite(k) and k >= 0):
+        raise ConfigError("rrf.k", k, "it must be a finite number >= 0 (60 is the usual default)")
     scores: dict[str, float] = {}
     for ranking in rankings:
         seen: set[str] = set()
@@ -56,3 +62,26 @@ def rrf(runs: Sequence[Run], k: float = 60.0, window: int = 100, depth: int | No
         out[qid] = [Hit(chunk_id=c, doc_id=info[c].doc_id, score=scores[c], version=info[c].version) for c in ranked]
     meta = {"fusion": "rrf", "rrf.k": k, "window": window, "inputs": [r.name for r in runs]}
     return Run(name=name, results=out, meta=meta)
+
+
+class RRF:
+    """The RRF fusion stage (``conf/fusion/rrf.yaml``): ``k`` (>= 0, finite; default 60) and ``window`` (how many
+    candidates each retriever hands to fusion; set by ``retrieval.window``)."""
+
+    kind: ClassVar[str] = "fuser"
+
+    def __init__(self, name: str = "rrf", k: float = 60.0, window: int = 100) -> None:
+        self.name = name
+        self.k = check_float(f"{name}.k", k, 0.0, hint=" (60 is the usual default)")
+        self.window = check_int("retrieval.window", window, 1)
+        self.stats: dict[str, float] = {}
+
+    def params(self) -> dict[str, Any]:
+        return {"k": self.k, "window": self.window}
+
+    def fingerprint(self) -> Fingerprint:
+        return fingerprint_of(self, self.params())
+
+    def fuse(self, runs: Sequence[Run], depth: int) -> Run:
+        """RRF over each run's top ``window``; the fused list is cut at ``depth``."""
+        return rrf(runs, k=self.k, window=self.window, depth=depth, name=self.name)

@@ -15,9 +15,11 @@ probabilities and they are not comparable across queries.
 Score cache layout (``Cache`` kind ``rerank-scores``, one JSON entry per query text and model)::
 
     <cache>/rerank-scores/<key[:2]>/<key>.json
-      key   = key_of("rerank-scores/v1", sha256(query text), model fingerprint, max_length, "logit")
-      value = {"query_sha256": ..., "model_fingerprint": ..., "max_length": ..., "activation": "logit",
-               "scores": {sha256(chunk text): logit, ...}}
+      key   = key_of("rerank-scores", scorer fingerprint, sha256(query text))
+      value = {"query_sha256": ..., "fingerprint": {...}, "scores": {sha256(chunk text): logit, ...}}
+
+The scorer fingerprint holds the model files' content fingerprint, ``max_length``, the score form, the versions of
+sentence-transformers / transformers / torch and this module's ``CODE_VERSION``: an upgrade misses the cache.
 
 When a rerank call scores new pairs for a query, the entry is re-read, merged with the new scores and rewritten
 atomically (temp file + rename). A sweep over ``rerank.depth`` = 10, 20, 50 therefore scores each pair once: depth 20
@@ -27,46 +29,38 @@ scores (last rename wins); a dropped score is simply recomputed later, never rea
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import json
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from ablate.cache import Cache, key_of, sha256_text
-from ablate.errors import ConfigError, InputError
-from ablate.stages.text.models import ResolvedModel, resolve_model
 from ablate.data.types import TIE_RULE, Hit, Run, rank_hits
+from ablate.errors import ConfigError, InputError
+from ablate.stages.base import (
+    Fingerprint,
+    StageContext,
+    check_int,
+    check_str,
+    fingerprint_of,
+    library_versions,
+)
+from ablate.stages.text.models import ResolvedModel, quiet_transformers, resolve_model
 
+if TYPE_CHECKING:
+    from ablate.data.corpus import Snapshot
+
+#: Bump when scoring or the output order rule changes: part of the stage fingerprint and of every score cache key.
+CODE_VERSION = "ablate-cross-encoder/2"
 SCORE_KIND = "rerank-scores"
-_SCORE_VERSION = "rerank-scores/v1"
+LIBRARIES = ("sentence-transformers", "transformers", "torch")
 _ACTIVATION = "logit"  # raw logits: monotone in the sigmoid probability, without its float32 saturation ties
 
 
 STAT_KEYS = ("pairs_scored", "pairs_cached", "score_seconds", "model_loads")
-
-
-@contextlib.contextmanager
-def quiet_transformers() -> Iterator[None]:
-    """Silence transformers' per-load weight reports and progress bars, restoring the previous settings after."""
-    try:
-        from transformers.utils import logging as hf_logging
-    except ImportError:  # pragma: no cover - transformers is a dependency of sentence-transformers
-        yield
-        return
-    verbosity = hf_logging.get_verbosity()
-    bars = hf_logging.is_progress_bar_enabled()
-    hf_logging.set_verbosity_error()
-    hf_logging.disable_progress_bar()
-    try:
-        yield
-    finally:
-        hf_logging.set_verbosity(verbosity)
-        if bars:
-            hf_logging.enable_progress_bar()
 
 
 def _architectures(path: str) -> list[str]:
@@ -93,7 +87,7 @@ def check_cross_encoder_checkpoint(resolved: ResolvedModel, setting: str) -> Non
         )
 
 
-class CrossEncoderReranker:
+class CrossEncoderScorer:
     """Rescore the top ``depth`` hits of a run with a sentence-transformers ``CrossEncoder``.
 
     The model is resolved offline at construction (a missing model fails fast, naming both remedies: a local path or
@@ -111,10 +105,6 @@ class CrossEncoderReranker:
         max_length: int = 256,
         setting: str = "rerank.model",
     ) -> None:
-        if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:
-            raise ConfigError("rerank.batch_size", batch_size, "must be a positive integer (e.g. 32)")
-        if not isinstance(max_length, int) or isinstance(max_length, bool) or max_length < 8:
-            raise ConfigError("rerank.max_length", max_length, "must be an integer >= 8 tokens (e.g. 256)")
         self.resolved: ResolvedModel = resolve_model(model, kind="cross-encoder", setting=setting)
         check_cross_encoder_checkpoint(self.resolved, setting)
         self.cache = cache
@@ -125,6 +115,7 @@ class CrossEncoderReranker:
         # through the model, pairs_cached = pairs served from the cache (disk or memory), score_seconds = model wall
         # time (loading included), model_loads = 0 on a warm cache.
         self.stats: dict[str, float] = dict.fromkeys(STAT_KEYS, 0)
+        self._score_fp = self.fingerprint()
         self._model: Any = None
         # In-process memo: query sha -> {chunk sha -> score}; mirrors what was read from or written to the cache,
         # so a sweep scores each pair once even with the disk cache disabled.
@@ -132,16 +123,18 @@ class CrossEncoderReranker:
 
     # -- identity -------------------------------------------------------------------------------------------------
     def fingerprint(self) -> dict[str, object]:
-        """Everything that determines the scores: model content fingerprint, max_length and the score form."""
+        """Everything that determines the scores: model content fingerprint, max_length, the score form, the
+        libraries that compute them and this module's code version."""
         return {
-            "reranker": "cross-encoder",
+            "code_version": CODE_VERSION,
             "model_fingerprint": self.resolved.fingerprint,
             "max_length": self.max_length,
             "score": _ACTIVATION,
+            "libraries": library_versions(*LIBRARIES),
         }
 
     def _entry_key(self, query_sha: str) -> str:
-        return key_of(_SCORE_VERSION, query_sha, self.resolved.fingerprint, self.max_length, _ACTIVATION)
+        return key_of(SCORE_KIND, self._score_fp, query_sha)
 
     # -- model ----------------------------------------------------------------------------------------------------
     def _load(self) -> Any:
@@ -198,9 +191,7 @@ class CrossEncoderReranker:
             key,
             {
                 "query_sha256": query_sha,
-                "model_fingerprint": self.resolved.fingerprint,
-                "max_length": self.max_length,
-                "activation": _ACTIVATION,
+                "fingerprint": self._score_fp,
                 "scores": dict(sorted(merged.items())),
             },
         )
@@ -290,3 +281,135 @@ class CrossEncoderReranker:
             "tail": "original order, scores below the lowest reranked score",
         }
         return Run(f"{run.name}>rerank", results, meta)
+
+
+#: Defaults of ``rerank.train`` (fine-tuning used when ``model: trained``).
+TRAIN_DEFAULTS: dict[str, Any] = {
+    "split": "train",
+    "base_model": "all-MiniLM-L6-v2",
+    "epochs": 1,
+    "max_negatives": 7,
+    "max_length": 128,
+    "seed": 13,
+    "min_steps": 100,
+}
+
+
+class CrossEncoderReranker:
+    """The cross-encoder reranker stage (``conf/reranker/cross_encoder.yaml``).
+
+    ``model``: a hub name already in the offline cache, a local folder, or ``trained`` (fine-tune one on the corpus's
+    ``train.split`` with BM25 hard negatives: :mod:`ablate.stages.rerank.training`); ``depth``: how many fused
+    candidates are rescored; ``batch_size``, ``max_length``; ``train``: the fine-tuning settings (used only when
+    ``model`` is ``trained``, and logged only then).
+    """
+
+    kind: ClassVar[str] = "reranker"
+
+    def __init__(
+        self,
+        name: str = "rerank",
+        model: str = "cross-encoder/ms-marco-MiniLM-L-6-v2",
+        depth: int = 50,
+        batch_size: int = 32,
+        max_length: int = 256,
+        train: Mapping[str, Any] | None = None,
+    ) -> None:
+        self.name = name
+        self.model = str(check_str(f"{name}.model", model))
+        self.depth = check_int(f"{name}.depth", depth, 1)
+        self.batch_size = check_int(f"{name}.batch_size", batch_size, 1)
+        self.max_length = check_int(f"{name}.max_length", max_length, 8)
+        self.train = self._check_train(dict(train or {}))
+        self.stats: dict[str, float] = dict.fromkeys(STAT_KEYS, 0.0)
+        self._snapshot: Snapshot | None = None
+        self._scorer: CrossEncoderScorer | None = None
+        self._resolved: ResolvedModel | None = None
+        if self.trained:
+            self._base = resolve_model(
+                self.train["base_model"], kind="cross-encoder base model", setting=f"{name}.train.base_model"
+            )
+        else:  # resolve (offline) and check now: a missing or wrong model fails before any work
+            self._resolved = resolve_model(self.model, kind="cross-encoder", setting=f"{name}.model")
+            check_cross_encoder_checkpoint(self._resolved, f"{name}.model")
+
+    @property
+    def trained(self) -> bool:
+        return self.model == "trained"
+
+    def _check_train(self, train: dict[str, Any]) -> dict[str, Any]:
+        unknown = sorted(set(train) - set(TRAIN_DEFAULTS))
+        if unknown:
+            raise ConfigError(f"{self.name}.train.{unknown[0]}", train[unknown[0]], f"known keys: {', '.join(TRAIN_DEFAULTS)}")
+        t = {**TRAIN_DEFAULTS, **train}
+        p = f"{self.name}.train"
+        return {
+            "split": str(check_str(f"{p}.split", t["split"])),
+            "base_model": str(check_str(f"{p}.base_model", t["base_model"])),
+            "epochs": check_int(f"{p}.epochs", t["epochs"], 1),
+            "max_negatives": check_int(f"{p}.max_negatives", t["max_negatives"], 0),
+            "max_length": check_int(f"{p}.max_length", t["max_length"], 8),
+            "seed": check_int(f"{p}.seed", t["seed"]),
+            "min_steps": check_int(f"{p}.min_steps", t["min_steps"], 0),
+        }
+
+    def params(self) -> dict[str, Any]:
+        p: dict[str, Any] = {
+            "model": self.model,
+            "depth": self.depth,
+            "batch_size": self.batch_size,
+            "max_length": self.max_length,
+        }
+        if self.trained:
+            p["train"] = dict(self.train)
+        return p
+
+    def fingerprint(self) -> Fingerprint:
+        res: dict[str, Any] = {"activation": _ACTIVATION}
+        libs: tuple[str, ...] = LIBRARIES
+        if self.trained:
+            from ablate.stages.rerank import training
+
+            res["base_model"] = self._base.fingerprint
+            res["recipe"] = training.RECIPE
+            res["training_code"] = training.CODE_VERSION
+            if self._snapshot is not None:
+                res["train_data"] = training.training_data_fingerprint(self._snapshot, self.train)
+        elif self._resolved is not None:
+            res["model"] = self._resolved.fingerprint
+        return fingerprint_of(self, self.params(), libraries=libs, resources=res)
+
+    def bind(self, snapshot: Snapshot, split: str) -> CrossEncoderReranker:
+        if not self.trained:
+            return self
+        if self.train["split"] not in snapshot.splits:
+            raise ConfigError(
+                f"{self.name}.train.split",
+                self.train["split"],
+                f"the corpus {snapshot.name!r} has splits {', '.join(sorted(snapshot.splits)) or 'none'}; fine-tuning "
+                f"needs a split with labelled questions (or a cross-encoder folder as {self.name}.model)",
+            )
+        bound = type(self)(self.name, self.model, self.depth, self.batch_size, self.max_length, self.train)
+        bound._snapshot = snapshot
+        return bound
+
+    def prepare(self, context: StageContext) -> None:
+        if self._scorer is not None:
+            return
+        path = self.model
+        if self.trained:
+            from ablate.stages.rerank import training
+
+            path = training.trained_reranker_path(
+                context.snapshot, self.train, context.cache, show_progress=context.show_progress
+            )
+        self._scorer = CrossEncoderScorer(
+            path, cache=context.cache, batch_size=self.batch_size, max_length=self.max_length, setting=f"{self.name}.model"
+        )
+
+    def rerank(self, run: Run, query_text: Mapping[str, str], chunk_text: Mapping[str, str]) -> Run:
+        if self._scorer is None:
+            raise RuntimeError(f"stage {self.name}: prepare() before rerank()")
+        out = self._scorer.rerank(run, query_text, chunk_text, self.depth)
+        self.stats.update(self._scorer.stats)
+        return out

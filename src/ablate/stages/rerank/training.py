@@ -27,7 +27,6 @@ corpus (36 positives, 190 pairs) the trained reranker over BM25's top 20 scores 
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import hashlib
 import json
@@ -44,11 +43,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ablate.cache import Cache, key_of
-from ablate.errors import AblateError, ConfigError, InputError
+from ablate.errors import ConfigError, InputError
+from ablate.stages.base import library_versions
 from ablate.stages.text.models import ResolvedModel, resolve_model
 
 if TYPE_CHECKING:
     from ablate.data.corpus import Snapshot
+    from ablate.stages.retrievers.bm25 import BM25Retriever
     from ablate.stages.text.tokenize import Tokenizer
 
 TrainingPair = tuple[str, str, float]  # (query text, passage text, label in [0, 1])
@@ -58,7 +59,11 @@ TRAINED_KIND = "reranker-trained"
 META_FILE = (
     "ablate_training.json"  # written inside the model folder; also makes its fingerprint content-specific
 )
-RECIPE = "ablate-ce-bce/v1"  # bump when the training procedure changes, so old cached models are not reused
+RECIPE = "ablate-ce-bce/v1"  # the training recipe (loss, schedule); part of the trained model's cache key
+#: Bump when this module's procedure changes (pairs, loop): part of the reranker stage's fingerprint.
+CODE_VERSION = "ablate-ce-training/2"
+LIBRARIES = ("sentence-transformers", "transformers", "torch")
+NEGATIVE_POOL = 30  # BM25 depth the hard negatives are sampled from
 WARMUP_RATIO = 0.1
 WEIGHT_DECAY = 0.01
 MAX_GRAD_NORM = 1.0
@@ -216,7 +221,7 @@ def _fit(
     from sentence_transformers.cross_encoder.losses import BinaryCrossEntropyLoss
     from transformers import get_linear_schedule_with_warmup
 
-    from ablate.stages.rerank.cross_encoder import quiet_transformers
+    from ablate.stages.text.models import quiet_transformers
 
     n = len(pairs)
     n_pos = sum(1 for _, _, y in pairs if y >= 0.5)
@@ -332,7 +337,7 @@ def train_cross_encoder(
         "loss": "BinaryCrossEntropyLoss(pos_weight=negatives/positives)",
     }
     psha = pairs_sha256(checked)
-    key = key_of(RECIPE, base.fingerprint, psha, hyper)
+    key = key_of(RECIPE, CODE_VERSION, library_versions(*LIBRARIES), base.fingerprint, psha, hyper)
     target = cache.dir_for(TRAINED_KIND, key)
 
     def result(trained: bool, seconds: float) -> TrainedModel:
@@ -393,7 +398,7 @@ def pairs_from_snapshot(
     *,
     max_negatives: int = 7,
     seed: int = 13,
-    pool_depth: int = 30,
+    pool_depth: int = NEGATIVE_POOL,
     tokenizer: Tokenizer | None = None,
 ) -> list[TrainingPair]:
     """Training pairs from a loaded corpus: ``split``'s judged-relevant chunks and BM25 hard negatives.
@@ -401,10 +406,10 @@ def pairs_from_snapshot(
     BM25 (k1 0.9, b 0.4, ``tokenizer`` default ``Tokenizer(snapshot.language)`` = the pipeline's BM25 defaults)
     retrieves ``pool_depth`` chunks per query; :func:`build_pairs` samples ``max_negatives`` of them that are not judged
     relevant. With document-level qrels every chunk of a relevant document is a positive (and none is a negative);
-    with ``chunker: none`` (BEIR's default) a chunk is its document. This mirrors ``pipeline.trained_reranker_path``,
+    with ``chunker: none`` (BEIR's default) a chunk is its document. This is what ``rerank.model=trained`` uses,
     so ``python -m ablate.train_reranker`` warms the same cache entry as ``rerank.model=trained`` with the same settings.
     """
-    from ablate.stages.retrievers.bm25 import BM25Retriever
+    from ablate.stages.retrievers.bm25 import BM25Index
 
     qrels = snapshot.split_qrels(split)
     qids = [q for q in snapshot.split_qids(split) if qrels.positives(q)]
@@ -415,11 +420,9 @@ def pairs_from_snapshot(
             "add positive labels to that split, or pick another split",
         )
     queries = [snapshot.queries[q] for q in qids]
-    if tokenizer is None:  # the pipeline's BM25 defaults, so the CLI and rerank.model=trained share cache entries
-        from ablate.runner.pipeline import BM25Spec, tokenizer_for
-
-        tokenizer = tokenizer_for(snapshot, BM25Spec())
-    bm25 = BM25Retriever(snapshot.chunks, tokenizer=tokenizer, k1=0.9, b=0.4)
+    if tokenizer is None:  # the BM25 stage's defaults, so the CLI and rerank.model=trained share cache entries
+        tokenizer = negatives_retriever(snapshot).tokenizer
+    bm25 = BM25Index(snapshot.chunks, tokenizer=tokenizer, k1=0.9, b=0.4)
     run = bm25.search(queries, max(pool_depth, max_negatives))
     positives = {q: list(qrels.positives(q)) for q in qids}
     if qrels.unit == "doc":
@@ -437,68 +440,42 @@ def pairs_from_snapshot(
     )
 
 
-# -- CLI ------------------------------------------------------------------------------------------------------------
-def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="python -m ablate.train_reranker",
-        description="Fine-tune a cross-encoder reranker on a corpus's train split (BM25 hard negatives), offline. "
-        "Prints the trained model folder on stdout; rerank.model=trained with the same settings finds it in the cache.",
+def negatives_retriever(snapshot: Snapshot) -> BM25Retriever:
+    """The BM25 stage (its defaults, bound to ``snapshot``) whose top chunks are the hard negatives."""
+    from ablate.stages.retrievers.bm25 import BM25Retriever
+
+    return BM25Retriever().bind(snapshot, "train")
+
+
+def training_data_fingerprint(snapshot: Snapshot, train: Mapping[str, Any]) -> dict[str, Any]:
+    """What determines the training pairs without computing them: the snapshot, the train split's labels, the
+    negatives' retriever and the sampling settings."""
+    return {
+        "snapshot": snapshot.fingerprint,
+        "split": train["split"],
+        "qrels": snapshot.split_qrels(str(train["split"])).content_hash(),
+        "negatives": negatives_retriever(snapshot).fingerprint().key,
+        "max_negatives": train["max_negatives"],
+        "seed": train["seed"],
+        "pool_depth": NEGATIVE_POOL,
+    }
+
+
+def trained_reranker_path(
+    snapshot: Snapshot, train: Mapping[str, Any], cache: Cache, show_progress: bool = False
+) -> str:
+    """Fine-tune (or fetch from the cache) a cross-encoder on ``train["split"]`` of ``snapshot``; its folder."""
+    pairs = pairs_from_snapshot(
+        snapshot, str(train["split"]), max_negatives=int(train["max_negatives"]), seed=int(train["seed"])
     )
-    p.add_argument(
-        "--corpus", required=True, help="corpus folder (corpus.jsonl, queries.jsonl, qrels/<split>.tsv)"
+    resolved = train_cross_encoder(
+        pairs,
+        base_model=str(train["base_model"]),
+        epochs=int(train["epochs"]),
+        max_length=int(train["max_length"]),
+        seed=int(train["seed"]),
+        cache=cache,
+        show_progress=show_progress,
+        min_steps=int(train["min_steps"]),
     )
-    p.add_argument("--split", default="train", help="split to train on (default: train)")
-    p.add_argument("--base-model", default="all-MiniLM-L6-v2", help="local folder or bundled model name")
-    p.add_argument("--epochs", type=int, default=1)
-    p.add_argument(
-        "--min-steps", type=int, default=DEFAULT_MIN_STEPS, help="cycle small splits up to this many steps"
-    )
-    p.add_argument("--batch-size", type=int, default=16)
-    p.add_argument("--max-length", type=int, default=128)
-    p.add_argument("--lr", type=float, default=DEFAULT_LR)
-    p.add_argument("--seed", type=int, default=13)
-    p.add_argument("--max-negatives", type=int, default=7, help="hard negatives per query (default: 7)")
-    p.add_argument("--negative-pool", type=int, default=30, help="BM25 depth the negatives are sampled from")
-    p.add_argument(
-        "--cache-dir", default=None, help="cache folder (default: $ABLATE_CACHE_DIR or ~/.cache/ablate)"
-    )
-    p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
-    return p
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-    try:
-        from ablate.data.corpus import load_corpus
-
-        snapshot = load_corpus(args.corpus)
-        pairs = pairs_from_snapshot(
-            snapshot,
-            args.split,
-            max_negatives=args.max_negatives,
-            seed=args.seed,
-            pool_depth=args.negative_pool,
-        )
-        result = train_cross_encoder(
-            pairs,
-            base_model=args.base_model,
-            epochs=args.epochs,
-            min_steps=args.min_steps,
-            batch_size=args.batch_size,
-            max_length=args.max_length,
-            lr=args.lr,
-            seed=args.seed,
-            cache=Cache(args.cache_dir) if args.cache_dir else None,
-            show_progress=not args.quiet,
-        )
-    except AblateError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    print(result.path)
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
+    return resolved.path

@@ -9,8 +9,8 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
-from ablate.errors import ConfigError, InputError
 from ablate.data.types import Chunk, Hit, Query, Run
+from ablate.errors import ConfigError, InputError
 
 
 @runtime_checkable

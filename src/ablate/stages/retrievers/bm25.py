@@ -46,12 +46,20 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Sequence
-from importlib import metadata
-from typing import Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
+from ablate.data.types import TIE_RULE, Chunk, Hit, Query, Run
 from ablate.errors import ConfigError
+from ablate.stages.base import (
+    Fingerprint,
+    StageContext,
+    check_bool,
+    check_choice,
+    check_float,
+    fingerprint_of,
+)
 from ablate.stages.retrievers.base import (
     ChunkTable,
     check_depth,
@@ -60,7 +68,12 @@ from ablate.stages.retrievers.base import (
     top_by_tie_rule,
 )
 from ablate.stages.text.tokenize import Tokenizer
-from ablate.data.types import TIE_RULE, Chunk, Hit, Query, Run
+
+if TYPE_CHECKING:
+    from ablate.data.corpus import Snapshot
+
+#: Bump when the scoring or tie rules of this module change (part of the stage fingerprint).
+CODE_VERSION = "ablate-bm25/2"
 
 #: method -> backends that implement it (with identical scores).
 METHODS: dict[str, tuple[str, ...]] = {
@@ -71,7 +84,19 @@ METHODS: dict[str, tuple[str, ...]] = {
 IMPLS = ("bm25s", "rank_bm25")
 
 
-class BM25Retriever:
+def check_settings(name: str, impl: object, method: object, k1: object, b: object) -> tuple[str, str, float, float]:
+    """The BM25 settings, checked (the one place): ``(impl, method, k1, b)``; a ConfigError names ``<name>.<key>``."""
+    impl = check_choice(f"{name}.impl", impl, IMPLS)
+    method = check_choice(f"{name}.method", method, tuple(METHODS))
+    if impl not in METHODS[method]:
+        ok = [m for m, impls in METHODS.items() if impl in impls]
+        raise ConfigError(f"{name}.method", method, f"impl {impl} supports: {', '.join(ok)}")
+    k1 = check_float(f"{name}.k1", k1, 0.0, hint=" (Anserini's default is 0.9)")
+    b = check_float(f"{name}.b", b, 0.0, 1.0, hint=" (Anserini's default is 0.4)")
+    return impl, method, k1, b
+
+
+class BM25Index:
     """Okapi BM25 over ``chunks`` (see the module docstring for formulas and rules). The index is built once here.
 
     ``n_threads`` is handed to bm25s' batch ``retrieve`` (0 = in the calling thread). Its numpy backend holds the GIL
@@ -92,20 +117,9 @@ class BM25Retriever:
         method: str = "lucene",
         n_threads: int = 0,
     ) -> None:
-        if impl not in IMPLS:
-            raise ConfigError("bm25.impl", impl, f"valid options: {', '.join(IMPLS)}")
-        if method not in METHODS:
-            raise ConfigError("bm25.method", method, f"valid options: {', '.join(METHODS)}")
-        if impl not in METHODS[method]:
-            ok = [m for m, impls in METHODS.items() if impl in impls]
-            raise ConfigError("bm25.method", method, f"impl {impl} supports: {', '.join(ok)}")
-        if not (isinstance(k1, (int, float)) and k1 >= 0 and math.isfinite(k1)):
-            raise ConfigError("bm25.k1", k1, "a finite number >= 0 (Anserini's default is 0.9)")
-        if not (isinstance(b, (int, float)) and 0 <= b <= 1):
-            raise ConfigError("bm25.b", b, "a number in [0, 1] (Anserini's default is 0.4)")
+        self.impl, self.method, self.k1, self.b = check_settings("bm25", impl, method, k1, b)
         self.chunks = list(chunks)
         self.tokenizer = tokenizer
-        self.k1, self.b, self.impl, self.method = float(k1), float(b), impl, method
         self.n_threads = n_threads
         self.stats: dict[str, float] = {}
         table = ChunkTable.of(self.chunks)
@@ -156,25 +170,6 @@ class BM25Retriever:
         self._vocab = {t: i for i, t in enumerate(sorted(rb.idf))}
 
     # -- protocol ----------------------------------------------------------------------------------------------------
-    def fingerprint(self) -> dict[str, object]:
-        lib = "bm25s" if self.impl == "bm25s" else "rank-bm25"
-        try:
-            lib_version: str | None = metadata.version(lib)
-        except metadata.PackageNotFoundError:
-            lib_version = None
-        return {
-            "name": self.name,
-            "impl": self.impl,
-            "impl_version": lib_version,
-            "method": self.method,
-            "k1": self.k1,
-            "b": self.b,
-            "zero_score_rule": "drop",
-            "tokenizer": self.tokenizer.fingerprint(),
-            "n_chunks": len(self.chunks),
-            "chunks_sha256": self._chunks_sha256,
-        }
-
     def search(self, queries: Sequence[Query], depth: int, allowed: np.ndarray | None = None) -> Run:
         """Top-``depth`` chunks per query (see the module docstring: zero scores dropped, mask applied inside)."""
         depth = check_depth(depth)
@@ -192,12 +187,7 @@ class BM25Retriever:
             for i, (idx, sc) in zip(todo, ranked, strict=True):
                 results[queries[i].qid] = hits_of(self._meta, idx, sc)
         self.stats["search_seconds"] = self.stats.get("search_seconds", 0.0) + time.perf_counter() - t0
-        meta = {
-            "retriever": self.name,
-            "fingerprint": self.fingerprint(),
-            "tie_rule": TIE_RULE,
-            "depth": depth,
-        }
+        meta = {"retriever": self.name, "tie_rule": TIE_RULE, "depth": depth, "chunks_sha256": self._chunks_sha256}
         return Run(self.name, results, meta)
 
     # -- searching ---------------------------------------------------------------------------------------------------
@@ -235,3 +225,92 @@ class BM25Retriever:
             idx = top_by_tie_rule(full, depth, self._id_order, keep)
             out.append((idx, full[idx]))
         return out
+
+
+class BM25Retriever:
+    """The BM25 retriever stage (``conf/retrievers/bm25.yaml``): backend ``impl``, ``k1``, ``b``, idf ``method``, and
+    the tokenizer's ``stopwords`` / ``stemmer`` / ``language`` (``null`` = the corpus's language). Parameters are
+    checked here; the index is built in :meth:`prepare`."""
+
+    kind: ClassVar[str] = "retriever"
+    cacheable: ClassVar[bool] = True
+
+    def __init__(
+        self,
+        name: str = "bm25",
+        impl: str = "bm25s",
+        k1: float = 0.9,
+        b: float = 0.4,
+        method: str = "lucene",
+        stopwords: bool = True,
+        stemmer: str | None = "porter",
+        language: str | None = None,
+        jieba_mode: str = "search",
+    ) -> None:
+        self.name = name
+        self.impl, self.method, self.k1, self.b = check_settings(name, impl, method, k1, b)
+        self.stopwords = check_bool(f"{name}.stopwords", stopwords)
+        self.stemmer = None if stemmer in (None, "", "null", "none") else str(stemmer)
+        self.language = None if language in (None, "", "null", "auto") else str(language)
+        self.jieba_mode = jieba_mode
+        self.tokenizer = self._tokenizer(self.language or "en")  # checks stemmer/language/jieba_mode now
+        self.stats: dict[str, float] = {}
+        self._index: BM25Index | None = None
+        self._prepared_for: str | None = None
+
+    def _tokenizer(self, language: str) -> Tokenizer:
+        try:
+            return Tokenizer(
+                language=language,  # type: ignore[arg-type]
+                stopwords=self.stopwords,
+                stemmer=self.stemmer,
+                jieba_mode=self.jieba_mode,  # type: ignore[arg-type]
+            )
+        except ConfigError as e:
+            raise ConfigError(f"{self.name}.{e.key.split('.')[-1]}", e.value, str(e).split("; ", 1)[-1]) from None
+
+    def params(self) -> dict[str, Any]:
+        return {
+            "impl": self.impl,
+            "k1": self.k1,
+            "b": self.b,
+            "method": self.method,
+            "stopwords": self.stopwords,
+            "stemmer": self.stemmer,
+            "language": self.language,
+            "jieba_mode": self.jieba_mode,
+        }
+
+    def fingerprint(self) -> Fingerprint:
+        lib = "bm25s" if self.impl == "bm25s" else "rank-bm25"
+        return fingerprint_of(
+            self,
+            self.params(),
+            libraries=(lib,),
+            resources={"tokenizer": self.tokenizer.fingerprint(), "zero_score_rule": "drop"},
+        )
+
+    def bind(self, snapshot: Snapshot, split: str) -> BM25Retriever:
+        """This stage with the tokenizer's language resolved to the corpus's when it was left unset."""
+        if self.language is not None:
+            return self
+        p = self.params()
+        p["language"] = snapshot.language
+        return type(self)(name=self.name, **p)
+
+    def prepare(self, context: StageContext) -> None:
+        if self._prepared_for == context.snapshot.fingerprint:
+            return
+        self._index = BM25Index(
+            context.snapshot.chunks, self.tokenizer, k1=self.k1, b=self.b, impl=self.impl, method=self.method
+        )
+        self._prepared_for = context.snapshot.fingerprint
+        self.stats.update(self._index.stats)
+
+    def search(self, queries: Sequence[Query], depth: int, allowed: np.ndarray | None = None) -> Run:
+        if self._index is None:
+            raise RuntimeError(f"stage {self.name}: prepare() before search()")
+        run = self._index.search(queries, depth, allowed)
+        run.name = self.name
+        self.stats.update(self._index.stats)
+        return run

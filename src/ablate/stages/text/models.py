@@ -8,8 +8,11 @@ trying the network (nothing may be downloaded at run time).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import json
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,7 +25,7 @@ BUNDLED_NAMES = {"all-minilm-l6-v2", "sentence-transformers/all-minilm-l6-v2"}
 class ResolvedModel:
     name: str  # what the user asked for
     path: str  # what to hand to sentence-transformers (a folder, or a hub name found in the offline cache)
-    fingerprint: str  # sha256 over the weight/config files' sizes and first MiB, or over the name + cached revision
+    fingerprint: str  # sha256 over every file's relative path and full content (see folder_fingerprint)
 
 
 def bundled_minilm_path() -> Path | None:
@@ -34,15 +37,73 @@ def bundled_minilm_path() -> Path | None:
     return p if p.is_dir() else None
 
 
-def folder_fingerprint(folder: Path) -> str:
-    """Cheap but content-based: names, sizes and the first MiB of every file under ``folder``."""
+#: Bump when the folder fingerprint's definition changes.
+FINGERPRINT_VERSION = "ablate-folder-sha256/2"
+
+
+def _hash_memo_dir() -> Path:
+    from ablate.cache import default_cache_dir
+
+    return default_cache_dir() / "file-sha256"
+
+
+def file_sha256(path: Path) -> str:
+    """Full-content sha256 of ``path``, remembered by (absolute path, size, mtime_ns) in the user cache folder, so a
+    model folder is read once and a file changed in place (any byte) is hashed again."""
+    st = path.stat()
+    stamp = json.dumps([str(path.resolve()), st.st_size, st.st_mtime_ns])
+    memo = _hash_memo_dir() / (hashlib.sha256(stamp.encode()).hexdigest() + ".txt")
+    try:
+        cached = memo.read_text(encoding="ascii").strip()
+        if len(cached) == 64:
+            return cached
+    except OSError:
+        pass
     h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 22), b""):
+            h.update(block)
+    digest = h.hexdigest()
+    try:  # best effort: the memo only saves time; a failed write is never an error
+        from ablate.cache import atomic_write_bytes
+
+        atomic_write_bytes(memo, digest.encode("ascii"))
+    except OSError:
+        pass
+    return digest
+
+
+def folder_fingerprint(folder: Path) -> str:
+    """sha256 over every file's relative path and full-content sha256 (hidden files skipped), so two folders have
+    the same fingerprint exactly when they hold the same bytes under the same names."""
+    h = hashlib.sha256(FINGERPRINT_VERSION.encode())
     for f in sorted(p for p in folder.rglob("*") if p.is_file() and not p.name.startswith(".")):
         rel = f.relative_to(folder).as_posix()
-        h.update(f"{rel}\t{f.stat().st_size}\n".encode())
-        with open(f, "rb") as fh:
-            h.update(fh.read(1 << 20))
+        if any(part.startswith(".") for part in Path(rel).parts):
+            continue
+        h.update(f"{rel}\t{file_sha256(f)}\n".encode())
     return h.hexdigest()
+
+
+@contextlib.contextmanager
+def quiet_transformers(quiet: bool = True) -> Iterator[None]:
+    """Silence transformers' per-load weight reports and progress bars while loading a model (restoring the
+    caller's settings afterwards); ``quiet=False`` changes nothing."""
+    if not quiet:
+        yield
+        return
+    from transformers.utils import logging as hf_logging
+
+    verbosity = hf_logging.get_verbosity()
+    bars = hf_logging.is_progress_bar_enabled()
+    hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        hf_logging.set_verbosity(verbosity)
+        if bars:
+            hf_logging.enable_progress_bar()
 
 
 def _hf_cached_snapshot(name: str) -> Path | None:

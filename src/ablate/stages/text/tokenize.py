@@ -49,7 +49,10 @@ from dataclasses import dataclass
 from importlib import metadata
 from typing import Any, Literal
 
+from ablate.data.language import HAN_CHAR_RE, HAN_RANGES, ZH_SHARE, detect_language, han_share
 from ablate.errors import ConfigError
+
+__all__ = ["ZH_SHARE", "Tokenizer", "detect_language", "han_share", "is_identifier"]
 
 #: Bump when any rule above changes: it is part of :meth:`Tokenizer.fingerprint`, so BM25 cache keys change too.
 TOKENIZER_VERSION = "ablate-tokenizer/1"
@@ -71,38 +74,12 @@ CHINESE_STOPWORDS = frozenset(
     所 所以 因为 如果 但 但是 而且 或者 以及 然后 其中 其他 各 每 很 非常 更 最 已 已经 不 没 请""".split()
 )
 
-#: Threshold of :func:`detect_language`: share of Han ideographs among non-space characters (as corpus.py uses).
-ZH_SHARE = 0.2
-
-_HAN = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0002ebef\U00030000-\U0003134f"
-_ALNUM = rf"[^\W_{_HAN}]"  # a letter or digit of any script except Han
+_ALNUM = rf"[^\W_{HAN_RANGES}]"  # a letter or digit of any script except Han
 _SEP = "-./_"
-_TOKEN_RE = re.compile(rf"[{_HAN}]+|{_ALNUM}+(?:['{re.escape(_SEP)}]{_ALNUM}+)*")
+_TOKEN_RE = re.compile(rf"[{HAN_RANGES}]+|{_ALNUM}+(?:['{re.escape(_SEP)}]{_ALNUM}+)*")
 _LATIN_RE = re.compile(rf"[^\W_]+(?:['{re.escape(_SEP)}][^\W_]+)*")  # _TOKEN_RE for texts without Han
 _SPLIT_RE = re.compile(rf"[{re.escape(_SEP)}]")
-_HAN_CHAR_RE = re.compile(rf"[{_HAN}]")
 _APOSTROPHES = str.maketrans({"\u2019": "'", "\u2018": "'", "\u02bc": "'", "\uff07": "'"})
-
-
-def han_share(text: str) -> float:
-    """Share of Han ideographs among the non-space characters of ``text`` (0 for an empty text)."""
-    n = sum(1 for c in text if not c.isspace())
-    return len(_HAN_CHAR_RE.findall(text)) / n if n else 0.0
-
-
-def detect_language(texts: str | Iterable[str]) -> Literal["en", "zh"]:
-    """``"zh"`` when Han ideographs are more than 20% of the non-space characters of ``texts`` (pooled), else ``"en"``.
-
-    Pooling counts every character once, so a corpus of long English documents with a few Chinese titles stays
-    ``"en"``. Accepts one text or many.
-    """
-    if isinstance(texts, str):
-        texts = (texts,)
-    han = total = 0
-    for t in texts:
-        han += len(_HAN_CHAR_RE.findall(t))
-        total += sum(1 for c in t if not c.isspace())
-    return "zh" if total and han / total > ZH_SHARE else "en"
 
 
 def is_identifier(run: str) -> bool:
@@ -194,7 +171,7 @@ class Tokenizer:
         if not unicodedata.is_normalized("NFKC", text):
             text = unicodedata.normalize("NFKC", text)
         text = text.translate(_APOSTROPHES)
-        has_han = _HAN_CHAR_RE.search(text) is not None
+        has_han = HAN_CHAR_RE.search(text) is not None
         lang = self.language if self.language != "auto" else detect_language(text)
         zh_stop = self.stopwords and lang == "zh"
         en_stop = ENGLISH_STOPWORDS if self.stopwords else frozenset()
@@ -206,7 +183,7 @@ class Tokenizer:
         # Texts without Han (most) use a simpler, faster pattern; both give the same runs on such texts.
         for run in (_TOKEN_RE if has_han else _LATIN_RE).findall(text):
             if run.isalnum():
-                if has_han and _HAN_CHAR_RE.match(run):
+                if has_han and HAN_CHAR_RE.match(run):
                     for w in self._segment(run):
                         if not (zh_stop and w in CHINESE_STOPWORDS):
                             fixed.append((len(out), w))

@@ -1,0 +1,228 @@
+"""The composed config -> a validated :class:`~ablate.runner.job.JobSpec`: the only code that reads a DictConfig.
+
+* **Stages** are the top-level blocks that carry ``_target_`` (``bm25``, ``dense``, ``oracle``, ``rrf``, ``rerank``,
+  and any a plugin adds); each is instantiated with Hydra, named after its block, and sorted by its kind
+  (retriever, fuser, reranker). Retrievers keep their config order.
+* **Allowed targets**: a ``_target_`` must name a class under ``ablate.`` or one registered by an installed package
+  under the entry-point group ``ablate.stages``, so a config cannot import arbitrary code.
+* **Parameters**: each stage's constructor checks its own values (one place); an unknown parameter is refused here,
+  naming the known ones. A block of a stage the variant does not select (written with ``++``) is ignored, with a note;
+  any other unknown top-level key is refused.
+* **Sources**: a stage parameter whose value is ``${other.key}`` is recorded as fed by that key
+  (``retrieval.window`` -> ``rrf.window``), so reports can map a sweep's overrides to the params that changed.
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+import sys
+from collections.abc import Mapping
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+from ablate.app.paths import register_resolvers, stage_blocks
+from ablate.errors import AblateError, ConfigError
+from ablate.runner.job import JobSpec
+from ablate.runner.pipeline import Pipeline
+from ablate.runner.settings import CorpusSpec, OutputSpec, RunSettings
+from ablate.stages.base import kind_of
+from ablate.tracking import resolve_tracking_uri
+
+#: Top-level keys that are settings, not stages.
+SETTINGS_KEYS = ("variant", "corpus", "retrieval", "eval", "abstain", "stats", "tracking", "cache", "progress", "hydra")
+ENTRY_POINT_GROUP = "ablate.stages"
+_INTERPOLATION = re.compile(r"^\$\{([A-Za-z_][\w.]*)\}$")
+
+
+def _plugin_targets() -> set[str]:
+    """Targets registered by installed packages (entry points ``ablate.stages``: ``name = module:Class``)."""
+    out: set[str] = set()
+    for ep in metadata.entry_points(group=ENTRY_POINT_GROUP):
+        out.add(ep.value.replace(":", "."))
+    return out
+
+
+def check_target(key: str, target: object) -> str:
+    """``target`` if it may be instantiated (``ablate.*`` or a registered plugin), else a ConfigError."""
+    if not isinstance(target, str) or not target:
+        raise ConfigError(f"{key}._target_", target, "name a stage class, e.g. ablate.stages.retrievers.bm25.BM25Retriever")
+    if target.startswith("ablate.") or target in _plugin_targets():
+        return target
+    raise ConfigError(
+        f"{key}._target_",
+        target,
+        f"only classes under ablate. or registered by an installed plugin (entry-point group {ENTRY_POINT_GROUP!r}) "
+        "may be built from a config",
+    )
+
+
+def _check_nested_targets(key: str, node: Any) -> None:
+    if isinstance(node, Mapping):
+        for k, v in node.items():
+            if k == "_target_":
+                check_target(key, v)
+            else:
+                _check_nested_targets(f"{key}.{k}", v)
+    elif isinstance(node, list):
+        for i, v in enumerate(node):
+            _check_nested_targets(f"{key}[{i}]", v)
+
+
+def build_stage(key: str, node: DictConfig) -> Any:
+    """Instantiate the stage block ``key`` (Hydra ``_target_``), named ``key``; errors become one-line ConfigErrors."""
+    from hydra.errors import InstantiationException
+    from hydra.utils import get_class, instantiate
+
+    target = check_target(key, node.get("_target_"))
+    raw = OmegaConf.to_container(node, resolve=True)
+    assert isinstance(raw, dict)
+    _check_nested_targets(key, {k: v for k, v in raw.items() if k != "_target_"})
+    try:
+        cls = get_class(target)
+    except Exception:  # noqa: BLE001 - hydra raises ImportError/ValueError variants for a bad path
+        raise ConfigError(f"{key}._target_", target, "no such class: check the module path and the class name") from None
+    accepted = inspect.signature(cls).parameters
+    takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in accepted.values())
+    if not takes_any:
+        for param in raw:
+            if param != "_target_" and param not in accepted:
+                known = ", ".join(p for p in accepted if p != "name")
+                raise ConfigError(f"{key}.{param}", raw[param], f"{cls.__name__} has no such parameter; known: {known}")
+    try:
+        stage = instantiate(node, name=key, _convert_="all")
+    except InstantiationException as e:
+        cause = e.__cause__
+        if isinstance(cause, AblateError):
+            raise cause from None
+        raise ConfigError(key, target, f"could not be built: {cause or e}") from None
+    try:
+        kind_of(stage)
+    except TypeError as e:
+        raise ConfigError(f"{key}._target_", target, str(e)) from None
+    return stage
+
+
+def param_sources(cfg: DictConfig, stage_keys: list[str]) -> dict[str, str]:
+    """Config keys that feed a stage parameter through a plain interpolation: ``{"retrieval.window": "rrf.window"}``."""
+    out: dict[str, str] = {}
+    for key in stage_keys:
+        node = cfg[key]
+        for param in node:
+            raw = OmegaConf.to_container(node, resolve=False)
+            assert isinstance(raw, dict)
+            value = raw.get(param)
+            m = _INTERPOLATION.match(value) if isinstance(value, str) else None
+            if m:
+                out[m.group(1)] = f"{key}.{param}"
+    return out
+
+
+def build_pipeline(cfg: DictConfig, notes: list[str] | None = None) -> tuple[Pipeline, list[str]]:
+    """The stages of the composed config as a :class:`Pipeline`, and the stage block names (config order)."""
+    known_blocks = stage_blocks()
+    retrievers, fusers, rerankers, keys = [], [], [], []
+    for key in cfg:
+        key = str(key)
+        if key in SETTINGS_KEYS:
+            continue
+        node = cfg[key]
+        if not isinstance(node, DictConfig) or "_target_" not in node:
+            if key in known_blocks:
+                if notes is not None:
+                    notes.append(
+                        f"note: {key}.* is set but stage {key} ({known_blocks[key]}) does not run in this variant; "
+                        "ignored"
+                    )
+                continue
+            hint = f"known top-level keys: {', '.join(SETTINGS_KEYS[:-1])} and the stage blocks {', '.join(known_blocks)}"
+            raise ConfigError(key, OmegaConf.to_container(node) if isinstance(node, DictConfig) else node, hint)
+        stage = build_stage(key, node)
+        keys.append(key)
+        {"retriever": retrievers, "fuser": fusers, "reranker": rerankers}[kind_of(stage)].append(stage)
+    for kind, found in (("fuser", fusers), ("reranker", rerankers)):
+        if len(found) > 1:
+            names = ", ".join(s.name for s in found)
+            raise ConfigError(kind, names, f"a pipeline has at most one {kind}; choose one")
+    pipe = Pipeline(tuple(retrievers), fusers[0] if fusers else None, rerankers[0] if rerankers else None)
+    return pipe, keys
+
+
+def _plain(cfg: DictConfig, key: str) -> dict[str, Any]:
+    node = cfg.get(key)
+    if node is None:
+        return {}
+    out = OmegaConf.to_container(node, resolve=True)
+    if not isinstance(out, dict):
+        raise ConfigError(key, out, "it must be a mapping of settings")
+    return {str(k): v for k, v in out.items()}
+
+
+def experiment_name(cfg: DictConfig) -> str:
+    """``tracking.experiment``, else the corpus name, else the corpus folder's name."""
+    exp = cfg.tracking.get("experiment")
+    if exp not in (None, "", "null"):
+        return str(exp)
+    name = cfg.corpus.get("name")
+    if name not in (None, "", "null"):
+        return str(name)
+    return Path(str(cfg.corpus.path)).name
+
+
+def job_from_config(
+    cfg: DictConfig,
+    launch_dir: str | None = None,
+    *,
+    sweep_id: str | None = None,
+    parent_run_id: str | None = None,
+    overrides: tuple[str, ...] = (),
+    notes: list[str] | None = None,
+) -> JobSpec:
+    """Validate the composed config and build the :class:`JobSpec` (no corpus read, no run started)."""
+    from omegaconf.errors import MissingMandatoryValue
+
+    register_resolvers()
+    try:
+        pipeline, stage_keys = build_pipeline(cfg, notes)
+        corpus = CorpusSpec.from_mapping(_plain(cfg, "corpus"))
+        settings = RunSettings.from_mapping(
+            _plain(cfg, "eval"), _plain(cfg, "retrieval"), _plain(cfg, "abstain"), _plain(cfg, "stats")
+        )
+        tracking, cache = _plain(cfg, "tracking"), _plain(cfg, "cache")
+        output = OutputSpec(
+            tracking_uri=resolve_tracking_uri(_opt(tracking.get("uri")), launch_dir),
+            experiment=experiment_name(cfg),
+            cache_dir=_opt(cache.get("dir")),
+            cache_enabled=cache.get("enabled", True),
+            progress=cfg.get("progress", True),
+        )
+        variant = _plain(cfg, "variant")
+    except MissingMandatoryValue as e:
+        key = str(getattr(e, "full_key", "") or "a key")
+        raise ConfigError(key, "???", f"it has no value; set it on the command line, e.g. {key}=...") from None
+    order = variant.get("order")
+    return JobSpec(
+        variant=str(variant.get("name") or "custom"),
+        pipeline=pipeline,
+        corpus=corpus,
+        settings=settings,
+        output=output,
+        variant_order=float(order) if isinstance(order, (int, float)) and not isinstance(order, bool) else None,
+        config_yaml=OmegaConf.to_yaml(OmegaConf.masked_copy(cfg, [str(k) for k in cfg if k != "hydra"]), resolve=True),
+        param_sources=param_sources(cfg, stage_keys),
+        overrides=overrides,
+        sweep_id=sweep_id,
+        parent_run_id=parent_run_id,
+    )
+
+
+def _opt(v: Any) -> str | None:
+    return None if v in (None, "", "null", "None") else str(v)
+
+
+def print_notes(notes: list[str]) -> None:
+    for n in dict.fromkeys(notes):
+        print(n, file=sys.stderr)

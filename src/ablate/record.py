@@ -1,0 +1,225 @@
+"""What a tracked run records: every param, tag, metric and artifact name, and the run read back as plain data.
+
+The runner writes through these names (:mod:`ablate.runner.emit`, :mod:`ablate.runner.job`) and the study tools read
+through them (:mod:`ablate.study`): nothing else spells a name. :mod:`ablate.tracking` moves them in and out of
+MLflow and hands back :class:`RecordedRun` objects, so no other module sees an MLflow object.
+
+**Params** hold what ran: ``variant``; the pipeline's shape (``pipeline.retrievers``, ``pipeline.fuser``,
+``pipeline.reranker``: stage names, ``none`` when absent); each built stage's parameters under its name
+(``bm25.k1``, ``rrf.k``, ``rrf.window``, ``rerank.depth``; a stage that did not run logs nothing); the corpus as
+loaded (``corpus.*``), the evaluation rules (``eval.*``), ``abstain.threshold`` and ``stats.*``. Values are the typed
+values after validation.
+
+**Tags** say where a run stands: corpus and label identity, its fingerprints (``ablate.fp.<component>``), its sweep,
+its held-out status, why it failed.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+# -- params ---------------------------------------------------------------------------------------------------------
+P_VARIANT = "variant"
+P_RETRIEVERS = "pipeline.retrievers"
+P_FUSER = "pipeline.fuser"
+P_RERANKER = "pipeline.reranker"
+#: The pipeline's shape: what ``conf/variant/*.yaml`` sets. Together they are one factor, "the variant".
+PIPELINE_PARAMS: dict[str, str] = {P_RETRIEVERS: "retrievers", P_FUSER: "fusion", P_RERANKER: "reranker"}
+NONE = "none"
+P_SPLIT = "corpus.split"
+P_CORPUS_NAME = "corpus.name"
+P_IDENTITY = "corpus.identity"
+#: Params that never change a run's rankings or scores (prefixes end with "."): bookkeeping for comparisons.
+BOOKKEEPING_PARAMS: tuple[str, ...] = (P_VARIANT, "stats.", "corpus.path", P_SPLIT)
+
+# -- tags -----------------------------------------------------------------------------------------------------------
+T_PARENT = "mlflow.parentRunId"
+T_VARIANT = "ablate.variant"
+T_VARIANT_ORDER = "ablate.variant_order"
+T_GIT = "ablate.git_commit"
+T_SWEEP = "ablate.sweep"
+T_ROLE = "ablate.role"
+ROLE_SWEEP_PARENT = "sweep-parent"
+T_OVERRIDES = "ablate.overrides"
+T_PARAM_SOURCES = "ablate.param_sources"
+T_SNAPSHOT = "ablate.snapshot"
+T_INDEX_SNAPSHOT = "ablate.index_snapshot"
+T_QRELS_HASH = "ablate.qrels_hash"
+T_QRELS_FILE = "ablate.qrels_file_sha256"
+T_LABEL_VERSION = "ablate.label_version"
+T_SPLIT = "ablate.split"
+T_CORPUS = "ablate.corpus"
+T_IDENTITY = "ablate.identity"
+T_FAILURE = "ablate.failure"
+T_FP_PREFIX = "ablate.fp."
+T_CONFIG_FP = "ablate.config_fp"
+T_HELDOUT = "ablate.heldout"
+T_TEST_REUSE = "ablate.test_reuse"
+T_TEST_REUSE_PREVIOUS = "ablate.test_reuse_previous"
+T_TEST_REPEAT = "ablate.test_repeat"
+T_TEST_FIRST = "ablate.test_first"
+T_CHILDREN = "ablate.children"
+T_FAILED_CHILDREN = "ablate.failed_children"
+T_REPORT_BASELINE = "ablate.report_baseline"
+
+# -- metrics --------------------------------------------------------------------------------------------------------
+#: The headline metrics (library keys) shown in console tables.
+HEADLINE: tuple[str, ...] = ("ndcg@10", "recall@10", "hit@10", "mrr@10", "recall@100")
+#: Metrics reported per question tag.
+SLICE_METRICS: tuple[str, ...] = ("ndcg@10", "recall@10", "hit@10", "mrr@10")
+CI_LOW, CI_HIGH = "_ci_low", "_ci_high"
+WILSON_LOW, WILSON_HIGH = "_wilson_low", "_wilson_high"
+_BAD = re.compile(r"[^A-Za-z0-9_\-. /:]")
+
+
+def metric_key(key: str) -> str:
+    """The tracked name of a library metric key: ``ndcg@10`` -> ``ndcg_at_10``, ``slice_x/ndcg@10`` ->
+    ``slice_x/ndcg_at_10`` (MLflow refuses ``@``; any other refused character becomes ``_``)."""
+    return _BAD.sub("_", key.replace("@", "_at_"))
+
+
+def param_key(key: str) -> str:
+    return _BAD.sub("_", key)
+
+
+def slice_metric(tag: str, metric: str) -> str:
+    """``slice_<tag>/<metric>`` (parentheses dropped from the tag)."""
+    return f"slice_{tag.replace('(', '').replace(')', '')}/{metric}"
+
+
+# -- artifacts ------------------------------------------------------------------------------------------------------
+A_CONFIG = "config.yaml"
+A_RUN = "run.trec"
+A_PER_QUERY = "per_query.csv"
+A_MANIFEST = "corpus_manifest.json"
+A_COMPONENTS = "components.json"
+A_ACCOUNTING = "accounting.json"
+A_UNJUDGED = "unjudged.csv"
+A_SLICES = "slices.csv"
+A_ABSTENTION = "abstention.json"
+A_SUMMARY = "summary.md"
+REPORT_DIR = "report"
+
+
+# -- a run, read back -----------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class RecordedRun:
+    """One tracked run as plain data (what :mod:`ablate.tracking` returns)."""
+
+    run_id: str
+    name: str
+    experiment_id: str = ""
+    status: str = "FINISHED"
+    start_time: int = 0
+    params: Mapping[str, str] = field(default_factory=dict)
+    metrics: Mapping[str, float] = field(default_factory=dict)
+    tags: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def variant(self) -> str:
+        return str(self.params.get(P_VARIANT) or self.tags.get(T_VARIANT) or self.name)
+
+    @property
+    def variant_order(self) -> float:
+        try:
+            return float(self.tags.get(T_VARIANT_ORDER, "inf"))
+        except ValueError:
+            return float("inf")
+
+    @property
+    def split(self) -> str | None:
+        return self.tags.get(T_SPLIT) or self.params.get(P_SPLIT)
+
+    @property
+    def snapshot(self) -> str | None:
+        """The documents the run retrieved from (index snapshot), else the whole corpus fingerprint."""
+        return self.tags.get(T_INDEX_SNAPSHOT) or self.tags.get(T_SNAPSHOT)
+
+    @property
+    def corpus_files(self) -> str | None:
+        """Every corpus file and the chunker (``ablate.snapshot``)."""
+        return self.tags.get(T_SNAPSHOT)
+
+    @property
+    def qrels_hash(self) -> str | None:
+        return self.tags.get(T_QRELS_HASH)
+
+    @property
+    def fingerprints(self) -> dict[str, str]:
+        """Component -> fingerprint key (stages by name, plus ``snapshot``, ``identity``, ``eval``, ``abstain``)."""
+        return {k[len(T_FP_PREFIX) :]: str(v) for k, v in self.tags.items() if k.startswith(T_FP_PREFIX)}
+
+    @property
+    def stages(self) -> list[str]:
+        """Names of the stages that ran (from the pipeline params)."""
+        out = list(json_list(self.params.get(P_RETRIEVERS)))
+        for key in (P_FUSER, P_RERANKER):
+            v = self.params.get(key)
+            if v and v != NONE:
+                out.append(v)
+        return out
+
+    @property
+    def param_sources(self) -> dict[str, str]:
+        """Config key a user sets -> the param it feeds (e.g. ``retrieval.window`` -> ``rrf.window``)."""
+        raw = self.tags.get(T_PARAM_SOURCES)
+        try:
+            d = json.loads(raw) if raw else {}
+        except ValueError:
+            return {}
+        return {str(k): str(v) for k, v in d.items()} if isinstance(d, dict) else {}
+
+    @property
+    def parent(self) -> str | None:
+        return self.tags.get(T_PARENT)
+
+    @property
+    def failure(self) -> str:
+        return self.tags.get(T_FAILURE, "")
+
+    @property
+    def short(self) -> str:
+        return f"{self.name} ({self.run_id[:8]})"
+
+    def metric(self, key: str) -> float | None:
+        """A library metric key (``ndcg@10``) read back."""
+        return self.metrics.get(metric_key(key))
+
+
+def json_list(value: Any) -> list[str]:
+    """A param holding a JSON list (``["bm25", "dense"]``) as a list; a bare string as one item."""
+    if value is None or value == "":
+        return []
+    if isinstance(value, (list, tuple)):
+        return [str(v) for v in value]
+    try:
+        v = json.loads(str(value))
+    except ValueError:
+        return [str(value)]
+    return [str(x) for x in v] if isinstance(v, list) else [str(v)]
+
+
+def param_value(v: Any) -> str:
+    """How a typed param value is written: ``null``, JSON for lists and mappings, ``str`` otherwise (6000 chars)."""
+    if v is None:
+        return "null"
+    if isinstance(v, (list, tuple, dict)):
+        return json.dumps(list(v) if isinstance(v, tuple) else v, ensure_ascii=False, sort_keys=isinstance(v, dict))
+    s = str(v)
+    return s if len(s) <= 6000 else s[:5997] + "..."
+
+
+def flatten(d: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """``{"a": {"b": 1}}`` -> ``{"a.b": 1}`` (lists stay values)."""
+    out: dict[str, Any] = {}
+    for k, v in d.items():
+        key = f"{prefix}.{k}" if prefix else str(k)
+        if isinstance(v, Mapping):
+            out.update(flatten(v, key))
+        else:
+            out[key] = v
+    return out

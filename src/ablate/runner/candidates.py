@@ -1,0 +1,95 @@
+"""Each retriever's candidate lists, computed once per content and reused as prefixes.
+
+A retriever's ranked list for a (snapshot, retriever fingerprint, identity, query set) does not depend on how deep a
+later stage reads it, so it is computed once at ``cache_depth`` (at least the depth asked for), stored in the content
+cache (kind ``candidates``) and in the session, and a shallower request takes its prefix. That is what makes a sweep
+over windows and fusion constants cheap: only fusion and evaluation re-run.
+
+Key: ``key_of("candidates/v2", snapshot fingerprint, retriever fingerprint key, identity groups, sha256 of the
+queries' ids and texts)``. The retriever fingerprint carries its class, parameters, library and code versions and
+the content of the models and tokenizer rules it uses, so no entry outlives a change to any of them.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from ablate.cache import Cache, key_of, sha256_text
+from ablate.data.corpus import Snapshot
+from ablate.data.types import Hit, Query, Run
+from ablate.runner.session import Session
+from ablate.stages.base import Retriever
+
+KIND = "candidates"
+
+
+def queries_key(queries: Sequence[Query]) -> str:
+    return sha256_text("\n".join(f"{q.qid}\t{q.text}" for q in queries))
+
+
+def _to_json(run: Run) -> dict[str, list[list[Any]]]:
+    return {q: [[h.chunk_id, h.score] for h in hits] for q, hits in run.results.items()}
+
+
+def _from_json(name: str, data: dict[str, list[list[Any]]], snapshot: Snapshot) -> Run:
+    c2d = snapshot.chunk_to_doc
+    ver = snapshot.chunk_version
+    return Run(name, {q: [Hit(c, c2d[c], float(s), ver[c]) for c, s in hits] for q, hits in data.items()})
+
+
+class CandidateSource:
+    """Serves candidate lists from the session, then the disk cache, then the retriever (prepared on first use)."""
+
+    def __init__(self, snapshot: Snapshot, cache: Cache, session: Session, show_progress: bool = False) -> None:
+        self.snapshot = snapshot
+        self.cache = cache
+        self.session = session
+        self.show_progress = show_progress
+        self.timings: dict[str, float] = {}
+        self.counters: dict[str, float] = {"candidate_cache_hits": 0.0, "candidate_cache_misses": 0.0}
+
+    def _add(self, d: dict[str, float], key: str, value: float) -> None:
+        d[key] = d.get(key, 0.0) + value
+
+    def _prepared(self, retriever: Retriever) -> Retriever:
+        t0 = time.perf_counter()
+        r = self.session.prepared(retriever, self.snapshot, self.cache, self.show_progress)
+        self._add(self.timings, f"prepare_{retriever.name}_seconds", time.perf_counter() - t0)
+        return r
+
+    def candidates(
+        self,
+        retriever: Retriever,
+        queries: Sequence[Query],
+        depth: int,
+        groups: list[str] | None,
+        cache_depth: int,
+    ) -> Run:
+        """``retriever``'s top ``depth`` for ``queries`` as the identity holding ``groups`` (None = no filter)."""
+        mask = self.snapshot.allowed_mask(groups)
+        if not retriever.cacheable:
+            return self._prepared(retriever).search(queries, depth, mask)
+        ckey = key_of("candidates/v2", self.snapshot.fingerprint, retriever.fingerprint().key, groups, queries_key(queries))
+        memo = self.session.candidates.get(ckey)
+        if memo is not None and int(memo.meta.get("depth", 0)) >= depth:  # type: ignore[call-overload]
+            self._add(self.counters, "candidate_cache_hits", 1)
+            return memo.truncated(depth)
+        stored = self.cache.load_json(KIND, ckey)
+        if isinstance(stored, dict) and int(stored.get("depth", 0)) >= depth:
+            self._add(self.counters, "candidate_cache_hits", 1)
+            run = _from_json(retriever.name, stored["results"], self.snapshot)
+            run.meta["depth"] = int(stored["depth"])
+            self.session.candidates[ckey] = run
+            return run.truncated(depth)
+        self._add(self.counters, "candidate_cache_misses", 1)
+        r = self._prepared(retriever)
+        deep = max(depth, cache_depth)
+        t0 = time.perf_counter()
+        run = r.search(queries, deep, mask)
+        self._add(self.timings, f"search_{retriever.name}_seconds", time.perf_counter() - t0)
+        self.cache.save_json(KIND, ckey, {"depth": deep, "results": _to_json(run)})
+        run.meta["depth"] = deep
+        self.session.candidates[ckey] = run
+        return run.truncated(depth)

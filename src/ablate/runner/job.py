@@ -1,0 +1,163 @@
+"""One job: load the corpus, run the pipeline inside a tracked run, record what ran, judge held-out use, print.
+
+:func:`run_job` takes a :class:`JobSpec` (plain typed values: the built stages, the corpus, the settings, where to
+write) and a :class:`~ablate.tracking.Tracker`. The corpus is loaded and validated *before* the MLflow run starts,
+so bad input leaves no run behind; anything that fails once work has started ends the run FAILED with the reason.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+from ablate import record as R
+from ablate.cache import Cache
+from ablate.data.corpus import Snapshot
+from ablate.runner.emit import artifacts_for, metrics_for, params_for, print_run_summary
+from ablate.runner.heldout import (
+    HELD_OUT_SPLITS,
+    HeldOutVerdict,
+    PriorTestRun,
+    config_fingerprint,
+    judge_test_run,
+)
+from ablate.runner.pipeline import Pipeline, RunResult, run_pipeline
+from ablate.runner.session import Session, shared_session
+from ablate.runner.settings import CorpusSpec, OutputSpec, RunSettings
+from ablate.tracking import Tracker
+
+PACKAGE_DIR = Path(__file__).resolve().parents[1]
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    """Everything one job needs, validated. ``variant``: the name the user chose (logged as the ``variant`` param);
+    ``variant_order``: its place in the ablation table; ``config_yaml``: the composed config, attached as an artifact;
+    ``param_sources``: config keys that feed a stage parameter (``retrieval.window`` -> ``rrf.window``);
+    ``overrides``: this job's command-line overrides; ``sweep_id``/``parent_run_id``: the sweep it belongs to."""
+
+    variant: str
+    pipeline: Pipeline
+    corpus: CorpusSpec
+    settings: RunSettings
+    output: OutputSpec
+    variant_order: float | None = None
+    config_yaml: str = ""
+    param_sources: dict[str, str] = field(default_factory=dict)
+    overrides: tuple[str, ...] = ()
+    sweep_id: str | None = None
+    parent_run_id: str | None = None
+
+
+@dataclass(frozen=True)
+class JobResult:
+    run_id: str
+    result: RunResult
+    snapshot: Snapshot
+
+    def headline(self) -> dict[str, Any]:
+        means = self.result.evaluation.means
+        return {"run_id": self.run_id, **{k: means.get(k) for k in R.HEADLINE}}
+
+
+def git_commit() -> str:
+    try:
+        out = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=PACKAGE_DIR, capture_output=True, text=True, timeout=5, check=False
+        )
+        return out.stdout.strip() or "unknown"
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def start_tags(job: JobSpec) -> dict[str, str]:
+    tags = {R.T_VARIANT: job.variant, R.T_GIT: git_commit()}
+    if job.variant_order is not None:
+        tags[R.T_VARIANT_ORDER] = f"{job.variant_order:g}"
+    if job.sweep_id:
+        tags[R.T_SWEEP] = job.sweep_id
+    if job.overrides:
+        tags[R.T_OVERRIDES] = " ".join(job.overrides)
+    if job.param_sources:
+        tags[R.T_PARAM_SOURCES] = json.dumps(job.param_sources, sort_keys=True)
+    return tags
+
+
+def result_tags(result: RunResult, snapshot: Snapshot, corpus: CorpusSpec) -> dict[str, str]:
+    qrels = snapshot.split_qrels(result.split)
+    return {
+        R.T_SNAPSHOT: snapshot.fingerprint,
+        R.T_INDEX_SNAPSHOT: snapshot.content_fingerprint,
+        R.T_QRELS_HASH: qrels.content_hash(),
+        R.T_QRELS_FILE: qrels.source_sha256,
+        R.T_LABEL_VERSION: snapshot.label_version or "unversioned",
+        R.T_SPLIT: result.split,
+        R.T_CORPUS: snapshot.name,
+        R.T_IDENTITY: corpus.identity or "none",
+        **{f"{R.T_FP_PREFIX}{k}": v for k, v in result.fingerprints.items()},
+    }
+
+
+def heldout_verdict(
+    tracker: Tracker, experiment: str, run_id: str, result: RunResult, snapshot: Snapshot, settings: RunSettings,
+    sweep_id: str | None,
+) -> tuple[str, HeldOutVerdict]:
+    """This test-split run's configuration fingerprint and how it stands against the study's earlier test runs."""
+    cfp = config_fingerprint(result.components, settings.eval.as_dict())
+    exp_id = tracker.experiment_id(experiment)
+    filt = (
+        f"tags.`{R.T_SPLIT}` = 'test' and tags.`{R.T_INDEX_SNAPSHOT}` = '{snapshot.content_fingerprint}' "
+        f"and tags.`{R.T_QRELS_HASH}` = '{snapshot.split_qrels('test').content_hash()}'"
+    )
+    prior = [
+        PriorTestRun(r.run_id, r.tags.get(R.T_CONFIG_FP, ""), r.tags.get(R.T_SWEEP), r.start_time)
+        for r in tracker.find_runs([exp_id] if exp_id else None, filt)
+        if r.run_id != run_id and r.tags.get(R.T_CONFIG_FP)
+    ]
+    return cfp, judge_test_run(prior, cfp, sweep_id)
+
+
+def run_job(
+    job: JobSpec,
+    tracker: Tracker | None = None,
+    session: Session | None = None,
+    stream: IO[str] | None = None,
+) -> JobResult:
+    """Run one job inside an MLflow run (see the module docstring); returns the run id and the result."""
+    session = session or shared_session()
+    stream = stream or sys.stdout
+    snapshot = session.snapshot(job.corpus)  # validates the corpus before any run exists
+    snapshot.split_qids(job.corpus.split)
+    tracker = tracker or Tracker(job.output.tracking_uri)
+    cache = Cache(job.output.cache_dir, enabled=job.output.cache_enabled)
+    with tracker.run(job.output.experiment, job.variant, start_tags(job), job.parent_run_id) as run_id:
+        result = run_pipeline(
+            snapshot,
+            job.corpus.split,
+            job.pipeline,
+            job.settings,
+            cache,
+            variant=job.variant,
+            identity=job.corpus.identity,
+            session=session,
+            show_progress=job.output.progress,
+        )
+        tracker.log_params(run_id, params_for(job.variant, result, snapshot, job.corpus, job.settings))
+        tags = result_tags(result, snapshot, job.corpus)
+        if result.split in HELD_OUT_SPLITS:
+            cfp, verdict = heldout_verdict(
+                tracker, job.output.experiment, run_id, result, snapshot, job.settings, job.sweep_id
+            )
+            tags.update({R.T_CONFIG_FP: cfp, **verdict.tags()})
+            if verdict.message:
+                print(verdict.message, file=sys.stderr)
+        tracker.set_tags(run_id, tags)
+        tracker.log_metrics(run_id, metrics_for(result, bootstrap=job.settings.bootstrap, seed=job.settings.seed))
+        tracker.log_files(run_id, artifacts_for(result, snapshot, job.config_yaml))
+        print_run_summary(result, run_id, tracker.uri, job.output.experiment, stream=stream)
+    return JobResult(run_id, result, snapshot)
+

@@ -1,0 +1,145 @@
+"""The settings of one job besides its stages, validated once, as plain typed values.
+
+Built by :mod:`ablate.app.config` from the composed config (the only place that sees a DictConfig) and checked here,
+before any corpus is read or any MLflow run exists; a bad value raises :class:`~ablate.errors.ConfigError` naming its
+key (``eval.ks``, ``abstain.threshold``, ``stats.bootstrap``, ...).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ablate.data.chunking import ChunkerSpec
+from ablate.errors import ConfigError
+from ablate.evaluation import EvalSettings
+from ablate.stages.base import check_bool, check_int, check_str
+
+ABSTAIN_OPTIONS = "a number (refuse below it), null (refuse only empty results) or dev (tune on the dev split)"
+
+
+@dataclass(frozen=True)
+class CorpusSpec:
+    """Which corpus folder a job reads and how: ``path``, the ``split`` it runs, the ``identity`` retrieval runs for
+    (``None`` = no permission filtering), the chunker and language (``None`` = the folder's own), and extra judgement
+    files (e.g. RGB's judged negatives)."""
+
+    path: str
+    split: str = "test"
+    name: str | None = None
+    identity: str | None = None
+    chunker: ChunkerSpec | None = None
+    language: str | None = None
+    extra_qrels: tuple[str, ...] = ()
+
+    @classmethod
+    def from_mapping(cls, c: Mapping[str, Any]) -> CorpusSpec:
+        path = c.get("path")
+        if path in (None, "", "???"):
+            raise ConfigError(
+                "corpus.path",
+                path,
+                "name the corpus folder, e.g. corpus=beir corpus.path=../shared/datasets/scifact (a folder with "
+                "corpus.jsonl, queries.jsonl and qrels/<split>.tsv), or use a named corpus such as corpus=scifact",
+            )
+        ch = c.get("chunker")
+        if ch is not None and not isinstance(ch, Mapping):
+            raise ConfigError("corpus.chunker", ch, "give a mapping, e.g. corpus.chunker={kind:tokens,size:200,overlap:40}")
+        chunker = ChunkerSpec(**dict(ch)) if isinstance(ch, Mapping) else None
+        extra = c.get("extra_qrels") or ()
+        if isinstance(extra, str):
+            extra = (extra,)
+        return cls(
+            path=str(path),
+            split=str(check_str("corpus.split", c.get("split", "test"))),
+            name=_opt_str(c.get("name")),
+            identity=_opt_str(c.get("identity")),
+            chunker=chunker,
+            language=_opt_str(c.get("language")),
+            extra_qrels=tuple(str(x) for x in extra),
+        )
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    """How a pipeline's output is scored and summarised.
+
+    ``eval``: the evaluation rules (:class:`~ablate.evaluation.EvalSettings`); the final ranking is ``max(eval.ks)``
+    long. ``cache_depth``: candidate lists are computed at least this deep, so smaller windows reuse them.
+    ``abstain_threshold``: refuse a query whose top score is below it; ``None`` refuses only empty results; ``"dev"``
+    tunes it on ``tune_split`` with the same pipeline. ``bootstrap``/``seed``: resamples over queries for the 95%
+    intervals.
+    """
+
+    eval: EvalSettings = field(default_factory=EvalSettings)
+    cache_depth: int = 100
+    abstain_threshold: float | str | None = None
+    bootstrap: int = 1000
+    seed: int = 0
+    tune_split: str = "dev"
+
+    def __post_init__(self) -> None:
+        check_int("retrieval.cache_depth", self.cache_depth, 1)
+        check_int("stats.bootstrap", self.bootstrap, 0, 1_000_000)
+        check_int("stats.seed", self.seed, 0)
+        t = self.abstain_threshold
+        if t is not None and t != "dev" and not (
+            isinstance(t, (int, float)) and not isinstance(t, bool) and math.isfinite(t)
+        ):
+            raise ConfigError("abstain.threshold", t, f"give {ABSTAIN_OPTIONS}")
+
+    @property
+    def depth(self) -> int:
+        """Length of the final ranking: the largest cutoff scored."""
+        return self.eval.max_k
+
+    @classmethod
+    def from_mapping(
+        cls,
+        eval: Mapping[str, Any],
+        retrieval: Mapping[str, Any],
+        abstain: Mapping[str, Any],
+        stats: Mapping[str, Any],
+    ) -> RunSettings:
+        unknown = sorted(set(eval) - set(EvalSettings.__dataclass_fields__))
+        if unknown:
+            raise ConfigError(f"eval.{unknown[0]}", eval[unknown[0]], f"known keys: {', '.join(EvalSettings.__dataclass_fields__)}")
+        ev = dict(eval)
+        ks = ev.get("ks")
+        if isinstance(ks, Sequence) and not isinstance(ks, str):
+            ev["ks"] = tuple(ks)
+        settings = EvalSettings(**ev)
+        t = abstain.get("threshold")
+        if isinstance(t, str) and t not in ("dev",):
+            try:
+                t = float(t)
+            except ValueError:
+                raise ConfigError("abstain.threshold", t, f"give {ABSTAIN_OPTIONS}") from None
+        return cls(
+            eval=settings,
+            cache_depth=max(check_int("retrieval.cache_depth", retrieval.get("cache_depth", 100), 1), settings.max_k),
+            abstain_threshold=t,
+            bootstrap=check_int("stats.bootstrap", stats.get("bootstrap", 1000), 0, 1_000_000),
+            seed=check_int("stats.seed", stats.get("seed", 0), 0),
+        )
+
+
+@dataclass(frozen=True)
+class OutputSpec:
+    """Where a job writes: the MLflow ``tracking_uri`` and ``experiment``, the cache folder, progress lines."""
+
+    tracking_uri: str
+    experiment: str
+    cache_dir: str | None = None
+    cache_enabled: bool = True
+    progress: bool = True
+
+    def __post_init__(self) -> None:
+        check_bool("cache.enabled", self.cache_enabled)
+        check_bool("progress", self.progress)
+
+
+def _opt_str(v: Any) -> str | None:
+    return None if v in (None, "", "null", "None") else str(v)

@@ -1,0 +1,203 @@
+"""Text encoders for dense retrieval: texts -> unit-norm float32 vectors, cached by content.
+
+:class:`SentenceTransformerEncoder` wraps a sentence-transformers bi-encoder (Reimers & Gurevych 2019,
+"Sentence-BERT", EMNLP). Vectors are L2-normalised, so an inner product is the cosine similarity.
+
+**Offline.** The model is resolved with :func:`ablate.stages.text.models.resolve_model` (a local folder, the bundled
+``all-MiniLM-L6-v2``, or the local Hugging Face cache); anything else raises
+:class:`~ablate.errors.ModelUnavailableError` at construction, before any work. Loading passes ``local_files_only``.
+
+**Identity.** :meth:`SentenceTransformerEncoder.fingerprint` is what determines one text's vector: the model files'
+content, ``max_seq_length``, the role's prefix, normalisation, the versions of sentence-transformers, transformers and
+torch, and this module's ``CODE_VERSION``. ``batch_size`` is left out on purpose: it changes how texts are grouped,
+not what a text encodes to (beyond float rounding), so a sweep over it reuses vectors.
+
+**Cache** (an :class:`ablate.cache.Cache`; ``None`` = no caching). Two layers, both keyed by the fingerprint:
+
+* a whole matrix per ordered text list (kind ``dense-passages`` / ``dense-queries``): key over the fingerprint and the
+  sha256 of the ordered per-text sha256s. A warm run reads one ``.npy`` and never loads the model.
+* a per-text vector store (kind ``dense-vectors``), consulted when the matrix misses: every text ever encoded with
+  this fingerprint, in 16 bucket files by the first hex digit of the text's sha256 (a structured ``.npy``: ``h`` = hex
+  digest, ``v`` = vector). A corpus edit or a new chunking re-encodes only the new texts. A bucket is rewritten
+  atomically; two processes adding to one bucket at once can lose one's additions, which costs re-encoding later,
+  never a wrong vector.
+
+Everything is ``.npy`` written with ``allow_pickle=False``. Duplicate texts are encoded once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections.abc import Sequence
+from typing import Any, Literal
+
+import numpy as np
+
+from ablate.cache import Cache, key_of, sha256_text
+from ablate.stages.base import check_int, library_versions
+from ablate.stages.text.models import ResolvedModel, quiet_transformers, resolve_model
+
+#: Bump when the encoding procedure changes: part of every embedding cache key.
+CODE_VERSION = "ablate-st-encoder/2"
+N_BUCKETS_HEX = 1  # hex digits of the text hash naming a vector-store bucket (16 buckets)
+LIBRARIES = ("sentence-transformers", "transformers", "torch")
+
+Role = Literal["query", "passage"]
+
+STAT_KEYS = (
+    "encode_seconds",
+    "passages_encoded",
+    "queries_encoded",
+    "vectors_reused",
+    "model_loaded",
+    "model_load_seconds",
+)
+
+
+class SentenceTransformerEncoder:
+    """Encode queries and passages with a sentence-transformers model; vectors cached by content."""
+
+    def __init__(
+        self,
+        model: str = "all-MiniLM-L6-v2",
+        cache: Cache | None = None,
+        batch_size: int = 32,
+        max_seq_length: int = 256,
+        query_prefix: str = "",
+        passage_prefix: str = "",
+        show_progress: bool = False,
+        setting: str = "dense",
+    ) -> None:
+        self.batch_size = check_int(f"{setting}.batch_size", batch_size, 1)
+        self.max_seq_length = check_int(f"{setting}.max_seq_length", max_seq_length, 1)
+        self.resolved: ResolvedModel = resolve_model(model, kind="encoder", setting=f"{setting}.model")
+        self.model_name = model
+        self.cache = cache
+        self.query_prefix = str(query_prefix or "")
+        self.passage_prefix = str(passage_prefix or "")
+        self.show_progress = show_progress
+        self._model: Any = None
+        self._dim = 0
+        self.stats: dict[str, float] = dict.fromkeys(STAT_KEYS, 0.0)
+
+    # -- identity ---------------------------------------------------------------------------------------------------
+    def fingerprint(self, role: Role) -> dict[str, object]:
+        """What determines one text's vector in ``role`` (see the module docstring)."""
+        return {
+            "code_version": CODE_VERSION,
+            "model_fingerprint": self.resolved.fingerprint,
+            "max_seq_length": self.max_seq_length,
+            "prefix": self.query_prefix if role == "query" else self.passage_prefix,
+            "normalize": True,
+            "dtype": "float32",
+            "libraries": library_versions(*LIBRARIES),
+        }
+
+    # -- public -----------------------------------------------------------------------------------------------------
+    def encode_queries(self, texts: Sequence[str]) -> np.ndarray:
+        """Unit-norm float32 query embeddings (``query_prefix`` prepended), cached."""
+        return self.embed(list(texts), role="query")
+
+    def encode_passages(self, texts: Sequence[str]) -> np.ndarray:
+        """Unit-norm float32 passage embeddings (``passage_prefix`` prepended), cached."""
+        return self.embed(list(texts), role="passage")
+
+    def embed(self, texts: list[str], role: Role) -> np.ndarray:
+        """The matrix for ``texts`` (rows in order): whole-matrix cache, else vector store, else the model."""
+        if not texts:
+            return np.zeros((0, self._dim), dtype=np.float32)
+        enc = self.fingerprint(role)
+        hashes = [sha256_text(t) for t in texts]
+        kind = "dense-queries" if role == "query" else "dense-passages"
+        mkey = key_of(kind, enc, hashlib.sha256("\n".join(hashes).encode()).hexdigest())
+        if self.cache is not None:
+            arr = self.cache.load_array(kind, mkey)
+            if arr is not None and arr.dtype == np.float32 and arr.ndim == 2 and arr.shape[0] == len(texts):
+                self._dim = int(arr.shape[1])
+                return arr
+        first: dict[str, int] = {}  # hash -> first position (duplicates are encoded once)
+        for i, h in enumerate(hashes):
+            first.setdefault(h, i)
+        found = self._store_get(enc, set(first)) if self.cache is not None else {}
+        self.stats["vectors_reused"] += len(found)
+        todo = [h for h in first if h not in found]
+        if todo:
+            new = self._encode([texts[first[h]] for h in todo], role)
+            fresh = dict(zip(todo, new, strict=True))
+            if self.cache is not None:
+                self._store_put(enc, fresh)
+            found.update(fresh)
+        mat = np.stack([found[h] for h in hashes]).astype(np.float32, copy=False)
+        self._dim = int(mat.shape[1])
+        if self.cache is not None:
+            self.cache.save_array(kind, mkey, mat)
+        return mat
+
+    # -- the model --------------------------------------------------------------------------------------------------
+    def _load_model(self) -> Any:
+        if self._model is None:
+            from sentence_transformers import SentenceTransformer
+
+            t0 = time.perf_counter()
+            with quiet_transformers(not self.show_progress):
+                m = SentenceTransformer(self.resolved.path, device="cpu", local_files_only=True)
+            m.max_seq_length = self.max_seq_length
+            self._model = m
+            self.stats["model_load_seconds"] += time.perf_counter() - t0
+            self.stats["model_loaded"] = 1
+        return self._model
+
+    def _encode(self, texts: list[str], role: Role) -> np.ndarray:
+        model = self._load_model()
+        prefix = self.query_prefix if role == "query" else self.passage_prefix
+        t0 = time.perf_counter()
+        vecs = model.encode(
+            [prefix + t for t in texts],
+            batch_size=self.batch_size,
+            show_progress_bar=self.show_progress,
+            convert_to_numpy=True,
+            normalize_embeddings=True,
+        )
+        self.stats["encode_seconds"] += time.perf_counter() - t0
+        self.stats["queries_encoded" if role == "query" else "passages_encoded"] += len(texts)
+        return np.ascontiguousarray(vecs, dtype=np.float32)
+
+    # -- per-text vector store --------------------------------------------------------------------------------------
+    @staticmethod
+    def _bucket_key(enc: dict[str, object], bucket: str) -> str:
+        return key_of("dense-vectors", enc, bucket)
+
+    def _store_get(self, enc: dict[str, object], wanted: set[str]) -> dict[str, np.ndarray]:
+        out: dict[str, np.ndarray] = {}
+        if self.cache is None:
+            return out
+        for bucket in sorted({h[:N_BUCKETS_HEX] for h in wanted}):
+            arr = self.cache.load_array("dense-vectors", self._bucket_key(enc, bucket))
+            if arr is None or arr.dtype.names != ("h", "v"):
+                continue
+            for h, v in zip(arr["h"], arr["v"], strict=True):
+                hs = h.decode("ascii")
+                if hs in wanted:
+                    out[hs] = np.asarray(v, dtype=np.float32)
+        return out
+
+    def _store_put(self, enc: dict[str, object], fresh: dict[str, np.ndarray]) -> None:
+        if self.cache is None:
+            return
+        by_bucket: dict[str, dict[str, np.ndarray]] = {}
+        for h, v in fresh.items():
+            by_bucket.setdefault(h[:N_BUCKETS_HEX], {})[h] = v
+        for bucket, rows in sorted(by_bucket.items()):
+            key = self._bucket_key(enc, bucket)
+            old = self.cache.load_array("dense-vectors", key)
+            merged: dict[str, np.ndarray] = {}
+            dim = next(iter(rows.values())).shape[0]
+            if old is not None and old.dtype.names == ("h", "v") and old["v"].shape[1:] == (dim,):
+                merged = {h.decode("ascii"): v for h, v in zip(old["h"], old["v"], strict=True)}
+            merged.update(rows)
+            dt = np.dtype([("h", "S64"), ("v", "<f4", (dim,))])
+            arr = np.empty(len(merged), dtype=dt)
+            for j, h in enumerate(sorted(merged)):
+                arr[j] = (h.encode("ascii"), merged[h])
+            self.cache.save_array("dense-vectors", key, arr)

@@ -1,0 +1,176 @@
+"""Tracked runs as the study tools read them: the runs of a sweep or an experiment, each with its per-query table.
+
+Reads through :class:`ablate.tracking.Tracker` and the names of :mod:`ablate.record`; never re-runs a stage.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from dataclasses import dataclass, field
+
+import pandas as pd
+
+from ablate import record as R
+from ablate.errors import AblateError, InputError
+from ablate.record import RecordedRun
+from ablate.tracking import Tracker, sqlite_path
+
+
+class ReportError(AblateError):
+    """Nothing to report, or the runs cannot be read as asked."""
+
+
+@dataclass(frozen=True, eq=False)
+class RunRecord(RecordedRun):
+    """A tracked run with its ``per_query`` table: index ``qid`` (or a ``qid`` column), a ``category`` column and
+    per-query metric columns (``ndcg@10``, ``rr@10``, ...); optional ``tags`` (``;``-separated question types)."""
+
+    per_query: pd.DataFrame = field(default_factory=pd.DataFrame)
+
+
+@dataclass
+class Source:
+    """Where the runs came from: the parent run (if any), the experiment, the declared sweep and what was left out."""
+
+    parent_run_id: str | None
+    experiment: str
+    title: str
+    swept: list[str] | None
+    sweep_dir: str | None
+    skipped: list[str]
+
+
+def check_store(uri: str) -> None:
+    db = sqlite_path(uri)
+    if db is not None and not db.exists():
+        raise ReportError(
+            f"no MLflow store at {db}; fix: run from the directory you launched ablate from, or pass "
+            "--tracking-uri (or set MLFLOW_TRACKING_URI)"
+        )
+
+
+def latest_parent(tracker: Tracker) -> str:
+    runs = tracker.find_runs(None, f"tags.`{R.T_ROLE}` = '{R.ROLE_SWEEP_PARENT}'", max_results=1, newest_first=True)
+    if not runs:
+        raise ReportError(
+            f"no sweep parent run in {tracker.uri}; fix: run a sweep (python -m ablate -m variant=A,B,C,D), or pass "
+            "--parent RUN_ID or --experiment NAME"
+        )
+    return runs[0].run_id
+
+
+def read_per_query(tracker: Tracker, run: RecordedRun, tmp: str) -> pd.DataFrame:
+    path = tracker.download_artifact(run.run_id, R.A_PER_QUERY, f"{tmp}/{run.run_id}")
+    if path is None:
+        raise InputError(
+            f"run {run.name} ({run.run_id})",
+            f"has no {R.A_PER_QUERY} artifact",
+            "re-run it with this version of ablate (every run logs per_query.csv), or leave it out of the report",
+        )
+    pq = pd.read_csv(path, dtype={"qid": str, "tags": str, "category": str, "status": str})
+    if "qid" not in pq.columns:
+        pq = pq.rename(columns={pq.columns[0]: "qid"})
+    if "tags" in pq.columns:
+        pq["tags"] = pq["tags"].fillna("")
+    return pq.set_index("qid")
+
+
+def swept_from_overrides(overrides: str, sources: dict[str, str] | None = None) -> list[str]:
+    """Params a Hydra ``-m`` sweep varies, in order, from the parent's ``ablate.overrides`` tag:
+    ``"variant=A,B rrf.k=10,60 bm25.k1=1.2"`` -> ``["variant", "rrf.k"]``. Config groups of stages map to the
+    pipeline param they set (``retrievers`` -> ``pipeline.retrievers``), and keys that feed a stage parameter map to
+    it through ``sources`` (``retrieval.window`` -> ``rrf.window``, from the runs' ``ablate.param_sources``)."""
+    groups = {"variant": R.P_VARIANT, "retrievers": R.P_RETRIEVERS, "fusion": R.P_FUSER, "reranker": R.P_RERANKER}
+    sources = sources or {}
+    out: list[str] = []
+    for tok in overrides.split():
+        if "=" not in tok:
+            continue
+        key, _, value = tok.partition("=")
+        key = key.lstrip("+~").removeprefix("override ")
+        if not is_sweep_value(value):
+            continue
+        param = groups.get(key) or sources.get(key, key)
+        if param not in out:
+            out.append(param)
+    return out
+
+
+def is_sweep_value(value: str) -> bool:
+    """True for a Hydra sweep value: ``a,b``, ``range(...)``, ``choice(...)``, ``glob(...)``, ``interval(...)``."""
+    if value.startswith(("range(", "choice(", "glob(", "interval(")):
+        return True
+    depth, quote = 0, ""
+    for ch in value:
+        if quote:
+            quote = "" if ch == quote else quote
+        elif ch in "'\"":
+            quote = ch
+        elif ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            depth -= 1
+        elif ch == "," and depth == 0:
+            return True
+    return False
+
+
+def fetch_runs(
+    tracker: Tracker, parent: str | None = None, experiment: str | None = None
+) -> tuple[list[RunRecord], Source]:
+    """The finished runs to report (children of ``parent``, or the runs of ``experiment``, or the children of the
+    latest sweep parent) with their ``per_query.csv``; unfinished runs are listed in ``Source.skipped``."""
+    if experiment is not None:
+        exp_id = tracker.experiment_id(experiment, create=False)
+        if exp_id is None:
+            names = tracker.experiment_names()[:15]
+            raise ReportError(f"no experiment {experiment!r} in {tracker.uri}; fix: choose one of {names}")
+        runs = [r for r in tracker.find_runs([exp_id]) if r.tags.get(R.T_ROLE) != R.ROLE_SWEEP_PARENT]
+        source = Source(None, experiment, experiment, None, None, [])
+    else:
+        pid = parent or latest_parent(tracker)
+        prun = tracker.get_run(pid)
+        if prun is None:
+            raise ReportError(
+                f"no run {pid!r} in {tracker.uri}; fix: pass the sweep's parent run id (printed by the sweep, tag "
+                f"{R.T_ROLE}={R.ROLE_SWEEP_PARENT}), or --experiment NAME"
+            )
+        runs = tracker.children(pid)
+        if not runs:
+            raise ReportError(
+                f"run {pid} ({prun.name}) has no child runs; fix: pass a sweep's parent run id "
+                f"(tag {R.T_ROLE}={R.ROLE_SWEEP_PARENT}), or --experiment NAME"
+            )
+        overrides = prun.tags.get(R.T_OVERRIDES)
+        sources: dict[str, str] = {}
+        for r in runs:
+            sources.update(r.param_sources)
+        swept = swept_from_overrides(overrides, sources) if overrides is not None else None
+        exp_name = tracker.experiment_name(prun.experiment_id)
+        source = Source(pid, exp_name, f"{exp_name} / {prun.name}", swept, prun.tags.get(R.T_SWEEP), [])
+    records: list[RunRecord] = []
+    with tempfile.TemporaryDirectory(prefix="ablate-report-") as tmp:
+        for r in runs:
+            if r.status != "FINISHED":
+                why = r.failure
+                source.skipped.append(f"{r.name} ({r.run_id}): {r.status}{': ' + why if why else ''}")
+                continue
+            records.append(
+                RunRecord(
+                    run_id=r.run_id,
+                    name=r.name,
+                    experiment_id=r.experiment_id,
+                    status=r.status,
+                    start_time=r.start_time,
+                    params=r.params,
+                    metrics=r.metrics,
+                    tags=r.tags,
+                    per_query=read_per_query(tracker, r, tmp),
+                )
+            )
+    if not records:
+        raise ReportError(
+            f"no finished runs to report in {source.title} ({len(source.skipped)} unfinished: "
+            f"{'; '.join(source.skipped[:3])}); fix: re-run the failed jobs"
+        )
+    return records, source

@@ -1,0 +1,1 @@
+"""Conformance tests every stage of a kind subclasses (:mod:`ablate.testing.contracts`)."""

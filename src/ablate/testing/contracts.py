@@ -1,0 +1,282 @@
+"""Conformance tests every stage of a kind runs (in the spirit of PyTerrier's transformer tests).
+
+Subclass the contract in a test module (pytest collects ``Test*`` classes) and say how to build the stage:
+
+.. code-block:: python
+
+    from ablate.testing.contracts import RetrieverContract
+
+    class TestMyRetriever(RetrieverContract):
+        variations = {"k1": 1.5, "b": 0.9}      # per parameter, one other valid value
+
+        def make(self, **params):
+            return MyRetriever(**params)
+
+The contract builds a small corpus (:func:`contract_corpus`: English and Chinese text, identical texts for ties, a
+finance-only document, graded clause-level labels) and checks, for every stage of the kind:
+
+* it satisfies the kind's protocol and is named;
+* every hit maps to the snapshot: its chunk id exists, its doc id and version are the chunk's (retrievers);
+* ties are broken by chunk id (the run's order is ``rank_hits`` order; equal texts rank by id);
+* the permission mask is honoured inside the stage (a masked chunk never appears; an all-false mask returns nothing;
+  a query still gets up to ``depth`` hits from what is allowed);
+* ``depth`` is respected, and is rejected when it is not a positive integer;
+* two fresh instances give the same results (deterministic);
+* the fingerprint is stable for equal parameters and changes when any parameter in ``variations`` changes.
+
+Plugins installed as separate packages can import this module the same way.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+import pytest
+
+from ablate.cache import Cache
+from ablate.data.corpus import Snapshot, load_corpus
+from ablate.data.types import Hit, Query, Run, rank_hits
+from ablate.errors import AblateError
+from ablate.stages.base import Fuser, Reranker, Retriever, StageContext
+
+DOCS: list[dict[str, Any]] = [
+    {
+        "_id": "POL-2026",
+        "title": "Travel policy 2026",
+        "version": "2026",
+        "sections": [
+            {"id": "4.2-a", "text": "City transport in Shanghai is reimbursed up to 80 yuan per trip."},
+            {"id": "4.2-b", "text": "Any excess over the standard requires supervisor approval."},
+            {"id": "5.1", "text": "Hotel rates in Beijing are capped at 600 yuan per night."},
+        ],
+    },
+    {"_id": "INV-102", "title": "Invoice INV-102", "text": "Invoice INV-102 from Acme Ltd, amount 1,250 yuan, paid."},
+    {"_id": "INV-120", "title": "Invoice INV-120", "text": "Invoice INV-120 from Apex Co, amount 980 yuan, pending."},
+    {"_id": "DUP-A", "title": "Notice", "text": "Taxi receipts must be attached to every travel claim."},
+    {"_id": "DUP-B", "title": "Notice", "text": "Taxi receipts must be attached to every travel claim."},
+    {"_id": "FIN-1", "title": "Audit memo", "acl": ["finance"], "text": "The audit found 3 duplicate taxi claims."},
+    {"_id": "ZH-1", "title": "差旅费管理办法", "text": "市内交通费用超出标准的部分须经主管审批后报销。"},
+]
+QUERIES: list[dict[str, Any]] = [
+    {"_id": "q1", "text": "How much is invoice INV-102?", "split": "dev"},
+    {"_id": "q2", "text": "taxi fare over the limit, what now", "split": "dev"},
+    {"_id": "q3", "text": "taxi receipts travel claim", "split": "dev"},
+    {"_id": "q4", "text": "打车超标怎么报销", "split": "dev"},
+    {"_id": "q5", "text": "duplicate taxi claims in the audit", "split": "dev"},
+    {"_id": "q6", "text": "zzz-unknown-term", "split": "dev"},
+    {"_id": "q7", "text": "hotel cap in Beijing", "split": "train"},
+]
+QRELS = [
+    ("q1", "INV-102#p0", 2),
+    ("q1", "INV-120#p0", 0),
+    ("q2", "POL-2026#4.2-b", 2),
+    ("q2", "POL-2026#4.2-a", 1),
+    ("q3", "DUP-A#p0", 1),
+    ("q3", "DUP-B#p0", 1),
+    ("q4", "ZH-1#p0", 2),
+    ("q5", "FIN-1#p0", 2),
+]
+TRAIN_QRELS = [("q7", "POL-2026#5.1", 2), ("q7", "INV-120#p0", 0)]
+MANIFEST = """name: contract
+language: en
+qrels_unit: chunk
+chunker: {kind: clause}
+identities:
+  employee: [staff]
+  finance: [staff, finance]
+"""
+
+
+def contract_corpus(root: Path) -> Snapshot:
+    """Write the contract corpus to ``root`` and load it."""
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "corpus.jsonl").write_text("".join(json.dumps(d, ensure_ascii=False) + "\n" for d in DOCS), "utf-8")
+    (root / "queries.jsonl").write_text("".join(json.dumps(q, ensure_ascii=False) + "\n" for q in QUERIES), "utf-8")
+    (root / "qrels").mkdir(exist_ok=True)
+    lines = ["query-id\tcorpus-id\tscore", *(f"{q}\t{u}\t{g}" for q, u, g in QRELS)]
+    (root / "qrels" / "dev.tsv").write_text("\n".join(lines) + "\n", "utf-8")
+    train = ["query-id\tcorpus-id\tscore", *(f"{q}\t{u}\t{g}" for q, u, g in TRAIN_QRELS)]
+    (root / "qrels" / "train.tsv").write_text("\n".join(train) + "\n", "utf-8")
+    (root / "corpus.yaml").write_text(MANIFEST, "utf-8")
+    return load_corpus(root)
+
+
+def _hits(run: Run) -> dict[str, list[tuple[str, float]]]:
+    return {q: [(h.chunk_id, h.score) for h in hits] for q, hits in run.results.items()}
+
+
+class _StageContract:
+    """What every contract shares: the corpus, a cache, building and fingerprint checks."""
+
+    #: parameter -> another valid value; each must change the fingerprint.
+    variations: ClassVar[Mapping[str, Any]] = {}
+
+    def make(self, **params: Any) -> Any:  # pragma: no cover - subclasses say how
+        raise NotImplementedError
+
+    @pytest.fixture(scope="class")
+    def snapshot(self, tmp_path_factory: pytest.TempPathFactory) -> Snapshot:
+        return contract_corpus(tmp_path_factory.mktemp("contract-corpus"))
+
+    @pytest.fixture(scope="class")
+    def cache(self, tmp_path_factory: pytest.TempPathFactory) -> Cache:
+        return Cache(tmp_path_factory.mktemp("contract-cache"))
+
+    def bound(self, snapshot: Snapshot, **params: Any) -> Any:
+        stage = self.make(**params)
+        binder = getattr(stage, "bind", None)
+        return binder(snapshot, "dev") if binder is not None else stage
+
+    def test_fingerprint_is_stable_and_changes_with_every_parameter(self, snapshot: Snapshot) -> None:
+        base = self.bound(snapshot).fingerprint()
+        assert base.key == self.bound(snapshot).fingerprint().key
+        assert base.code_version and base.cls.startswith(type(self.make()).__module__)
+        assert self.variations, "declare `variations`: one other value per parameter"
+        for param, value in self.variations.items():
+            other = self.bound(snapshot, **{param: value}).fingerprint()
+            assert other.key != base.key, f"changing {param} to {value!r} did not change the fingerprint"
+
+
+class RetrieverContract(_StageContract):
+    """The contract of a retriever (see the module docstring)."""
+
+    def prepared(self, snapshot: Snapshot, cache: Cache, **params: Any) -> Retriever:
+        stage = self.bound(snapshot, **params)
+        stage.prepare(StageContext(snapshot, cache))
+        return stage  # type: ignore[no-any-return]
+
+    def queries(self, snapshot: Snapshot) -> list[Query]:
+        return [snapshot.queries[q] for q in snapshot.split_qids("dev")]
+
+    def test_is_a_named_retriever(self) -> None:
+        stage = self.make()
+        assert isinstance(stage, Retriever) and type(stage).kind == "retriever" and stage.name
+
+    def test_ids_map_to_the_snapshot(self, snapshot: Snapshot, cache: Cache) -> None:
+        run = self.prepared(snapshot, cache).search(self.queries(snapshot), 5)
+        assert set(run.results) == set(snapshot.split_qids("dev"))
+        hits = [h for hs in run.results.values() for h in hs]
+        assert hits, "the stage returned nothing at all on the contract corpus"
+        for h in hits:
+            assert h.chunk_id in snapshot.chunk_index, h
+            assert h.doc_id == snapshot.chunk_to_doc[h.chunk_id] and h.version == snapshot.chunk_version[h.chunk_id]
+
+    def test_ties_are_broken_by_chunk_id(self, snapshot: Snapshot, cache: Cache) -> None:
+        run = self.prepared(snapshot, cache).search(self.queries(snapshot), 10)
+        for qid, hits in run.results.items():
+            assert hits == rank_hits(hits), f"query {qid}: not in (score desc, chunk id asc) order"
+        dup = [h.chunk_id for h in run.get("q3") if h.chunk_id in ("DUP-A#p0", "DUP-B#p0")]
+        if len(dup) == 2:
+            assert dup == ["DUP-A#p0", "DUP-B#p0"]
+
+    def test_permission_mask_is_honoured_inside(self, snapshot: Snapshot, cache: Cache) -> None:
+        stage = self.prepared(snapshot, cache)
+        queries = self.queries(snapshot)
+        mask = snapshot.allowed_mask(["staff"])
+        assert mask is not None and not mask.all()
+        run = stage.search(queries, len(snapshot.chunks), mask)
+        assert all(mask[snapshot.chunk_index[h.chunk_id]] for hs in run.results.values() for h in hs)
+        unmasked = stage.search(queries, len(snapshot.chunks))
+        for qid in run.results:  # filtering inside: the allowed hits of an unmasked search are all still there
+            allowed = [c for c, _ in _hits(unmasked)[qid] if mask[snapshot.chunk_index[c]]]
+            assert [c for c, _ in _hits(run)[qid]] == allowed
+        none = stage.search(queries, 5, np.zeros(len(snapshot.chunks), dtype=bool))
+        assert all(hs == [] for hs in none.results.values())
+
+    def test_depth_is_respected(self, snapshot: Snapshot, cache: Cache) -> None:
+        stage = self.prepared(snapshot, cache)
+        deep = _hits(stage.search(self.queries(snapshot), 10))
+        for depth in (1, 2, 3):  # a shallower ranking is the prefix of a deeper one (scores equal up to float noise)
+            run = _hits(stage.search(self.queries(snapshot), depth))
+            for q, hs in deep.items():
+                assert [c for c, _ in run[q]] == [c for c, _ in hs[:depth]], (q, depth)
+                assert np.allclose([s for _, s in run[q]], [s for _, s in hs[:depth]], rtol=1e-6, atol=1e-7)
+        for bad in (0, -1, 1.5, True):
+            with pytest.raises(AblateError):
+                stage.search(self.queries(snapshot), bad)  # type: ignore[arg-type]
+
+    def test_deterministic(self, snapshot: Snapshot, cache: Cache, tmp_path: Path) -> None:
+        a = self.prepared(snapshot, cache).search(self.queries(snapshot), 5)
+        b = self.prepared(snapshot, Cache(tmp_path / "fresh")).search(self.queries(snapshot), 5)
+        assert _hits(a) == _hits(b)
+
+
+class RerankerContract(_StageContract):
+    """The contract of a reranker: it reorders the first ``depth`` candidates and never adds or drops one."""
+
+    def candidates(self, snapshot: Snapshot) -> Run:
+        """Every allowed chunk for every query, in a fixed arbitrary order (descending fake scores)."""
+        mask = snapshot.allowed_mask(["staff"])
+        assert mask is not None
+        chunks = [c for i, c in enumerate(snapshot.chunks) if mask[i]]
+        return Run(
+            "candidates",
+            {
+                q: [Hit(c.chunk_id, c.doc_id, float(len(chunks) - i), c.version) for i, c in enumerate(chunks)]
+                for q in snapshot.split_qids("dev")
+            },
+        )
+
+    def prepared(self, snapshot: Snapshot, cache: Cache, **params: Any) -> Reranker:
+        stage = self.bound(snapshot, **params)
+        stage.prepare(StageContext(snapshot, cache))
+        return stage  # type: ignore[no-any-return]
+
+    def rerank(self, stage: Reranker, snapshot: Snapshot) -> Run:
+        run = self.candidates(snapshot)
+        return stage.rerank(run, {q.qid: q.text for q in snapshot.queries.values()}, snapshot.chunk_text)
+
+    def test_is_a_named_reranker(self) -> None:
+        stage = self.make()
+        assert isinstance(stage, Reranker) and type(stage).kind == "reranker" and stage.name
+        assert isinstance(stage.depth, int) and stage.depth >= 1
+
+    def test_reorders_only_the_head_and_keeps_every_candidate(self, snapshot: Snapshot, cache: Cache) -> None:
+        stage = self.prepared(snapshot, cache)
+        before = self.candidates(snapshot)
+        after = self.rerank(stage, snapshot)
+        d = stage.depth
+        for qid, hits in before.results.items():
+            out = after.get(qid)
+            assert sorted(h.chunk_id for h in out) == sorted(h.chunk_id for h in hits)
+            assert {h.chunk_id for h in out[:d]} == {h.chunk_id for h in hits[:d]}
+            assert [h.chunk_id for h in out[d:]] == [h.chunk_id for h in hits[d:]]
+            assert out == rank_hits(out), f"query {qid}: not in (score desc, chunk id asc) order"
+            for h in out:  # the chunk -> document mapping survives reranking
+                assert h.doc_id == snapshot.chunk_to_doc[h.chunk_id]
+
+    def test_deterministic(self, snapshot: Snapshot, cache: Cache, tmp_path: Path) -> None:
+        a = self.rerank(self.prepared(snapshot, cache), snapshot)
+        b = self.rerank(self.prepared(snapshot, Cache(tmp_path / "fresh")), snapshot)
+        assert [(h.chunk_id, round(h.score, 5)) for h in a.get("q2")] == [
+            (h.chunk_id, round(h.score, 5)) for h in b.get("q2")
+        ]
+        assert _hits(a).keys() == _hits(b).keys()
+
+
+class FuserContract(_StageContract):
+    """The contract of a fuser: the fused list holds only candidates of the inputs, ranked by the tie rule."""
+
+    def inputs(self, snapshot: Snapshot) -> list[Run]:
+        ids = [c.chunk_id for c in snapshot.chunks]
+        c2d, ver = snapshot.chunk_to_doc, snapshot.chunk_version
+        forward = Run("a", {"q": [Hit(c, c2d[c], float(9 - i), ver[c]) for i, c in enumerate(ids[:6])]})
+        backward = Run("b", {"q": [Hit(c, c2d[c], float(9 - i), ver[c]) for i, c in enumerate(ids[::-1][:6])]})
+        return [forward, backward]
+
+    def test_is_a_named_fuser(self) -> None:
+        stage = self.make()
+        assert isinstance(stage, Fuser) and type(stage).kind == "fuser" and stage.name and stage.window >= 1
+
+    def test_fuses_only_candidates_within_the_window_and_depth(self, snapshot: Snapshot) -> None:
+        stage = self.make()
+        runs = self.inputs(snapshot)
+        out = stage.fuse(runs, 4).get("q")
+        window = {h.chunk_id for r in runs for h in r.get("q")[: stage.window]}
+        assert len(out) <= 4 and {h.chunk_id for h in out} <= window
+        assert out == rank_hits(out)
+        assert stage.fuse(runs, 4).get("q") == out  # deterministic
