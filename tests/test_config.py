@@ -28,7 +28,7 @@ def test_groups_are_the_documented_contract():
     assert GROUPS["variant"] == ["A", "B", "C", "D", "oracle"]
     assert {"demo", "beir"} <= set(GROUPS["corpus"])
     assert set(GROUPS["reranker"]) == {"none", "cross_encoder"}
-    assert set(GROUPS["retrievers"]) == {"bm25", "dense", "oracle"}
+    assert {"bm25", "dense", "oracle"} <= set(GROUPS["retrievers"])  # plugins add more
     assert set(GROUPS["fusion"]) == {"none", "rrf"}
 
 
