@@ -12,7 +12,8 @@ from __future__ import annotations
 import gc
 import os
 
-# Nothing may be fetched at run time (models are resolved offline by ablate.models); set before any HF import.
+# Nothing may be fetched at run time (models are resolved offline by ablate.stages.text.models); set before any HF
+# import.
 os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ["TRANSFORMERS_OFFLINE"] = "1"
 

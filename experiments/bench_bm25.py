@@ -1,12 +1,14 @@
-"""Benchmark: BM25 query throughput of ablate's BM25Retriever, impl="bm25s" vs impl="rank_bm25", beside quality.
+"""Benchmark: BM25 query throughput of ablate's BM25Index, impl="bm25s" vs impl="rank_bm25", beside quality.
 
     /work/venv/bin/python experiments/bench_bm25.py                      # SciFact + a 50,000-chunk synthetic set
     /work/venv/bin/python experiments/bench_bm25.py --skip-large         # SciFact only (about 2 minutes)
     /work/venv/bin/python experiments/bench_bm25.py --large-size 100000 --sample-large 20
 
-Both backends get the same chunks, the same ablate Tokenizer (the pipeline's default: the corpus language, Lucene's
-33 stopwords, no stemming unless ``--stemmer``), the same k1/b/method and depth (top-100). Timed side by side in one
-process, in rounds of alternating order; the report gives best and median wall seconds, queries/s and the ratio.
+``BM25Index`` is the index engine behind the ``bm25`` retriever stage (``BM25Retriever``). Both backends get the same
+chunks, the same ablate Tokenizer (built as the stage builds it: the corpus language, Lucene's 33 stopwords; no
+stemming unless ``--stemmer``, while the stage's default is porter), the same k1/b/method and depth (top-100). Timed
+side by side in one process, in rounds of alternating order; the report gives best and median wall seconds, queries/s
+and the ratio.
 
 Two sizes:
 
@@ -21,8 +23,9 @@ Two sizes:
   same sample (the ratio) and on all 300 (its batch throughput).
 
 Agreement: the two backends should give the same rankings (ablate sets rank_bm25's idf to Lucene's and divides its
-scores by k1 + 1; see ablate/retrievers/bm25.py), so the report shows overlap@10, the share of identical top-1 and of
-identical top-10 lists, and the largest score difference on shared top-10 hits (bm25s computes in float32).
+scores by k1 + 1; see src/ablate/stages/retrievers/bm25.py), so the report shows overlap@10, the share of identical
+top-1 and of identical top-10 lists, and the largest score difference on shared top-10 hits (bm25s computes in
+float32).
 """
 
 from __future__ import annotations
@@ -35,9 +38,9 @@ import numpy as np
 from _common import Report, Timings, dataset_path, interleaved, machine_facts, say, timed
 
 from ablate.data.corpus import load_corpus
-from ablate.stages.retrievers.bm25 import BM25Retriever
-from ablate.stages.text.tokenize import Tokenizer
 from ablate.data.types import Chunk, Query, Run
+from ablate.stages.retrievers.bm25 import BM25Index, BM25Retriever
+from ablate.stages.text.tokenize import Tokenizer
 
 IMPLS = ("bm25s", "rank_bm25")
 
@@ -124,16 +127,16 @@ def bench_scale(
 ) -> dict[str, object]:
     """Builds and searches of both backends at one size; returns the figures and the runs."""
     say(f"[{label}] {len(chunks):,} chunks; building each backend {args.build_repeat}x (interleaved)")
-    built: dict[str, BM25Retriever] = {}
+    built: dict[str, BM25Index] = {}
     build_stats: dict[str, list[dict[str, float]]] = {i: [] for i in IMPLS}
 
-    def keep(name: str, _r: int, value: BM25Retriever) -> None:
+    def keep(name: str, _r: int, value: BM25Index) -> None:
         built.pop(name, None)  # free the previous copy before holding the new one
         built[name] = value
         build_stats[name].append(dict(value.stats))
 
     def make(impl: str):
-        return lambda: BM25Retriever(chunks, tok, k1=args.k1, b=args.b, impl=impl, method=args.method)
+        return lambda: BM25Index(chunks, tok, k1=args.k1, b=args.b, impl=impl, method=args.method)
 
     build_t = interleaved({i: make(i) for i in IMPLS}, args.build_repeat, on_value=keep, log=say)
 
@@ -219,7 +222,7 @@ def report_rows(res: dict[str, object]) -> tuple[list[list[object]], list[list[o
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
-        description="BM25 throughput: ablate BM25Retriever impl=bm25s vs impl=rank_bm25 (see the module docstring).",
+        description="BM25 throughput: ablate BM25Index impl=bm25s vs impl=rank_bm25 (see the module docstring).",
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog=__doc__,
     )
@@ -248,7 +251,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--b", type=float, default=0.4)
     ap.add_argument("--method", default="lucene", choices=("lucene", "robertson"))
     ap.add_argument(
-        "--stemmer", default=None, help="PyStemmer algorithm (e.g. porter); default none, as the pipeline"
+        "--stemmer",
+        default=None,
+        help="PyStemmer algorithm (e.g. porter); default none (the pipeline's bm25 stage uses porter)",
     )
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", default=None, help="Markdown output (default experiments/results/bench_bm25.md)")
@@ -257,7 +262,8 @@ def main(argv: list[str] | None = None) -> int:
     facts = machine_facts(["bm25s", "rank-bm25", "PyStemmer", "pytrec-eval-terrier"])
     say(f"loading {args.dataset}")
     snap = load_corpus(dataset_path(args.dataset))
-    tok = Tokenizer(language=snap.language, stopwords=True, stemmer=args.stemmer)  # = pipeline.tokenizer_for
+    # The tokenizer the bm25 stage builds for this corpus (language resolved by bind), with --stemmer.
+    tok = BM25Retriever(stopwords=True, stemmer=args.stemmer).bind(snap, args.split).tokenizer
     qids = snap.split_qids(args.split)
     queries = [snap.queries[q] for q in qids]
     qrels = snap.split_qrels(args.split).judgements
@@ -304,8 +310,8 @@ def main(argv: list[str] | None = None) -> int:
 
     rep = Report(
         "bm25",
-        "BM25 throughput: bm25s vs rank_bm25 behind ablate's BM25Retriever",
-        "Both backends behind the same `BM25Retriever` (same chunks, tokenizer, "
+        "BM25 throughput: bm25s vs rank_bm25 behind ablate's BM25Index",
+        "Both backends behind the same `BM25Index` (same chunks, tokenizer, "
         f"k1={args.k1}, b={args.b}, method={args.method}, depth {args.depth}). Timed side by side in one process, "
         "in rounds of alternating order, on a shared machine: compare the ratios, not the absolute seconds. "
         "Search time covers the whole `search()` call (query tokenization, scoring, top-k, tie rule, Hit objects).",
@@ -327,7 +333,7 @@ def main(argv: list[str] | None = None) -> int:
     rep.heading("Index build")
     rep.para(
         "Wall seconds of the whole constructor (best and median of the builds); `tokenize s` and `backend s` are the "
-        "best of the retriever's own `stats` (tokenizing the chunks, and the backend's index build after it)."
+        "best of the index's own `stats` (tokenizing the chunks, and the backend's index build after it)."
     )
     rep.table(
         ["corpus", "impl", "chunks", "builds", "best s", "median s", "tokenize s", "backend s", "vocab"],

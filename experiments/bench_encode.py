@@ -1,4 +1,4 @@
-"""Benchmark: dense encoding throughput of ablate's DenseRetriever, and what its embedding cache saves.
+"""Benchmark: dense encoding throughput of ablate's SentenceTransformerEncoder, and what its embedding cache saves.
 
     /work/venv/bin/python experiments/bench_encode.py                  # 64 SciFact docs (measured: 9.4 min at load 7-9
     #   on 2 cores, 4.2 CPU-min; quicker: --repeat 2 --omp-rounds 1)
@@ -8,13 +8,17 @@
 Model: the bundled all-MiniLM-L6-v2 (``--model``), on the CPU, batch 32 (``--batch-size``). Chunks: a seeded random
 sample of SciFact documents, one chunk each (title + " " + text, as ``load_corpus`` makes them).
 
-1. **Passage throughput** at ``max_seq_length`` 256 and 128 (``--lengths``): ``DenseRetriever.encode_passages`` with
-   no cache, so every call runs the encoder; one retriever per length, model loaded and warmed up before timing.
+The encoder (``ablate.stages.text.encoders.SentenceTransformerEncoder``) is what the ``dense`` retriever stage
+(``DenseRetriever``) encodes with; ``DenseIndex`` is the stage's engine (encoder + FAISS index).
+
+1. **Passage throughput** at ``max_seq_length`` 256 and 128 (``--lengths``):
+   ``SentenceTransformerEncoder.encode_passages`` with no cache, so every call runs the model; one encoder per length,
+   model loaded and warmed up before timing.
    Query throughput: ``--queries`` SciFact test queries in one call (batch 32), and ``--single`` queries one call each
    (the interactive case). Each at torch's default thread count (what ablate uses) and at 1 thread (``--threads``),
    switched with ``torch.set_num_threads`` between calls. All contenders run side by side in rounds of alternating
    order.
-2. **Cache**: building a ``DenseRetriever`` over the sample with a fresh temporary cache folder (cold: model load,
+2. **Cache**: building a ``DenseIndex`` over the sample with a fresh temporary cache folder (cold: model load,
    encode, FAISS index), then again on the same chunks with the same folder (warm: one ``.npy`` read, the model is
    never loaded), then on the same chunks in reverse order (the whole-matrix key misses, the per-text vector store
    hits: still no model load). Repeated ``--cache-repeat`` times with a new folder each time. A warm rebuild in a
@@ -43,24 +47,27 @@ from _common import Report, dataset_path, interleaved, machine_facts, say, torch
 
 from ablate.cache import Cache
 from ablate.data.corpus import load_corpus
-from ablate.stages.retrievers.dense import DenseRetriever
 from ablate.data.types import Chunk
+from ablate.stages.retrievers.dense import DenseIndex
+from ablate.stages.text.encoders import SentenceTransformerEncoder
 
 _WARM_CHILD = r"""
 import json, os, sys, time
 os.environ["HF_HUB_OFFLINE"] = "1"; os.environ["TRANSFORMERS_OFFLINE"] = "1"
 t0 = time.perf_counter()
 from ablate.cache import Cache
-from ablate.stages.retrievers.dense import DenseRetriever
 from ablate.data.types import Chunk
+from ablate.stages.retrievers.dense import DenseIndex
+from ablate.stages.text.encoders import SentenceTransformerEncoder
 spec = json.load(open(sys.argv[1]))
 chunks = [Chunk(chunk_id=c[0], doc_id=c[0], text=c[1]) for c in spec["chunks"]]
 t1 = time.perf_counter()
-r = DenseRetriever(chunks, model=spec["model"], cache=Cache(spec["cache"]), batch_size=spec["batch_size"],
-                   max_seq_length=spec["max_seq_length"])
+enc = SentenceTransformerEncoder(model=spec["model"], cache=Cache(spec["cache"]), batch_size=spec["batch_size"],
+                                 max_seq_length=spec["max_seq_length"])
+r = DenseIndex(chunks, enc)
 t2 = time.perf_counter()
-print(json.dumps({"import_s": t1 - t0, "build_s": t2 - t1, "model_loaded": r.stats["model_loaded"],
-                  "passages_encoded": r.stats["passages_encoded"], "torch_imported": "torch" in sys.modules,
+print(json.dumps({"import_s": t1 - t0, "build_s": t2 - t1, "model_loaded": int(enc.stats["model_loaded"]),
+                  "passages_encoded": int(enc.stats["passages_encoded"]), "torch_imported": "torch" in sys.modules,
                   "sentence_transformers_imported": "sentence_transformers" in sys.modules}))
 """
 
@@ -68,9 +75,9 @@ _OMP_CHILD = r"""
 import json, os, sys, time
 os.environ["HF_HUB_OFFLINE"] = "1"; os.environ["TRANSFORMERS_OFFLINE"] = "1"
 import torch
-from ablate.stages.retrievers.dense import DenseRetriever
+from ablate.stages.text.encoders import SentenceTransformerEncoder
 spec = json.load(open(sys.argv[1]))
-r = DenseRetriever([], model=spec["model"], cache=None)
+r = SentenceTransformerEncoder(model=spec["model"], cache=None)
 r.encode_queries(spec["queries"][:8])  # load + warm up
 t = time.perf_counter()
 for q in spec["singles"]:
@@ -156,14 +163,17 @@ def main(argv: list[str] | None = None) -> int:
     singles = all_q[: args.single]
 
     # -- token lengths (what truncation cuts) --------------------------------------------------------------------
-    probe = DenseRetriever([], model=args.model, cache=None)  # resolves the model offline; loads nothing
+    # resolves the model offline; loads nothing
+    probe = SentenceTransformerEncoder(model=args.model, cache=None)
     lens_sample = token_lengths(probe.resolved.path, texts)
     lens_corpus = token_lengths(probe.resolved.path, [c.text for c in snap.chunks])
     lens_q = token_lengths(probe.resolved.path, all_q)
 
     # -- throughput ------------------------------------------------------------------------------------------------
     encoders = {
-        n: DenseRetriever([], model=args.model, cache=None, batch_size=args.batch_size, max_seq_length=n)
+        n: SentenceTransformerEncoder(
+            model=args.model, cache=None, batch_size=args.batch_size, max_seq_length=n
+        )
         for n in lengths
     }
     for n, enc in encoders.items():  # load + warm up outside the timed rounds
@@ -220,17 +230,25 @@ def main(argv: list[str] | None = None) -> int:
             row = {}
             for label, chunks in (("cold", sample), ("warm", sample), ("warm, reversed order", reverse)):
                 t0, c0 = time.perf_counter(), time.process_time()
-                dr = DenseRetriever(
-                    chunks,
+                cache = Cache(tmp)
+                enc = SentenceTransformerEncoder(
                     model=args.model,
-                    cache=Cache(tmp),
+                    cache=cache,
                     batch_size=args.batch_size,
                     max_seq_length=lengths[0],
                 )
+                dr = DenseIndex(chunks, enc)
                 wall, cpu = time.perf_counter() - t0, time.process_time() - c0
-                row[label] = (wall, cpu, dict(dr.stats))
-                say(f"  cache round {r + 1}: {label}: {wall:.2f}s (model loaded: {dr.stats['model_loaded']})")
-                del dr
+                # whole-matrix hits (queries and passages) now live in the Cache's stats, not the encoder's
+                matrix_hits = sum(
+                    cache.stats.by_kind.get(kind, {}).get("hits", 0)
+                    for kind in ("dense-passages", "dense-queries")
+                )
+                row[label] = (wall, cpu, {**enc.stats, "cache_hits": matrix_hits})
+                say(
+                    f"  cache round {r + 1}: {label}: {wall:.2f}s (model loaded: {int(enc.stats['model_loaded'])})"
+                )
+                del dr, enc, cache
             size = dir_bytes(tmp)
             spec = {
                 "chunks": [[c.chunk_id, c.text] for c in sample],
@@ -301,7 +319,7 @@ def main(argv: list[str] | None = None) -> int:
     # -- report ------------------------------------------------------------------------------------------------
     rep = Report(
         "encode",
-        "Dense encoding throughput and embedding-cache savings (DenseRetriever)",
+        "Dense encoding throughput and embedding-cache savings (SentenceTransformerEncoder, DenseIndex)",
         f"Model `{args.model}` on the CPU, batch {args.batch_size}; {len(texts)} "
         f"{'(all)' if len(texts) == len(snap.chunks) else f'sampled (seed {args.seed})'} {snap.name} documents as "
         "chunks (title + text). Contenders timed side by side in one process, rounds of alternating order, on a "
@@ -369,7 +387,7 @@ def main(argv: list[str] | None = None) -> int:
     rep.para("Speed-ups (time of the second / time of the first; above 1 = the first is faster):")
     rep.table(["comparison", "best wall", "median wall", "best CPU"], ratios)
     rep.para(
-        f"torch default: {facts['torch threads']}. Model load (first use, per retriever, before timing): "
+        f"torch default: {facts['torch threads']}. Model load (first use, per encoder, before timing): "
         + ", ".join(f"{e.stats['model_load_seconds']:.2f}s" for e in encoders.values())
         + "."
     )

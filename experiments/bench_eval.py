@@ -23,8 +23,8 @@ import time
 
 import numpy as np
 
-from ablate.evaluation import EvalSettings, evaluate
 from ablate.data.types import Hit, Qrels, Run
+from ablate.evaluation import EvalSettings, evaluate
 
 N_DOCS = 1_000_003  # prime, so base + step * j (mod N_DOCS) is distinct for j < depth when 0 < step < N_DOCS
 

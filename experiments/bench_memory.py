@@ -19,14 +19,16 @@ Stages (SciFact, 5,183 one-chunk documents, 300 test queries, depth 100):
 * ``corpus``: ``load_corpus`` (read, validate, chunk, fingerprint).
 * ``bm25s`` / ``rank_bm25``: index build, then search of all test queries.
 * ``dense-model``: import torch/sentence-transformers, load all-MiniLM-L6-v2 and encode one query.
-* ``dense``: ``DenseRetriever`` over ``--dense-sample`` chunks (model load + encode + FAISS IndexFlatIP; no cache),
+* ``dense``: ``DenseIndex`` (the dense stage's engine) over ``--dense-sample`` chunks with a
+  ``SentenceTransformerEncoder`` (model load + encode + FAISS IndexFlatIP; no cache),
   then search of all test queries (query encoding + FAISS).
 * ``rrf``: RRF (k=60, window=100) of two BM25 runs of all test queries at depth 100 (bm25s without stemming and with
   Porter; prepared by an unmeasured helper process and read from JSON, as a stand-in for BM25 + dense — fusion only
   sees ranked ids).
 * ``eval`` / ``pytrec_eval``: ``ablate.evaluation.evaluate`` (default settings) / pytrec_eval (ndcg_cut, recall,
   recip_rank) of that BM25 run.
-* ``rerank`` (only if ``ablate.rerank`` imports): ``CrossEncoderReranker`` scoring ``--rerank-queries`` x
+* ``rerank`` (only if ``ablate.stages.rerank.cross_encoder`` imports): ``CrossEncoderScorer`` (the rerank stage's
+  engine) scoring ``--rerank-queries`` x
   ``--rerank-depth`` pairs at max_length 256, no cache. No real cross-encoder is available offline, so the helper
   process saves the bundled MiniLM with a fresh 1-logit classification head (random: the scores mean nothing; the
   architecture and size match a MiniLM-L6 cross-encoder, which is what memory depends on).
@@ -148,7 +150,7 @@ def run_stage(stage: str, args: argparse.Namespace, prep: Path) -> dict[str, Any
             snap = _snapshot(args)
         info["chunks"] = len(snap.chunks)
     elif stage in ("bm25s", "rank_bm25"):
-        from ablate.stages.retrievers.bm25 import BM25Retriever
+        from ablate.stages.retrievers.bm25 import BM25Index
         from ablate.stages.text.tokenize import Tokenizer
 
         with m.step("load_corpus"):
@@ -157,7 +159,7 @@ def run_stage(stage: str, args: argparse.Namespace, prep: Path) -> dict[str, Any
         with m.step(f"import {stage}"):
             __import__(stage)
         with m.step(f"index build ({len(snap.chunks):,} chunks, tokenizing included)"):
-            r = BM25Retriever(snap.chunks, Tokenizer(language=snap.language), impl=stage)
+            r = BM25Index(snap.chunks, Tokenizer(language=snap.language), impl=stage)
         with m.step(f"search {len(queries)} queries x {args.depth}"):
             r.search(queries, args.depth)
         info["vocab"] = r.stats["vocab_size"]
@@ -166,10 +168,12 @@ def run_stage(stage: str, args: argparse.Namespace, prep: Path) -> dict[str, Any
             import faiss  # noqa: F401
             import sentence_transformers  # noqa: F401
             import torch  # noqa: F401
-        from ablate.stages.retrievers.dense import DenseRetriever
+        from ablate.stages.text.encoders import SentenceTransformerEncoder
 
         with m.step("load all-MiniLM-L6-v2 + encode 1 query"):
-            DenseRetriever([], model=args.model, cache=None).encode_queries(["what causes memory use?"])
+            SentenceTransformerEncoder(model=args.model, cache=None).encode_queries(
+                ["what causes memory use?"]
+            )
     elif stage == "dense":
         with m.step("load_corpus"):
             snap = _snapshot(args)
@@ -180,10 +184,12 @@ def run_stage(stage: str, args: argparse.Namespace, prep: Path) -> dict[str, Any
             import faiss  # noqa: F401
             import sentence_transformers  # noqa: F401
             import torch  # noqa: F401
-        from ablate.stages.retrievers.dense import DenseRetriever
+        from ablate.stages.retrievers.dense import DenseIndex
+        from ablate.stages.text.encoders import SentenceTransformerEncoder
 
-        with m.step(f"DenseRetriever build: model load + encode {n} chunks + IndexFlatIP (no cache)"):
-            r = DenseRetriever(chunks, model=args.model, cache=None, max_seq_length=args.max_seq_length)
+        with m.step(f"DenseIndex build: model load + encode {n} chunks + IndexFlatIP (no cache)"):
+            enc = SentenceTransformerEncoder(model=args.model, cache=None, max_seq_length=args.max_seq_length)
+            r = DenseIndex(chunks, enc)
         with m.step(f"search {len(queries)} queries x {args.depth} (query encoding + FAISS)"):
             r.search(queries, args.depth)
         info["torch_threads"] = torch.get_num_threads()
@@ -233,10 +239,10 @@ def run_stage(stage: str, args: argparse.Namespace, prep: Path) -> dict[str, Any
         with m.step("import torch, sentence_transformers"):
             import sentence_transformers  # noqa: F401
             import torch  # noqa: F401
-        from ablate.stages.rerank.cross_encoder import CrossEncoderReranker
+        from ablate.stages.rerank.cross_encoder import CrossEncoderScorer
 
         with m.step(f"rerank {len(qids)} queries x top {args.rerank_depth} (model load included, no cache)"):
-            rr = CrossEncoderReranker(str(prep / "cross-encoder"), cache=None, max_length=256)
+            rr = CrossEncoderScorer(str(prep / "cross-encoder"), cache=None, max_length=256)
             rr.rerank(run, {q: snap.queries[q].text for q in qids}, snap.chunk_text, args.rerank_depth)
         info["pairs_scored"] = rr.stats["pairs_scored"]
     else:
@@ -252,13 +258,13 @@ def run_stage(stage: str, args: argparse.Namespace, prep: Path) -> dict[str, Any
 
 def prepare(args: argparse.Namespace, prep: Path, need_rerank: bool) -> None:
     """Unmeasured helper process: the BM25 runs that rrf/eval/rerank read, and the cross-encoder checkpoint."""
-    from ablate.stages.retrievers.bm25 import BM25Retriever
+    from ablate.stages.retrievers.bm25 import BM25Index
     from ablate.stages.text.tokenize import Tokenizer
 
     snap = _snapshot(args)
     queries = _queries(snap, args)
     for name, stemmer in (("run_plain.json", None), ("run_porter.json", "porter")):
-        r = BM25Retriever(snap.chunks, Tokenizer(language=snap.language, stemmer=stemmer))
+        r = BM25Index(snap.chunks, Tokenizer(language=snap.language, stemmer=stemmer))
         run = r.search(queries, args.depth)
         (prep / name).write_text(
             json.dumps({q: [[h.chunk_id, h.doc_id, h.score] for h in hs] for q, hs in run.results.items()})
@@ -348,7 +354,9 @@ def main(argv: list[str] | None = None) -> int:
             import ablate.stages.rerank.cross_encoder  # noqa: F401
         except Exception as e:  # the module is optional for this benchmark
             stages.remove("rerank")
-            notes.append(f"rerank stage skipped: `import ablate.stages.rerank.cross_encoder` failed ({type(e).__name__}: {e}).")
+            notes.append(
+                f"rerank stage skipped: `import ablate.stages.rerank.cross_encoder` failed ({type(e).__name__}: {e})."
+            )
     facts = machine_facts(["sentence-transformers", "faiss-cpu", "bm25s", "rank-bm25", "pytrec-eval-terrier"])
 
     results: list[dict[str, Any]] = []

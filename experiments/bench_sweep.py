@@ -28,8 +28,14 @@ REPO = HERE.parent
 
 def timed(args: list[str], env: dict[str, str]) -> float:
     t0 = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "ablate", *args], cwd=REPO, env=env, check=True,
-                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    subprocess.run(
+        [sys.executable, "-m", "ablate", *args],
+        cwd=REPO,
+        env=env,
+        check=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     return time.perf_counter() - t0
 
 
@@ -42,8 +48,13 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     tmp = Path(tempfile.mkdtemp(prefix="bench-sweep-"))
     env = {**os.environ, "OMP_WAIT_POLICY": "PASSIVE", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
-    common = [f"corpus={a.corpus}", f"corpus.split={a.split}", "variant=C", f"tracking.uri=sqlite:///{tmp}/mlflow.db",
-              "progress=false"]
+    common = [
+        f"corpus={a.corpus}",
+        f"corpus.split={a.split}",
+        "variant=C",
+        f"tracking.uri=sqlite:///{tmp}/mlflow.db",
+        "progress=false",
+    ]
     single = common
     sweep = ["-m", *common, "rrf.k=1,10,60,100", "retrieval.window=20,50,100"]
     print("warm-up (fills the candidate and embedding caches, creates the store) ...", flush=True)
@@ -56,16 +67,22 @@ def main(argv: list[str] | None = None) -> int:
             print(f"round {r + 1}: {name} {times[name][-1]:.1f} s", flush=True)
     s, w = statistics.median(times["single"]), statistics.median(times["sweep"])
 
-    from mlflow.tracking import MlflowClient
+    from ablate.record import ROLE_SWEEP_PARENT, T_ROLE
+    from ablate.tracking import Tracker
 
-    c = MlflowClient(f"sqlite:///{tmp}/mlflow.db")
-    exp = c.get_experiment_by_name(a.corpus)
-    runs = [r for r in c.search_runs([exp.experiment_id], max_results=2000)
-            if r.data.tags.get("ablate.role") != "sweep-parent"]
-    per_job = [r.data.metrics.get("time_total_seconds") for r in runs if "time_total_seconds" in r.data.metrics]
-    last_sweep = [r for r in runs if r.data.tags.get("mlflow.parentRunId")][:12]
-    enc = sum(r.data.metrics.get("dense_passages_encoded", 0) for r in last_sweep)
-    hits = sum(r.data.metrics.get("candidate_cache_hits", 0) for r in last_sweep)
+    t = Tracker(f"sqlite:///{tmp}/mlflow.db")
+    exp = t.experiment_id(a.corpus, create=False)
+    if exp is None:
+        raise SystemExit(f"error: no experiment {a.corpus!r} in sqlite:///{tmp}/mlflow.db")
+    runs = [
+        r
+        for r in t.find_runs([exp], max_results=2000, newest_first=True)
+        if r.tags.get(T_ROLE) != ROLE_SWEEP_PARENT
+    ]
+    per_job = [r.metrics["time_total_seconds"] for r in runs if "time_total_seconds" in r.metrics]
+    last_sweep = [r for r in runs if r.parent][:12]
+    enc = sum(r.metrics.get("dense_passages_encoded", 0) for r in last_sweep)
+    hits = sum(r.metrics.get("candidate_cache_hits", 0) for r in last_sweep)
     lines = [
         "# Warm sweep vs one warm run",
         "",

@@ -20,7 +20,11 @@ import platform
 import subprocess
 import sys
 import time
+from collections.abc import Mapping
 from pathlib import Path
+
+from ablate.record import CI_HIGH, CI_LOW, ROLE_SWEEP_PARENT, T_ROLE, RecordedRun, metric_key
+from ablate.tracking import Tracker
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
@@ -45,22 +49,26 @@ def ablate(args: list[str], uri: str) -> float:
     return time.perf_counter() - t0
 
 
-def latest_children(uri: str, experiment: str):
-    from mlflow.tracking import MlflowClient
+def latest_children(uri: str, experiment: str) -> tuple[RecordedRun, list[RecordedRun]]:
+    """The newest sweep parent run of ``experiment`` and its child runs."""
+    t = Tracker(uri)
+    exp = t.experiment_id(experiment, create=False)
+    parents = (
+        []
+        if exp is None
+        else t.find_runs([exp], f"tags.`{T_ROLE}` = '{ROLE_SWEEP_PARENT}'", max_results=1, newest_first=True)
+    )
+    if not parents:
+        raise SystemExit(f"error: no sweep parent run in experiment {experiment!r} of {uri}")
+    parent = parents[0]
+    return parent, t.children(parent.run_id)
 
-    c = MlflowClient(uri)
-    exps = [c.get_experiment_by_name(experiment).experiment_id]
-    parent = c.search_runs(exps, "tags.`ablate.role` = 'sweep-parent'", order_by=["attributes.start_time DESC"],
-                           max_results=1)[0]
-    kids = c.search_runs([parent.info.experiment_id], f"tags.mlflow.parentRunId = '{parent.info.run_id}'")
-    return parent, kids
 
-
-def cell(m: dict[str, float], key: str) -> str:
-    k = key.replace("@", "_at_")
+def cell(m: Mapping[str, float], key: str) -> str:
+    k = metric_key(key)
     if k not in m:
         return "–"
-    lo, hi = m.get(f"{k}_ci_low"), m.get(f"{k}_ci_high")
+    lo, hi = m.get(metric_key(f"{key}{CI_LOW}")), m.get(metric_key(f"{key}{CI_HIGH}"))
     return f"{m[k]:.3f}" + (f" [{lo:.3f}, {hi:.3f}]" if lo is not None and hi is not None else "")
 
 
@@ -68,7 +76,9 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("corpus")
     ap.add_argument("--variants", default="A,B,C,D,oracle")
-    ap.add_argument("--tune-split", default=None, help="split to choose rrf.k and retrieval.window on (e.g. train)")
+    ap.add_argument(
+        "--tune-split", default=None, help="split to choose rrf.k and retrieval.window on (e.g. train)"
+    )
     ap.add_argument("--tracking-uri", default=f"sqlite:///{REPO / 'mlflow.db'}")
     ap.add_argument("--out", default=None)
     ap.add_argument("--note", default="", help="a paragraph for the page (e.g. why D is absent)")
@@ -79,64 +89,108 @@ def main(argv: list[str] | None = None) -> int:
     k, window = 60, 100
     tuning_rows = []
     if a.tune_split:
-        args = ["-m", f"corpus={name}", f"corpus.split={a.tune_split}", "variant=C", f"rrf.k={SWEEP_K}",
-                f"retrieval.window={SWEEP_WINDOW}", "stats.bootstrap=200"]
+        args = [
+            "-m",
+            f"corpus={name}",
+            f"corpus.split={a.tune_split}",
+            "variant=C",
+            f"rrf.k={SWEEP_K}",
+            f"retrieval.window={SWEEP_WINDOW}",
+            "stats.bootstrap=200",
+        ]
         commands.append(("python -m ablate " + " ".join(args), ablate(args, uri)))
         _, kids = latest_children(uri, name)
         scored = []
         for r in kids:
-            if r.info.status != "FINISHED":
+            if r.status != "FINISHED":
                 continue
-            kk, ww = float(r.data.params["rrf.k"]), int(r.data.params["retrieval.window"])
-            v = r.data.metrics["ndcg_at_10"]
+            # the window is set as retrieval.window and logged as the rrf stage's param rrf.window
+            kk, ww = float(r.params["rrf.k"]), int(r.params["rrf.window"])
+            v = r.metrics[metric_key("ndcg@10")]
             scored.append((-v, kk, ww))
             tuning_rows.append((kk, ww, v))
         _, k, window = min(scored)
         k = int(k) if float(k).is_integer() else k
-    args = ["-m", f"corpus={name}", f"variant={a.variants}", f"rrf.k={k}", f"retrieval.window={window}", *a.overrides]
+    args = [
+        "-m",
+        f"corpus={name}",
+        f"variant={a.variants}",
+        f"rrf.k={k}",
+        f"retrieval.window={window}",
+        *a.overrides,
+    ]
     commands.append(("python -m ablate " + " ".join(args), ablate(args, uri)))
     parent, kids = latest_children(uri, name)
     order = {v: i for i, v in enumerate(a.variants.split(","))}
-    kids = sorted(kids, key=lambda r: order.get(r.data.params.get("variant"), 99))
+    kids = sorted(kids, key=lambda r: order.get(r.params.get("variant"), 99))
 
-    split = kids[0].data.params.get("corpus.split", "?") if kids else "?"
+    split = kids[0].params.get("corpus.split", "?") if kids else "?"
     lines = [f"# {name}: the ablation table", ""]
-    lines += [f"Split `{split}` (held out, run once), {int(kids[0].data.metrics.get('queries_total', 0)) if kids else 0} "
-              f"queries; nDCG@10 uses 2^rel−1 gains; 95% bootstrap CIs over queries (1000 resamples, seed 0).", ""]
+    lines += [
+        f"Split `{split}` (held out, run once), {int(kids[0].metrics.get('queries_total', 0)) if kids else 0} "
+        f"queries; nDCG@10 uses 2^rel−1 gains; 95% bootstrap CIs over queries (1000 resamples, seed 0).",
+        "",
+    ]
     if a.note:
         lines += [a.note, ""]
     extra_cols = ["judged@10"]
-    has_aic = any("answer_in_context_at_10" in r.data.metrics for r in kids)
+    has_aic = any(metric_key("answer_in_context@10") in r.metrics for r in kids)
     if has_aic:
         extra_cols.append("answer_in_context@10")
     header = ["variant", *COLUMNS, *extra_cols, "run seconds", "status"]
     lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for r in kids:
-        m = r.data.metrics
-        row = [r.data.params.get("variant", "?"), *(cell(m, c) for c in COLUMNS)]
-        row += [f"{m[c.replace('@', '_at_')]:.3f}" if c.replace("@", "_at_") in m else "–" for c in extra_cols]
-        row += [f"{m.get('time_total_seconds', float('nan')):.1f}", r.info.status]
+        m = r.metrics
+        row = [r.params.get("variant", "?"), *(cell(m, c) for c in COLUMNS)]
+        row += [f"{m[metric_key(c)]:.3f}" if metric_key(c) in m else "–" for c in extra_cols]
+        row += [f"{m.get('time_total_seconds', float('nan')):.1f}", r.status]
         lines.append("| " + " | ".join(row) + " |")
-    lines += ["", f"C and D use rrf.k={k}, retrieval.window={window}"
-              + (f" (chosen on `{a.tune_split}`; see below)." if a.tune_split else " (defaults; this set has no dev split to tune on)."), ""]
+    lines += [
+        "",
+        f"C and D use rrf.k={k}, retrieval.window={window}"
+        + (
+            f" (chosen on `{a.tune_split}`; see below)."
+            if a.tune_split
+            else " (defaults; this set has no dev split to tune on)."
+        ),
+        "",
+    ]
     pub = PUBLISHED.get(name, [])
     if pub:
-        lines += ["## Published figures beside ours", "", "| variant | metric | published | ours | Δ | source |", "|---|---|---|---|---|---|"]
-        by_v = {r.data.params.get("variant"): r.data.metrics for r in kids}
+        lines += [
+            "## Published figures beside ours",
+            "",
+            "| variant | metric | published | ours | Δ | source |",
+            "|---|---|---|---|---|---|",
+        ]
+        by_v = {r.params.get("variant"): r.metrics for r in kids}
         for v, metric, value, src in pub:
-            ours = by_v.get(v, {}).get(metric.replace("@", "_at_"))
-            lines.append(f"| {v} | {metric} | {value:.3f} | {'–' if ours is None else f'{ours:.4f}'} | "
-                         f"{'–' if ours is None else f'{ours - value:+.4f}'} | {src} |")
+            ours = by_v.get(v, {}).get(metric_key(metric))
+            lines.append(
+                f"| {v} | {metric} | {value:.3f} | {'–' if ours is None else f'{ours:.4f}'} | "
+                f"{'–' if ours is None else f'{ours - value:+.4f}'} | {src} |"
+            )
         lines.append("")
     if tuning_rows:
-        lines += [f"## Tuning on `{a.tune_split}` (C, nDCG@10)", "", "| rrf.k | window | nDCG@10 |", "|---|---|---|"]
+        lines += [
+            f"## Tuning on `{a.tune_split}` (C, nDCG@10)",
+            "",
+            "| rrf.k | window | nDCG@10 |",
+            "|---|---|---|",
+        ]
         lines += [f"| {kk:g} | {ww} | {v:.4f} |" for kk, ww, v in sorted(tuning_rows)]
         lines.append("")
     lines += ["## Reproduce", "", "```bash"] + [c for c, _ in commands] + ["```", ""]
-    lines += ["| command | wall seconds |", "|---|---|"] + [f"| `{c[:90]}{'…' if len(c) > 90 else ''}` | {t:.0f} |" for c, t in commands]
-    lines += ["", f"MLflow: parent run `{parent.info.run_id}` (experiment `{name}`). Machine: {os.cpu_count()} cores, "
-              f"Python {platform.python_version()}; measured {time.strftime('%Y-%m-%d')}; wall times include model loading "
-              "and were taken on a machine shared with other jobs.", ""]
+    lines += ["| command | wall seconds |", "|---|---|"] + [
+        f"| `{c[:90]}{'…' if len(c) > 90 else ''}` | {t:.0f} |" for c, t in commands
+    ]
+    lines += [
+        "",
+        f"MLflow: parent run `{parent.run_id}` (experiment `{name}`). Machine: {os.cpu_count()} cores, "
+        f"Python {platform.python_version()}; measured {time.strftime('%Y-%m-%d')}; wall times include model loading "
+        "and were taken on a machine shared with other jobs.",
+        "",
+    ]
     out = Path(a.out) if a.out else HERE / f"{name}.md"
     out.write_text("\n".join(lines), encoding="utf-8")
     print("\n".join(lines))

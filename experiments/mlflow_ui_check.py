@@ -23,8 +23,15 @@ import urllib.request
 from pathlib import Path
 
 CHROMIUM_FLAGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync", "--hide-scrollbars",
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--hide-scrollbars",
 ]
 
 
@@ -48,24 +55,30 @@ def wait_for(url: str, timeout: float = 300.0) -> None:
 
 
 def latest_sweep(uri: str, parent: str | None) -> tuple[str, list[str], str]:
-    from mlflow.tracking import MlflowClient
+    from ablate.record import ROLE_SWEEP_PARENT, T_ROLE
+    from ablate.tracking import Tracker
 
-    c = MlflowClient(uri)
+    t = Tracker(uri)
     if parent is None:
-        exps = [e.experiment_id for e in c.search_experiments()]
-        parents = c.search_runs(exps, "tags.`ablate.role` = 'sweep-parent'", order_by=["attributes.start_time DESC"],
-                                max_results=1)
+        parents = t.find_runs(
+            None, f"tags.`{T_ROLE}` = '{ROLE_SWEEP_PARENT}'", max_results=1, newest_first=True
+        )
         if not parents:
             raise SystemExit("error: no sweep parent run in the store; run `python -m ablate -m ...` first")
-        parent = parents[0].info.run_id
-    p = c.get_run(parent)
-    kids = c.search_runs([p.info.experiment_id], f"tags.mlflow.parentRunId = '{parent}'")
-    return p.info.experiment_id, [k.info.run_id for k in kids], parent
+        parent = parents[0].run_id
+    p = t.get_run(parent)
+    if p is None:
+        raise SystemExit(f"error: no run {parent} in {uri}")
+    kids = t.children(parent)
+    return p.experiment_id, [k.run_id for k in kids], parent
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--tracking-uri", default=os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{Path.cwd() / 'mlflow.db'}")
+    ap.add_argument(
+        "--tracking-uri",
+        default=os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{Path.cwd() / 'mlflow.db'}",
+    )
     ap.add_argument("--parent")
     ap.add_argument("--out", default="experiments/results/mlflow_compare.png")
     ap.add_argument("--chromium", default=shutil.which("chromium") or "/usr/bin/chromium")
@@ -76,9 +89,22 @@ def main(argv: list[str] | None = None) -> int:
     exp, runs, parent = latest_sweep(a.tracking_uri, a.parent)
     port = free_port()
     server = subprocess.Popen(
-        [sys.executable, "-m", "mlflow", "ui", "--backend-store-uri", a.tracking_uri, "--host", "127.0.0.1",
-         "--port", str(port), "--workers", "1"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        [
+            sys.executable,
+            "-m",
+            "mlflow",
+            "ui",
+            "--backend-store-uri",
+            a.tracking_uri,
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--workers",
+            "1",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
     try:
         base = f"http://127.0.0.1:{port}"
@@ -89,11 +115,23 @@ def main(argv: list[str] | None = None) -> int:
         out.parent.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory(prefix="chromium-") as profile:
             subprocess.run(
-                [a.chromium, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", "--window-size=1600,2200",
-                 "--virtual-time-budget=25000", f"--screenshot={out}", url],
-                check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=180,
+                [
+                    a.chromium,
+                    *CHROMIUM_FLAGS,
+                    f"--user-data-dir={profile}",
+                    "--window-size=1600,2200",
+                    "--virtual-time-budget=25000",
+                    f"--screenshot={out}",
+                    url,
+                ],
+                check=True,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                timeout=180,
             )
-        print(f"compared {len(runs)} runs of sweep {parent}: {url}\nscreenshot: {out} ({out.stat().st_size} bytes)")
+        print(
+            f"compared {len(runs)} runs of sweep {parent}: {url}\nscreenshot: {out} ({out.stat().st_size} bytes)"
+        )
     finally:
         server.terminate()
         try:
