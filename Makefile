@@ -25,9 +25,10 @@ test: ## the default test suite (slow tests excluded)
 test-slow: ## whole-dataset and browser checks
 	$(BIN)/python -m pytest -q -m slow
 
-lint: ## ruff + mypy
+lint: ## ruff check, ruff format --check, mypy (what CI runs before the tests)
 	$(BIN)/ruff check src tests experiments
-	$(BIN)/mypy src/ablate
+	$(BIN)/ruff format --check src tests experiments
+	$(BIN)/mypy
 
 ui: ## open the MLflow UI on the default store
 	$(BIN)/mlflow ui --backend-store-uri sqlite:///$(CURDIR)/mlflow.db --host 127.0.0.1 --port 5000

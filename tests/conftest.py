@@ -17,12 +17,21 @@ REPO = Path(__file__).resolve().parents[1]
 DATASETS = (REPO.parent / "shared" / "datasets").resolve()
 
 
-def write_corpus(root: Path, docs: list[dict], queries: list[dict], qrels: dict[str, list[tuple[str, str, int]]],
-                 manifest: str | None = None) -> Path:
+def write_corpus(
+    root: Path,
+    docs: list[dict],
+    queries: list[dict],
+    qrels: dict[str, list[tuple[str, str, int]]],
+    manifest: str | None = None,
+) -> Path:
     """Write a small corpus folder (BEIR layout, optional corpus.yaml)."""
     root.mkdir(parents=True, exist_ok=True)
-    (root / "corpus.jsonl").write_text("".join(json.dumps(d, ensure_ascii=False) + "\n" for d in docs), encoding="utf-8")
-    (root / "queries.jsonl").write_text("".join(json.dumps(q, ensure_ascii=False) + "\n" for q in queries), encoding="utf-8")
+    (root / "corpus.jsonl").write_text(
+        "".join(json.dumps(d, ensure_ascii=False) + "\n" for d in docs), encoding="utf-8"
+    )
+    (root / "queries.jsonl").write_text(
+        "".join(json.dumps(q, ensure_ascii=False) + "\n" for q in queries), encoding="utf-8"
+    )
     (root / "qrels").mkdir(exist_ok=True)
     for split, rows in qrels.items():
         lines = ["query-id\tcorpus-id\tscore"] + [f"{q}\t{d}\t{s}" for q, d, s in rows]
@@ -33,24 +42,52 @@ def write_corpus(root: Path, docs: list[dict], queries: list[dict], qrels: dict[
 
 
 TINY_DOCS = [
-    {"_id": "POL-1", "title": "Travel policy", "version": "2026", "sections": [
-        {"id": "4.2-a", "text": "City transport in Shanghai is reimbursed up to 80 yuan per trip."},
-        {"id": "4.2-b", "text": "Any excess over the standard requires supervisor approval."},
-    ]},
-    {"_id": "INV-102", "title": "Invoice INV-102", "text": "Invoice INV-102 from Acme Ltd, amount 1,250 yuan, paid."},
-    {"_id": "INV-120", "title": "Invoice INV-120", "text": "Invoice INV-120 from Apex Co, amount 980 yuan, pending."},
-    {"_id": "FIN-1", "title": "Audit memo", "acl": ["finance"], "text": "Quarterly audit found 3 duplicate claims."},
+    {
+        "_id": "POL-1",
+        "title": "Travel policy",
+        "version": "2026",
+        "sections": [
+            {"id": "4.2-a", "text": "City transport in Shanghai is reimbursed up to 80 yuan per trip."},
+            {"id": "4.2-b", "text": "Any excess over the standard requires supervisor approval."},
+        ],
+    },
+    {
+        "_id": "INV-102",
+        "title": "Invoice INV-102",
+        "text": "Invoice INV-102 from Acme Ltd, amount 1,250 yuan, paid.",
+    },
+    {
+        "_id": "INV-120",
+        "title": "Invoice INV-120",
+        "text": "Invoice INV-120 from Apex Co, amount 980 yuan, pending.",
+    },
+    {
+        "_id": "FIN-1",
+        "title": "Audit memo",
+        "acl": ["finance"],
+        "text": "Quarterly audit found 3 duplicate claims.",
+    },
 ]
 TINY_QUERIES = [
     {"_id": "q1", "text": "How much is INV-102?", "tags": ["exact-id"], "split": "dev"},
     {"_id": "q2", "text": "taxi fare over the limit, what now", "tags": ["paraphrase"], "split": "dev"},
     {"_id": "q3", "text": "What does the policy say about pets?", "tags": ["no-answer"], "split": "dev"},
-    {"_id": "q4", "text": "How many duplicate claims did the audit find?", "tags": ["permission"], "split": "dev"},
+    {
+        "_id": "q4",
+        "text": "How many duplicate claims did the audit find?",
+        "tags": ["permission"],
+        "split": "dev",
+    },
     {"_id": "q5", "text": "Shanghai city transport limit", "tags": ["paraphrase"], "split": "train"},
 ]
 TINY_QRELS = {
-    "dev": [("q1", "INV-102#p0", 2), ("q1", "INV-120#p0", 0), ("q2", "POL-1#4.2-b", 2), ("q2", "POL-1#4.2-a", 1),
-            ("q4", "FIN-1#p0", 2)],
+    "dev": [
+        ("q1", "INV-102#p0", 2),
+        ("q1", "INV-120#p0", 0),
+        ("q2", "POL-1#4.2-b", 2),
+        ("q2", "POL-1#4.2-a", 1),
+        ("q4", "FIN-1#p0", 2),
+    ],
     "train": [("q5", "POL-1#4.2-a", 2)],
 }
 TINY_MANIFEST = """name: tiny

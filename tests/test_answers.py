@@ -1,7 +1,7 @@
 """Answer in context: normalised substring matching over the first K retrieved chunks."""
 
-from ablate.evaluation.answers import answer_in_context, normalize
 from ablate.data.types import Hit, Run
+from ablate.evaluation.answers import answer_in_context, normalize
 
 
 def test_normalize_and_match():

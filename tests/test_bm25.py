@@ -9,12 +9,12 @@ import numpy as np
 import pytest
 from rank_bm25 import BM25Okapi
 
+from ablate.data.types import Chunk, Query, rank_hits
 from ablate.errors import ConfigError, InputError
 from ablate.stages.retrievers.base import Retriever
 from ablate.stages.retrievers.bm25 import BM25Index, BM25Retriever
 from ablate.stages.text.tokenize import Tokenizer
 from ablate.testing.contracts import RetrieverContract
-from ablate.data.types import Chunk, Query, rank_hits
 
 K1, B = 0.9, 0.4
 
@@ -148,7 +148,12 @@ def test_index_stats_and_stage_fingerprint(retriever):
     stage = BM25Retriever(stemmer=None, language="en")
     assert isinstance(stage, Retriever)
     fp = stage.fingerprint()
-    assert (fp.params["impl"], fp.params["method"], fp.params["k1"], fp.params["b"]) == ("bm25s", "lucene", 0.9, 0.4)
+    assert (fp.params["impl"], fp.params["method"], fp.params["k1"], fp.params["b"]) == (
+        "bm25s",
+        "lucene",
+        0.9,
+        0.4,
+    )
     assert fp.resources["tokenizer"] == TOK.fingerprint() and fp.libraries["bm25s"] == bm25s.__version__
 
 

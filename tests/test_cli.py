@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from ablate.tracking import Tracker
 
 REPO = Path(__file__).resolve().parents[1]
@@ -17,8 +18,9 @@ REPO = Path(__file__).resolve().parents[1]
 def ablate(args: list[str], cwd: Path, env_extra: dict[str, str]) -> subprocess.CompletedProcess:
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", **env_extra}
     env.pop("MLFLOW_TRACKING_URI", None)
-    return subprocess.run([sys.executable, "-m", "ablate", *args], cwd=cwd, env=env, capture_output=True, text=True,
-                          timeout=600)
+    return subprocess.run(
+        [sys.executable, "-m", "ablate", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=600
+    )
 
 
 @pytest.fixture(scope="module")
@@ -34,8 +36,16 @@ def _runs(uri: str, experiment: str):
 
 
 def _base(tiny_corpus, uri, exp):
-    return ["corpus=beir", f"corpus.path={tiny_corpus}", "corpus.split=dev", "corpus.identity=employee",
-            f"tracking.uri={uri}", f"tracking.experiment={exp}", "progress=false", "stats.bootstrap=200"]
+    return [
+        "corpus=beir",
+        f"corpus.path={tiny_corpus}",
+        "corpus.split=dev",
+        "corpus.identity=employee",
+        f"tracking.uri={uri}",
+        f"tracking.experiment={exp}",
+        "progress=false",
+        "stats.bootstrap=200",
+    ]
 
 
 def test_single_run_logs_params_metrics_artifacts_and_warm_rerun_encodes_nothing(tiny_corpus, workdir):
@@ -52,10 +62,19 @@ def test_single_run_logs_params_metrics_artifacts_and_warm_rerun_encodes_nothing
     p = first.params
     assert p["variant"] == "C" and float(p["rrf.k"]) == 60 and p["rrf.window"] == "100"
     assert p["pipeline.retrievers"] == '["bm25", "dense"]' and p["pipeline.fuser"] == "rrf"
-    assert p["pipeline.reranker"] == "none" and p["bm25.k1"] == "0.9" and p["dense.model"] == "all-MiniLM-L6-v2"
+    assert (
+        p["pipeline.reranker"] == "none" and p["bm25.k1"] == "0.9" and p["dense.model"] == "all-MiniLM-L6-v2"
+    )
     assert not any(k.startswith(("rerank.", "oracle.", "tracking.", "cache.", "hydra")) for k in p)
     assert first.tags["ablate.param_sources"] == '{"retrieval.window": "rrf.window"}'
-    for m in ("ndcg_at_10", "recall_at_10", "hit_at_10", "mrr_at_10", "ndcg_at_10_ci_low", "queries_answerable"):
+    for m in (
+        "ndcg_at_10",
+        "recall_at_10",
+        "hit_at_10",
+        "mrr_at_10",
+        "ndcg_at_10_ci_low",
+        "queries_answerable",
+    ):
         assert m in first.metrics, m
     # dev: q1, q2 answerable; q3 no-answer; q4's only positive is finance-only -> unanswerable for `employee`
     assert first.metrics["queries_answerable"] == 2
@@ -84,8 +103,19 @@ def test_single_run_logs_params_metrics_artifacts_and_warm_rerun_encodes_nothing
 
 def test_multirun_makes_children_of_one_parent_and_prints_table(tiny_corpus, workdir):
     cwd, env, uri = workdir
-    p = ablate(["-m", *_base(tiny_corpus, uri, "cli-multi"), "variant=A,D,oracle", "rerank.depth=5",
-                "rerank.model=trained", "rerank.train.epochs=1", "rerank.train.min_steps=2"], cwd, env)
+    p = ablate(
+        [
+            "-m",
+            *_base(tiny_corpus, uri, "cli-multi"),
+            "variant=A,D,oracle",
+            "rerank.depth=5",
+            "rerank.model=trained",
+            "rerank.train.epochs=1",
+            "rerank.train.min_steps=2",
+        ],
+        cwd,
+        env,
+    )
     assert p.returncode == 0, p.stderr
     assert "| oracle" in p.stdout and "report:" in p.stdout
     _, runs = _runs(uri, "cli-multi")
@@ -127,4 +157,6 @@ def test_a_failing_job_does_not_stop_the_sweep(tiny_corpus, workdir):
     assert "rerank.model=trained" in p.stderr and "Traceback" not in p.stderr
     _, runs = _runs(uri, "cli-sweep-fail")
     status = {r.name: r.status for r in runs if r.parent}
-    assert status == {"A": "FINISHED"}  # D was refused before its run started (the model is not available offline)
+    assert status == {
+        "A": "FINISHED"
+    }  # D was refused before its run started (the model is not available offline)

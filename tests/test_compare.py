@@ -60,7 +60,11 @@ def params_for(variant: str, **over: object) -> dict[str, str]:
         head = k.split(".")[0]
         if head in STAGE_PARAMS and head not in stages:
             continue  # a stage that did not run logs nothing
-        if k.startswith("rerank.train.") and p.get("rerank.model") != "trained" and overrides.get("rerank.model") != "trained":
+        if (
+            k.startswith("rerank.train.")
+            and p.get("rerank.model") != "trained"
+            and overrides.get("rerank.model") != "trained"
+        ):
             continue
         p[k] = v
     return p
@@ -98,7 +102,9 @@ def info(
         "ablate.split": params["corpus.split"],
         **{f"ablate.fp.{k}": v for k, v in fps.items()},
     }
-    return RecordedRun(run_id=(name or variant).ljust(32, "0"), name=name or variant, params=params, tags=tags)
+    return RecordedRun(
+        run_id=(name or variant).ljust(32, "0"), name=name or variant, params=params, tags=tags
+    )
 
 
 def test_differing_components_missing_is_absent():
@@ -228,10 +234,20 @@ def test_recorded_run_reads_its_tags():
         "ablate.variant_order": "3",
         "ablate.param_sources": '{"retrieval.window": "rrf.window"}',
     }
-    ri = RecordedRun("r1", "C", params={"rrf.k": "60", "pipeline.retrievers": '["bm25"]', "pipeline.fuser": "rrf"},
-                     tags=tags)
+    ri = RecordedRun(
+        "r1",
+        "C",
+        params={"rrf.k": "60", "pipeline.retrievers": '["bm25"]', "pipeline.fuser": "rrf"},
+        tags=tags,
+    )
     assert ri.fingerprints == {"bm25": "b", "rrf": "f"}
-    assert (ri.snapshot, ri.corpus_files, ri.qrels_hash, ri.split, ri.variant) == ("docs", "full", "qh", "dev", "C")
+    assert (ri.snapshot, ri.corpus_files, ri.qrels_hash, ri.split, ri.variant) == (
+        "docs",
+        "full",
+        "qh",
+        "dev",
+        "C",
+    )
     assert ri.stages == ["bm25", "rrf"] and ri.variant_order == 3.0
     assert ri.param_sources == {"retrieval.window": "rrf.window"}
     legacy = RecordedRun("r2", "A", params={"corpus.split": "dev"}, tags={"ablate.snapshot": "full"})

@@ -48,7 +48,9 @@ def test_every_variant_and_corpus_composes(variant, corpus):
     if corpus not in ("demo",):
         ov.append("corpus.path=/tmp/some/beir/folder")
     cfg = _compose(ov)
-    if variant == "D" and corpus != "demo":  # the hub cross-encoder is not available offline: refused up front
+    if (
+        variant == "D" and corpus != "demo"
+    ):  # the hub cross-encoder is not available offline: refused up front
         with pytest.raises(ModelUnavailableError, match="rerank.model=trained"):
             job_from_config(cfg)
         return
@@ -56,7 +58,10 @@ def test_every_variant_and_corpus_composes(variant, corpus):
     retrievers, fuser, reranker = EXPECTED[variant]
     pipe = job.pipeline
     assert job.variant == variant and tuple(r.name for r in pipe.retrievers) == retrievers
-    assert (pipe.fuser.name if pipe.fuser else None, pipe.reranker.name if pipe.reranker else None) == (fuser, reranker)
+    assert (pipe.fuser.name if pipe.fuser else None, pipe.reranker.name if pipe.reranker else None) == (
+        fuser,
+        reranker,
+    )
     if fuser:
         assert (pipe.fuser.k, pipe.fuser.window) == (60.0, 100)
         assert job.param_sources == {"retrieval.window": "rrf.window"}
@@ -75,7 +80,11 @@ def test_axes_override_independently_of_variant():
     job = _job(["variant=D", "reranker=none", "rrf.k=1", "retrieval.window=20"])
     assert job.pipeline.reranker is None and (job.pipeline.fuser.k, job.pipeline.fuser.window) == (1.0, 20)
     job = _job(["variant=A", "eval.ks=[10,5]", "bm25.impl=rank_bm25"])
-    assert job.settings.eval.ks == (5, 10) and job.settings.depth == 10 and job.pipeline.retrievers[0].impl == "rank_bm25"
+    assert (
+        job.settings.eval.ks == (5, 10)
+        and job.settings.depth == 10
+        and job.pipeline.retrievers[0].impl == "rank_bm25"
+    )
     job = _job(["variant=C", "retrievers=bm25"])  # RRF over one list
     assert [r.name for r in job.pipeline.retrievers] == ["bm25"] and job.pipeline.fuser is not None
 
@@ -130,7 +139,13 @@ def test_targets_outside_ablate_are_refused():
 
 def test_precheck_rejects_unknown_group_options():
     precheck_overrides(["-m", "variant=A,B,C,D,oracle", "rrf.k=1,10"])
-    for bad in (["variant=E"], ["-m", "variant=A,X"], ["corpus=nope"], ["reranker=colbert"], ["retrievers=[bm25,splade]"]):
+    for bad in (
+        ["variant=E"],
+        ["-m", "variant=A,X"],
+        ["corpus=nope"],
+        ["reranker=colbert"],
+        ["retrievers=[bm25,splade]"],
+    ):
         with pytest.raises(ConfigError, match="valid options"):
             precheck_overrides(bad)
 

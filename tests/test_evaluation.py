@@ -13,9 +13,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from ablate.data.types import Hit, Qrels, Run
 from ablate.errors import ConfigError, InputError
 from ablate.evaluation import EvalSettings, evaluate
-from ablate.data.types import Hit, Qrels, Run
 
 
 def docs(*ids: str, start: float = 100.0) -> list[Hit]:

@@ -18,8 +18,8 @@ import pytrec_eval
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ablate.evaluation import EvalSettings, evaluate
 from ablate.data.types import Hit, Qrels, Run
+from ablate.evaluation import EvalSettings, evaluate
 
 KS = (1, 2, 3, 5, 10, 20)
 TOL = 1e-9

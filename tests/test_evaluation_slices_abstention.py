@@ -6,6 +6,7 @@ import math
 
 import pytest
 
+from ablate.data.types import Hit, Qrels, Query, Run
 from ablate.errors import ConfigError, InputError
 from ablate.evaluation import (
     EvalSettings,
@@ -16,7 +17,6 @@ from ablate.evaluation import (
     top_scores,
 )
 from ablate.evaluation.abstention import abstention_report
-from ablate.data.types import Hit, Qrels, Query, Run
 
 
 def hits(*pairs):

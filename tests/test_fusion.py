@@ -2,10 +2,10 @@
 
 import pytest
 
+from ablate.data.types import Hit, Run
 from ablate.errors import ConfigError
 from ablate.stages.fusion.rrf import RRF, rrf, rrf_scores
 from ablate.testing.contracts import FuserContract
-from ablate.data.types import Hit, Run
 
 BM25 = ["4.2", "6.1", "3.5"]
 DENSE = ["5.3", "6.1", "4.2"]

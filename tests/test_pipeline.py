@@ -39,7 +39,9 @@ def test_prefix_reuse_equals_cold_runs(tiny_corpus, tmp_path):
     assert warm.counters["candidate_cache_hits"] == 3
     # a fusion window over cached prefixes equals fusion over cold lists
     a = warm.candidates(_bm25(snap), queries, 2, groups, cache_depth=5)
-    b = CandidateSource(snap, Cache(tmp_path / "cold-f"), Session()).candidates(_bm25(snap), queries, 2, groups, 2)
+    b = CandidateSource(snap, Cache(tmp_path / "cold-f"), Session()).candidates(
+        _bm25(snap), queries, 2, groups, 2
+    )
     assert _ids(rrf([a], k=60, window=2)) == _ids(rrf([b], k=60, window=2))
 
 

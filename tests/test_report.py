@@ -202,7 +202,9 @@ def test_baseline_rules():
         report.build_report(runs, baseline="Z", plots=False)
     no_a = [r for r in runs if r.variant != "A"]
     rep = report.build_report(no_a, plots=False, n_resamples=100)
-    assert rep.table["variant"].iloc[0] == "B" and rep.baseline == no_a[2].run_id  # the first in ablation order
+    assert (
+        rep.table["variant"].iloc[0] == "B" and rep.baseline == no_a[2].run_id
+    )  # the first in ablation order
     assert rep.warnings == []
 
     sw = sweep_runs()
@@ -229,7 +231,9 @@ def test_baseline_rules():
 def test_sweep_flags_unswept_change_and_plots(tmp_path: Path):
     sw = sweep_runs()
     sw[5] = record("C", 15, rrf__k=30, rrf__window=100, bm25__b=0.75)
-    rep = report.build_report(sw, swept=["rrf.k", "rrf.window"], n_resamples=200, metrics=["ndcg@10", "mrr@10"])
+    rep = report.build_report(
+        sw, swept=["rrf.k", "rrf.window"], n_resamples=200, metrics=["ndcg@10", "mrr@10"]
+    )
     flagged = rep.table[rep.table["flags"] != ""]
     assert list(flagged["run_id"]) == [sw[5].run_id]
     assert flagged["flags"].iloc[0] == "two factors changed: rrf.k/rrf.window and bm25.b"
@@ -271,7 +275,7 @@ def test_slices_table():
     assert "## exact-id vs paraphrase" in md and "## ndcg@10" in md
     ex_a, ex_c = s.loc[("exact-id", "A"), "ndcg@10"], s.loc[("exact-id", "C"), "ndcg@10"]
     assert f"C vs A (ndcg@10): exact-id {ex_c:.3f} vs {ex_a:.3f}" in md
-    assert ("C vs A (ndcg@10)" in md) and ((f"{ex_c:.3f} vs {ex_a:.3f}, paraphrase" in md))
+    assert ("C vs A (ndcg@10)" in md) and (f"{ex_c:.3f} vs {ex_a:.3f}, paraphrase" in md)
     lower = [r.variant for r in runs if s.loc[("exact-id", r.variant), "ndcg@10"] < ex_a]
     assert md.count("lower on exact-id") == len(lower)
     rep = report.build_report(runs, n_resamples=100, plots=False, contrast=("multi-hop", "paraphrase"))
@@ -365,6 +369,7 @@ def test_report_cli_on_mlflow(mlflow_uri, tmp_path, capsys):
     parent2 = t.start(exp, "sweep y", tags={"ablate.role": "sweep-parent"})
     log_child(t, exp, parent2, record("A", 1), with_per_query=False)
     assert (
-        report_cli.main(["--parent", parent2, "--tracking-uri", mlflow_uri, "--out", str(tmp_path / "o4")]) == 2
+        report_cli.main(["--parent", parent2, "--tracking-uri", mlflow_uri, "--out", str(tmp_path / "o4")])
+        == 2
     )
     assert "per_query.csv" in capsys.readouterr().err

@@ -12,11 +12,11 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 import pytest
 
 from ablate.cache import Cache
+from ablate.data.types import Hit, Run, rank_hits
 from ablate.errors import ConfigError, InputError, ModelUnavailableError
 from ablate.stages.rerank.cross_encoder import SCORE_KIND, CrossEncoderReranker, CrossEncoderScorer
 from ablate.stages.rerank.training import train_cross_encoder
 from ablate.testing.contracts import RerankerContract
-from ablate.data.types import Hit, Run, rank_hits
 
 # Eight facts: each question's own passage is its positive, three other passages its negatives.
 FACTS = {
@@ -155,9 +155,7 @@ def test_no_disk_cache_still_scores_each_pair_once(model_path):
 
 
 def test_max_length_is_part_of_the_cache_key(model_path, tmp_path):
-    CrossEncoderScorer(model_path, cache=Cache(tmp_path)).rerank(
-        _run(ORDER), QUERY_TEXT, CHUNK_TEXT, depth=2
-    )
+    CrossEncoderScorer(model_path, cache=Cache(tmp_path)).rerank(_run(ORDER), QUERY_TEXT, CHUNK_TEXT, depth=2)
     short = CrossEncoderScorer(model_path, cache=Cache(tmp_path), max_length=64)
     short.rerank(_run(ORDER), QUERY_TEXT, CHUNK_TEXT, depth=2)
     assert short.stats["pairs_scored"] == 4
@@ -166,9 +164,7 @@ def test_max_length_is_part_of_the_cache_key(model_path, tmp_path):
 
 def test_empty_queries_and_short_lists(model_path, tmp_path):
     run = Run("r", {"hamlet": [], "water": [Hit("D-water", "D-water", 1.0)]})
-    out = CrossEncoderScorer(model_path, cache=Cache(tmp_path)).rerank(
-        run, QUERY_TEXT, CHUNK_TEXT, depth=50
-    )
+    out = CrossEncoderScorer(model_path, cache=Cache(tmp_path)).rerank(run, QUERY_TEXT, CHUNK_TEXT, depth=50)
     assert out.get("hamlet") == [] and [h.chunk_id for h in out.get("water")] == ["D-water"]
 
 

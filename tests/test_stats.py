@@ -19,8 +19,8 @@ from hypothesis import strategies as hs
 from statsmodels.stats.multitest import multipletests
 from statsmodels.stats.proportion import proportion_confint
 
-from ablate.evaluation import stats as S
 from ablate.errors import AblateError
+from ablate.evaluation import stats as S
 
 
 def _paired_mean(x, y, axis=-1):

@@ -28,7 +28,7 @@ def test_flatten():
 def store(mlflow_uri):
     from pathlib import Path
 
-    return Path(mlflow_uri[len("sqlite:///"):]).parent, Tracker(mlflow_uri)
+    return Path(mlflow_uri[len("sqlite:///") :]).parent, Tracker(mlflow_uri)
 
 
 def test_run_contents_and_failed_status(store):

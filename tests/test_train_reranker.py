@@ -12,10 +12,9 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 import numpy as np
 import pytest
 
+from ablate.app.train_reranker import main
 from ablate.cache import Cache
 from ablate.errors import ConfigError, InputError, ModelUnavailableError
-from ablate.stages.text.models import resolve_model
-from ablate.app.train_reranker import main
 from ablate.stages.rerank.training import (
     META_FILE,
     TRAINED_KIND,
@@ -25,6 +24,7 @@ from ablate.stages.rerank.training import (
     pairs_sha256,
     train_cross_encoder,
 )
+from ablate.stages.text.models import resolve_model
 
 CHUNKS = {f"c{i}": f"passage number {i}" for i in range(40)}
 QUERIES = {"q1": "first question", "q2": "second question", "q0": "a question nobody answered"}

@@ -208,7 +208,9 @@ def param_value(v: Any) -> str:
     if v is None:
         return "null"
     if isinstance(v, (list, tuple, dict)):
-        return json.dumps(list(v) if isinstance(v, tuple) else v, ensure_ascii=False, sort_keys=isinstance(v, dict))
+        return json.dumps(
+            list(v) if isinstance(v, tuple) else v, ensure_ascii=False, sort_keys=isinstance(v, dict)
+        )
     s = str(v)
     return s if len(s) <= 6000 else s[:5997] + "..."
 

@@ -21,7 +21,9 @@ def as_number(v: Any) -> float | None:
 def format_table(rows: list[dict[str, Any]], columns: list[str]) -> str:
     """A plain fixed-width table (also valid Markdown)."""
     cells = [[str(r.get(c, "")) for c in columns] for r in rows]
-    widths = [max(len(c), *(len(row[i]) for row in cells)) if cells else len(c) for i, c in enumerate(columns)]
+    widths = [
+        max(len(c), *(len(row[i]) for row in cells)) if cells else len(c) for i, c in enumerate(columns)
+    ]
     line = "| " + " | ".join(c.ljust(w) for c, w in zip(columns, widths, strict=True)) + " |"
     sep = "|" + "|".join("-" * (w + 2) for w in widths) + "|"
     body = ["| " + " | ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)) + " |" for row in cells]
@@ -31,5 +33,3 @@ def format_table(rows: list[dict[str, Any]], columns: list[str]) -> str:
 def fmt(v: Any, digits: int = 3) -> str:
     f = as_number(v)
     return "-" if f is None else f"{f:.{digits}f}"
-
-

@@ -103,7 +103,11 @@ class Tracker:
 
     # -- runs -------------------------------------------------------------------------------------------------------
     def start(
-        self, experiment: str, run_name: str, tags: Mapping[str, str] | None = None, parent_run_id: str | None = None
+        self,
+        experiment: str,
+        run_name: str,
+        tags: Mapping[str, str] | None = None,
+        parent_run_id: str | None = None,
     ) -> str:
         tags = dict(tags or {})
         if parent_run_id:
@@ -121,7 +125,11 @@ class Tracker:
 
     @contextlib.contextmanager
     def run(
-        self, experiment: str, run_name: str, tags: Mapping[str, str] | None = None, parent_run_id: str | None = None
+        self,
+        experiment: str,
+        run_name: str,
+        tags: Mapping[str, str] | None = None,
+        parent_run_id: str | None = None,
     ) -> Iterator[str]:
         """Start a run; end it FINISHED, or FAILED with the reason when the body raises (the error propagates)."""
         run_id = self.start(experiment, run_name, tags, parent_run_id)
@@ -187,9 +195,11 @@ class Tracker:
         newest_first: bool = False,
     ) -> list[RecordedRun]:
         """Runs matching an MLflow filter (every experiment when ``experiment_ids`` is None), oldest first."""
-        ids = list(experiment_ids) if experiment_ids is not None else [
-            e.experiment_id for e in _retry(self.client.search_experiments)
-        ]
+        ids = (
+            list(experiment_ids)
+            if experiment_ids is not None
+            else [e.experiment_id for e in _retry(self.client.search_experiments)]
+        )
         if not ids:
             return []
         order = ["attributes.start_time DESC" if newest_first else "attributes.start_time ASC"]

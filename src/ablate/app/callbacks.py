@@ -69,7 +69,7 @@ class SweepCallback(Callback):
                     bootstrap=int(config.stats.bootstrap),
                     seed=int(config.stats.seed),
                 )
-                print(f"report: {self.sweep_dir / R.REPORT_DIR} (also attached to MLflow run {self.parent})")
+                print(f"report: {self.sweep_dir}/{R.REPORT_DIR} (also attached to MLflow run {self.parent})")
             except AblateError as e:  # e.g. a refused comparison must not crash the end of the sweep
                 print(table)
                 print(f"warning: no ablation report: {e}", file=sys.stderr)

@@ -30,7 +30,9 @@ def precheck_overrides(argv: list[str]) -> None:
         key, _, value = arg.partition("=")
         key = key.removeprefix("override ")
         if key in groups and value:
-            vals = value.strip("[]").split(",") if not value.startswith(("range(", "choice(", "glob(")) else []
+            vals = (
+                value.strip("[]").split(",") if not value.startswith(("range(", "choice(", "glob(")) else []
+            )
             for v in vals:
                 v = v.strip()
                 if v and v not in groups[key]:
@@ -130,7 +132,10 @@ def main() -> None:
         except Exception as e:  # an unexpected failure: still one line, still FAILED in MLflow
             if os.environ.get("ABLATE_DEBUG"):
                 raise
-            print(f"error: unexpected {type(e).__name__}: {e} (set ABLATE_DEBUG=1 for the traceback)", file=sys.stderr)
+            print(
+                f"error: unexpected {type(e).__name__}: {e} (set ABLATE_DEBUG=1 for the traceback)",
+                file=sys.stderr,
+            )
             if multirun:
                 return {"error": str(e)}
             sys.exit(1)

@@ -33,7 +33,18 @@ from ablate.stages.base import kind_of
 from ablate.tracking import resolve_tracking_uri
 
 #: Top-level keys that are settings, not stages.
-SETTINGS_KEYS = ("variant", "corpus", "retrieval", "eval", "abstain", "stats", "tracking", "cache", "progress", "hydra")
+SETTINGS_KEYS = (
+    "variant",
+    "corpus",
+    "retrieval",
+    "eval",
+    "abstain",
+    "stats",
+    "tracking",
+    "cache",
+    "progress",
+    "hydra",
+)
 ENTRY_POINT_GROUP = "ablate.stages"
 _INTERPOLATION = re.compile(r"^\$\{([A-Za-z_][\w.]*)\}$")
 
@@ -49,7 +60,9 @@ def _plugin_targets() -> set[str]:
 def check_target(key: str, target: object) -> str:
     """``target`` if it may be instantiated (``ablate.*`` or a registered plugin), else a ConfigError."""
     if not isinstance(target, str) or not target:
-        raise ConfigError(f"{key}._target_", target, "name a stage class, e.g. ablate.stages.retrievers.bm25.BM25Retriever")
+        raise ConfigError(
+            f"{key}._target_", target, "name a stage class, e.g. ablate.stages.retrievers.bm25.BM25Retriever"
+        )
     if target.startswith("ablate.") or target in _plugin_targets():
         return target
     raise ConfigError(
@@ -84,14 +97,18 @@ def build_stage(key: str, node: DictConfig) -> Any:
     try:
         cls = get_class(target)
     except Exception:  # noqa: BLE001 - hydra raises ImportError/ValueError variants for a bad path
-        raise ConfigError(f"{key}._target_", target, "no such class: check the module path and the class name") from None
+        raise ConfigError(
+            f"{key}._target_", target, "no such class: check the module path and the class name"
+        ) from None
     accepted = inspect.signature(cls).parameters
     takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in accepted.values())
     if not takes_any:
         for param in raw:
             if param != "_target_" and param not in accepted:
                 known = ", ".join(p for p in accepted if p != "name")
-                raise ConfigError(f"{key}.{param}", raw[param], f"{cls.__name__} has no such parameter; known: {known}")
+                raise ConfigError(
+                    f"{key}.{param!s}", raw[param], f"{cls.__name__} has no such parameter; known: {known}"
+                )
     try:
         stage = instantiate(node, name=key, _convert_="all")
     except InstantiationException as e:
@@ -124,7 +141,10 @@ def param_sources(cfg: DictConfig, stage_keys: list[str]) -> dict[str, str]:
 def build_pipeline(cfg: DictConfig, notes: list[str] | None = None) -> tuple[Pipeline, list[str]]:
     """The stages of the composed config as a :class:`Pipeline`, and the stage block names (config order)."""
     known_blocks = stage_blocks()
-    retrievers, fusers, rerankers, keys = [], [], [], []
+    retrievers: list[Any] = []
+    fusers: list[Any] = []
+    rerankers: list[Any] = []
+    keys: list[str] = []
     for key in cfg:
         key = str(key)
         if key in SETTINGS_KEYS:
@@ -139,7 +159,9 @@ def build_pipeline(cfg: DictConfig, notes: list[str] | None = None) -> tuple[Pip
                     )
                 continue
             hint = f"known top-level keys: {', '.join(SETTINGS_KEYS[:-1])} and the stage blocks {', '.join(known_blocks)}"
-            raise ConfigError(key, OmegaConf.to_container(node) if isinstance(node, DictConfig) else node, hint)
+            raise ConfigError(
+                key, OmegaConf.to_container(node) if isinstance(node, DictConfig) else node, hint
+            )
         stage = build_stage(key, node)
         keys.append(key)
         {"retriever": retrievers, "fuser": fusers, "reranker": rerankers}[kind_of(stage)].append(stage)
@@ -202,7 +224,9 @@ def job_from_config(
         variant = _plain(cfg, "variant")
     except MissingMandatoryValue as e:
         key = str(getattr(e, "full_key", "") or "a key")
-        raise ConfigError(key, "???", f"it has no value; set it on the command line, e.g. {key}=...") from None
+        raise ConfigError(
+            key, "???", f"it has no value; set it on the command line, e.g. {key}=..."
+        ) from None
     order = variant.get("order")
     return JobSpec(
         variant=str(variant.get("name") or "custom"),
@@ -210,8 +234,12 @@ def job_from_config(
         corpus=corpus,
         settings=settings,
         output=output,
-        variant_order=float(order) if isinstance(order, (int, float)) and not isinstance(order, bool) else None,
-        config_yaml=OmegaConf.to_yaml(OmegaConf.masked_copy(cfg, [str(k) for k in cfg if k != "hydra"]), resolve=True),
+        variant_order=float(order)
+        if isinstance(order, (int, float)) and not isinstance(order, bool)
+        else None,
+        config_yaml=OmegaConf.to_yaml(
+            OmegaConf.masked_copy(cfg, [str(k) for k in cfg if k != "hydra"]), resolve=True
+        ),
         param_sources=param_sources(cfg, stage_keys),
         overrides=overrides,
         sweep_id=sweep_id,

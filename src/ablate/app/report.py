@@ -26,7 +26,9 @@ def _contrast(text: str) -> tuple[str, str] | None:
         return None
     parts = [t.strip() for t in text.split(",") if t.strip()]
     if len(parts) != 2:
-        raise ConfigError("--contrast", text, "give two question tags separated by a comma, e.g. exact-id,paraphrase")
+        raise ConfigError(
+            "--contrast", text, "give two question tags separated by a comma, e.g. exact-id,paraphrase"
+        )
     return parts[0], parts[1]
 
 
@@ -88,4 +90,3 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         return 1
     return 0
-

@@ -61,7 +61,9 @@ def chunk_document(doc: Document, spec: ChunkerSpec) -> list[Chunk]:
             head = f"{head} — {heading}" if head else heading
         text = f"{head} {body}".strip() if spec.title_prefix and head else body
         cid = doc.doc_id if local is None else f"{doc.doc_id}#{local}"
-        return Chunk(chunk_id=cid, doc_id=doc.doc_id, text=text, version=doc.version, position=pos, acl=doc.acl)
+        return Chunk(
+            chunk_id=cid, doc_id=doc.doc_id, text=text, version=doc.version, position=pos, acl=doc.acl
+        )
 
     if spec.kind == "none":
         return [mk(None, 0, doc.text)]

@@ -53,7 +53,8 @@ class Snapshot:
         """sha256 over the files' content hashes and the chunker parameters."""
         return _sha(
             json.dumps(
-                {"format": FORMAT_VERSION, "files": self.files, "chunker": self.chunker.params()}, sort_keys=True
+                {"format": FORMAT_VERSION, "files": self.files, "chunker": self.chunker.params()},
+                sort_keys=True,
             )
         )
 
@@ -89,7 +90,9 @@ class Snapshot:
     def split_qids(self, split: str) -> list[str]:
         if split not in self.splits:
             raise ConfigError(
-                "corpus.split", split, f"the corpus {self.name!r} has splits: {', '.join(sorted(self.splits)) or 'none'}"
+                "corpus.split",
+                split,
+                f"the corpus {self.name!r} has splits: {', '.join(sorted(self.splits)) or 'none'}",
             )
         return self.splits[split]
 
@@ -152,7 +155,9 @@ def _read_jsonl(path: Path) -> Iterable[tuple[int, dict[str, Any]]]:
             obj = json.loads(line)
         except json.JSONDecodeError as e:
             raise InputError(
-                f"{path}:{lineno}", f"invalid JSON ({e.msg} at column {e.colno})", "make each line one JSON object"
+                f"{path}:{lineno}",
+                f"invalid JSON ({e.msg} at column {e.colno})",
+                "make each line one JSON object",
             ) from None
         if not isinstance(obj, dict):
             raise InputError(f"{path}:{lineno}", "is not a JSON object", "make each line one JSON object")
@@ -166,7 +171,9 @@ def _req_id(obj: dict[str, Any], where: str, key: str = "_id") -> str:
     if not isinstance(v, str) or not v.strip():
         raise InputError(where, f"missing or empty {key!r}", f'give every line a non-empty string "{key}"')
     if any(ch.isspace() for ch in v):
-        raise InputError(where, f"id {v!r} contains whitespace", "ids must not contain spaces or tabs (TREC files)")
+        raise InputError(
+            where, f"id {v!r} contains whitespace", "ids must not contain spaces or tabs (TREC files)"
+        )
     return v
 
 
@@ -194,25 +201,33 @@ def load_documents(path: Path) -> dict[str, Document]:
         if did in docs:
             raise InputError(where, f"duplicate document id {did!r}", "give every document a unique _id")
         if "#" in did:
-            raise InputError(where, f"document id {did!r} contains '#'", "'#' separates doc and chunk ids; rename it")
+            raise InputError(
+                where, f"document id {did!r} contains '#'", "'#' separates doc and chunk ids; rename it"
+            )
         sections: list[Section] = []
         seen: set[str] = set()
         raw_sections = obj.get("sections") or []
         if not isinstance(raw_sections, list):
-            raise InputError(where, "'sections' must be a list", 'write "sections": [{"id": "1.1", "text": "..."}]')
+            raise InputError(
+                where, "'sections' must be a list", 'write "sections": [{"id": "1.1", "text": "..."}]'
+            )
         for s in raw_sections:
             if not isinstance(s, dict):
                 raise InputError(where, "a section is not an object", 'write {"id": "1.1", "text": "..."}')
             sid = _req_id(s, where + " (section)", "id")
             if sid in seen:
-                raise InputError(where, f"duplicate section id {sid!r} in document {did!r}", "make section ids unique")
+                raise InputError(
+                    where, f"duplicate section id {sid!r} in document {did!r}", "make section ids unique"
+                )
             seen.add(sid)
             sections.append(Section(sid=sid, text=str(s.get("text") or ""), title=str(s.get("title") or "")))
         text = obj.get("text")
         if text is None and sections:
             text = "\n\n".join(f"{s.sid} {s.title + ': ' if s.title else ''}{s.text}" for s in sections)
         if not isinstance(text, str):
-            raise InputError(where, f"document {did!r} has no 'text' (and no 'sections')", 'add a "text" string')
+            raise InputError(
+                where, f"document {did!r} has no 'text' (and no 'sections')", 'add a "text" string'
+            )
         meta = obj.get("metadata") or {}
         if not isinstance(meta, dict):
             raise InputError(where, "'metadata' must be an object", "write it as a JSON object or drop it")
@@ -242,7 +257,8 @@ def load_queries(path: Path) -> dict[str, Query]:
         text = obj.get("text")
         if not isinstance(text, str) or not text.strip():
             raise InputError(where, f"query {qid!r} has no text", 'add a non-empty "text"')
-        meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
+        raw_meta = obj.get("metadata")
+        meta: dict[str, Any] = raw_meta if isinstance(raw_meta, dict) else {}
         queries[qid] = Query(
             qid=qid,
             text=text,
@@ -258,7 +274,9 @@ def load_queries(path: Path) -> dict[str, Query]:
     return queries
 
 
-def load_qrels_tsv(path: Path, unit: Unit, queries: dict[str, Query], known_ids: set[str], name: str) -> Qrels:
+def load_qrels_tsv(
+    path: Path, unit: Unit, queries: dict[str, Query], known_ids: set[str], name: str
+) -> Qrels:
     """A corpus folder's qrels file (:func:`ablate.data.qrels.read_qrels`), every judged query and id checked against
     the folder's queries and the snapshot's documents/chunks."""
     what = "document" if unit == "doc" else "chunk"
@@ -271,7 +289,9 @@ def load_qrels_tsv(path: Path, unit: Unit, queries: dict[str, Query], known_ids:
 
     def check(qid: str, uid: str, where: str) -> None:
         if qid not in queries:
-            raise InputError(where, f"query id {qid!r} is not in queries.jsonl", "add the query or remove the qrels line")
+            raise InputError(
+                where, f"query id {qid!r} is not in queries.jsonl", "add the query or remove the qrels line"
+            )
         if uid not in known_ids:
             raise InputError(where, f"{what} id {uid!r} is not in the corpus", hint)
 
@@ -293,7 +313,9 @@ def read_manifest(root: Path) -> dict[str, Any]:
         where = f"{p}:{mark.line + 1}" if mark else str(p)
         raise InputError(where, f"invalid YAML ({getattr(e, 'problem', e)})", "fix the YAML syntax") from None
     if not isinstance(m, dict):
-        raise InputError(str(p), "is not a YAML mapping", "write key: value pairs (name, language, qrels_unit, ...)")
+        raise InputError(
+            str(p), "is not a YAML mapping", "write key: value pairs (name, language, qrels_unit, ...)"
+        )
     return m
 
 
@@ -315,7 +337,11 @@ def load_corpus(
     """
     root = Path(path).expanduser()
     if not root.is_dir():
-        raise InputError(str(root), "is not a folder", "set corpus.path to a folder with corpus.jsonl, queries.jsonl, qrels/")
+        raise InputError(
+            str(root),
+            "is not a folder",
+            "set corpus.path to a folder with corpus.jsonl, queries.jsonl, qrels/",
+        )
     root = root.resolve()
     manifest = read_manifest(root)
     for fname in ("corpus.jsonl", "queries.jsonl"):
@@ -356,7 +382,9 @@ def load_corpus(
     for rel in extra:
         f = root / rel
         if not f.is_file():
-            raise InputError(str(f), "is missing", "fix corpus.extra_qrels (paths relative to the corpus folder)")
+            raise InputError(
+                str(f), "is missing", "fix corpus.extra_qrels (paths relative to the corpus folder)"
+            )
         more = load_qrels_tsv(f, unit, queries, known, f.stem)  # type: ignore[arg-type]
         extra_files[rel] = more.source_sha256
         for q in qrels.values():
@@ -368,11 +396,11 @@ def load_corpus(
     splits: dict[str, list[str]] = {}
     for split, q in qrels.items():
         splits[split] = list(q.judgements)
-    for q in queries.values():
-        if q.split:
-            lst = splits.setdefault(q.split, [])
-            if q.qid not in lst:
-                lst.append(q.qid)
+    for query in queries.values():
+        if query.split:
+            lst = splits.setdefault(query.split, [])
+            if query.qid not in lst:
+                lst.append(query.qid)
     for split, lst in splits.items():
         for qid in lst:
             qs = queries[qid].split
@@ -382,7 +410,10 @@ def load_corpus(
                     f"query {qid!r} is labelled in split {split!r} but declares split {qs!r} in queries.jsonl",
                     "keep each query in one split",
                 )
-    files = {"corpus.jsonl": _sha_file(root / "corpus.jsonl"), "queries.jsonl": _sha_file(root / "queries.jsonl")}
+    files = {
+        "corpus.jsonl": _sha_file(root / "corpus.jsonl"),
+        "queries.jsonl": _sha_file(root / "queries.jsonl"),
+    }
     files.update({f"qrels/{f.name}": qrels[f.stem].source_sha256 for f in qfiles})
     files.update(extra_files)
     if (root / "corpus.yaml").exists():

@@ -38,7 +38,9 @@ def read_text_lines(path: str | Path) -> tuple[list[str], str]:
     except IsADirectoryError:
         raise InputError(str(p), "is a directory, not a file", "give the path of the file itself") from None
     except OSError as e:
-        raise InputError(str(p), f"cannot be read ({e.strerror})", "check the path and its permissions") from None
+        raise InputError(
+            str(p), f"cannot be read ({e.strerror})", "check the path and its permissions"
+        ) from None
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:
@@ -59,10 +61,14 @@ def parse_grade(s: str, where: str) -> int:
         f = float("nan")
     if f == f and f not in (float("inf"), float("-inf")) and f == int(f):
         return int(f)
-    raise InputError(where, f"grade {s!r} is not an integer", "write integer grades (0 = judged non-relevant)")
+    raise InputError(
+        where, f"grade {s!r} is not an integer", "write integer grades (0 = judged non-relevant)"
+    )
 
 
-def read_qrels(path: str | Path, unit: str = "doc", *, name: str | None = None, check: Check | None = None) -> Qrels:
+def read_qrels(
+    path: str | Path, unit: str = "doc", *, name: str | None = None, check: Check | None = None
+) -> Qrels:
     """Read BEIR or TREC qrels at ``unit`` (``doc`` or ``chunk``); ``check`` validates each judged id."""
     if unit not in UNITS:
         raise ConfigError("qrels unit", unit, f"valid options: {', '.join(UNITS)}")
@@ -79,12 +85,16 @@ def read_qrels(path: str | Path, unit: str = "doc", *, name: str | None = None, 
             if first in HEADER_FIELDS:
                 continue
         if tabbed and "\t" not in line:
-            raise InputError(where, "has no tab, but the file is tab-separated", f"write every line as {FORMATS}")
+            raise InputError(
+                where, "has no tab, but the file is tab-separated", f"write every line as {FORMATS}"
+            )
         fields = [f.strip() for f in line.split("\t")] if tabbed else line.split()
         if len(fields) == 4:
             fields = [fields[0], fields[2], fields[3]]
         if len(fields) != 3 or not fields[0] or not fields[1]:
-            raise InputError(where, f"expected {FORMATS}, found {len(fields)} fields", "write one judgement per line")
+            raise InputError(
+                where, f"expected {FORMATS}, found {len(fields)} fields", "write one judgement per line"
+            )
         qid, uid, score = fields
         grade = parse_grade(score, where)
         if check is not None:

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from itertools import compress
 from typing import Any, Literal
@@ -335,7 +335,9 @@ def _query_set(qids: Iterable[str]) -> list[str]:
 UNJUDGED = np.iinfo(np.int32).min
 
 
-def _place(ids: list[str], judged: Mapping[str, int], depth: int, chunks_budget: bool):
+def _place(
+    ids: list[str], judged: Mapping[str, int], depth: int, chunks_budget: bool
+) -> tuple[int, int, list[int] | None, Sequence[int], Sequence[int]]:
     """Place one ranking: ``(n_distinct, n_window_units, positions, judged_cols, judged_grades)``.
 
     ``n_window_units`` is the length of the deduplicated unit list inside the max-K budget; ``positions`` is
@@ -379,7 +381,7 @@ class _Placement:
         self.pos_counts: list[int] = []
         self.pos_flat: list[int] = []
 
-    def add(self, i: int, nw: int, pos: list[int] | None, cols, grades) -> None:
+    def add(self, i: int, nw: int, pos: list[int] | None, cols: Sequence[int], grades: Sequence[int]) -> None:
         self.lens[i] = nw
         if cols:
             self.counts[i] = len(cols)
@@ -427,7 +429,9 @@ def _gains(grades: np.ndarray, level: int, gain: str) -> np.ndarray:
     return np.exp2(g) - 1.0 if gain == "exponential" else g
 
 
-def _ideal(n_labels: np.ndarray, flat: list[int], level: int, depth: int):
+def _ideal(
+    n_labels: np.ndarray, flat: list[int], level: int, depth: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Query categories, relevant counts and the ideal (descending) relevant grades cut at ``depth``, from each
     query's label count and all label grades in query order."""
     nq = len(n_labels)
@@ -520,12 +524,12 @@ def evaluate(
             if nj < n:  # has unjudged results: keep what the export needs (references, read lazily)
                 export_rows.append((qid, hits, judged))
         else:
-            nd, nw, pos, cols, grades = _place(ids, judged, depth, chunks_budget)
+            nd, nw, pos, placed, grades = _place(ids, judged, depth, chunks_budget)
             n_units[i] = nd
             if (n if chunks_budget else nd) < depth:
                 status[i] = 1
-            full.add(i, nw, pos, cols, grades)
-            if len(cols) < nw:
+            full.add(i, nw, pos, placed, grades)
+            if len(placed) < nw:
                 export_rows.append((qid, hits, judged))
         if condensed and judged:
             cids = [u for u in ids if u in judged]

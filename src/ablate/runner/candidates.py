@@ -42,7 +42,9 @@ def _from_json(name: str, data: dict[str, list[list[Any]]], snapshot: Snapshot) 
 class CandidateSource:
     """Serves candidate lists from the session, then the disk cache, then the retriever (prepared on first use)."""
 
-    def __init__(self, snapshot: Snapshot, cache: Cache, session: Session, show_progress: bool = False) -> None:
+    def __init__(
+        self, snapshot: Snapshot, cache: Cache, session: Session, show_progress: bool = False
+    ) -> None:
         self.snapshot = snapshot
         self.cache = cache
         self.session = session
@@ -71,7 +73,13 @@ class CandidateSource:
         mask = self.snapshot.allowed_mask(groups)
         if not retriever.cacheable:
             return self._prepared(retriever).search(queries, depth, mask)
-        ckey = key_of("candidates/v2", self.snapshot.fingerprint, retriever.fingerprint().key, groups, queries_key(queries))
+        ckey = key_of(
+            "candidates/v2",
+            self.snapshot.fingerprint,
+            retriever.fingerprint().key,
+            groups,
+            queries_key(queries),
+        )
         memo = self.session.candidates.get(ckey)
         if memo is not None and int(memo.meta.get("depth", 0)) >= depth:  # type: ignore[call-overload]
             self._add(self.counters, "candidate_cache_hits", 1)

@@ -53,11 +53,13 @@ def headline_cis(result: Any, bootstrap: int, seed: int) -> dict[str, tuple[floa
     ev = result.evaluation
     pq = ev.per_query
     rows = pq[pq["category"] == "answerable"] if "category" in pq else pq
-    cols = [c for c in pq.columns if "@" in c and not c.startswith("unjudged")]
+    cols = [str(c) for c in pq.columns if "@" in str(c) and not str(c).startswith("unjudged")]
     if rows.empty or bootstrap <= 0:
         return {}
     cis = bootstrap_cis(rows, cols, n_resamples=bootstrap, seed=seed, nan_policy="omit")
-    return {c.replace("rr@", "mrr@") if c.startswith("rr@") else c: v for c, v in cis.items()}
+    return {
+        str(c).replace("rr@", "mrr@", 1) if str(c).startswith("rr@") else str(c): v for c, v in cis.items()
+    }
 
 
 def metrics_for(result: Any, bootstrap: int = 1000, seed: int = 0) -> dict[str, float]:
@@ -88,7 +90,8 @@ def metrics_for(result: Any, bootstrap: int = 1000, seed: int = 0) -> dict[str, 
                 m[f"{k}{R.WILSON_LOW}"], m[f"{k}{R.WILSON_HIGH}"] = lo, hi
     ab = result.abstention
     if ab is not None:
-        m["abstain_threshold"] = as_number(ab.threshold) if ab.threshold is not None else float("nan")
+        thr = as_number(ab.threshold) if ab.threshold is not None else None
+        m["abstain_threshold"] = float("nan") if thr is None else thr
         for key in ("correct_refusal_rate", "wrong_answer_count", "false_refusal_rate", "balanced_accuracy"):
             f = as_number(getattr(ab, key))
             if f is not None:
@@ -114,7 +117,9 @@ def metrics_for(result: Any, bootstrap: int = 1000, seed: int = 0) -> dict[str, 
 def artifacts_for(result: Any, snapshot: Any, config_yaml: str) -> dict[str, str]:
     ev = result.evaluation
     pq = ev.per_query.copy()
-    pq.insert(0, "tags", [";".join(snapshot.queries[q].tags) if q in snapshot.queries else "" for q in pq.index])
+    pq.insert(
+        0, "tags", [";".join(snapshot.queries[q].tags) if q in snapshot.queries else "" for q in pq.index]
+    )
     files = {
         R.A_CONFIG: config_yaml,
         R.A_RUN: result.run.to_trec(tag=result.variant),
@@ -122,7 +127,10 @@ def artifacts_for(result: Any, snapshot: Any, config_yaml: str) -> dict[str, str
         R.A_MANIFEST: json.dumps(snapshot.manifest_record(), indent=2, ensure_ascii=False),
         R.A_COMPONENTS: json.dumps(result.components, indent=2, ensure_ascii=False, default=str),
         R.A_ACCOUNTING: json.dumps(
-            {"accounting": ev.accounting, "permissions": result.permissions}, indent=2, ensure_ascii=False, default=str
+            {"accounting": ev.accounting, "permissions": result.permissions},
+            indent=2,
+            ensure_ascii=False,
+            default=str,
         ),
         R.A_UNJUDGED: ev.unjudged.to_csv(index=False),
         R.A_SLICES: _slices_csv(result.slices),
@@ -143,13 +151,17 @@ def _slices_csv(slices: dict[str, dict[str, float]]) -> str:
     return pd.DataFrame.from_dict(slices, orient="index").rename_axis("tag").to_csv()
 
 
-def print_run_summary(result: Any, run_id: str, uri: str, experiment: str, stream: IO[str] | None = None) -> None:
+def print_run_summary(
+    result: Any, run_id: str, uri: str, experiment: str, stream: IO[str] | None = None
+) -> None:
     stream = stream or sys.stdout
     ev = result.evaluation
     acc = ev.accounting
     cols = [k for k in R.HEADLINE if k in ev.means]
     row = {"variant": result.variant, **{k: fmt(ev.means[k]) for k in cols}}
     print(format_table([row], ["variant", *cols]), file=stream)
-    counts = ", ".join(f"{k}={v}" for k, v in acc.items() if isinstance(v, (int, float)) and not isinstance(v, bool))
+    counts = ", ".join(
+        f"{k}={v}" for k, v in acc.items() if isinstance(v, (int, float)) and not isinstance(v, bool)
+    )
     print(f"queries ({result.split}): {counts}", file=stream)
     print(f"mlflow run {run_id} in experiment {experiment!r} at {uri}", file=stream)

@@ -67,7 +67,12 @@ class JobResult:
 def git_commit() -> str:
     try:
         out = subprocess.run(
-            ["git", "rev-parse", "HEAD"], cwd=PACKAGE_DIR, capture_output=True, text=True, timeout=5, check=False
+            ["git", "rev-parse", "HEAD"],
+            cwd=PACKAGE_DIR,
+            capture_output=True,
+            text=True,
+            timeout=5,
+            check=False,
         )
         return out.stdout.strip() or "unknown"
     except (OSError, subprocess.SubprocessError):
@@ -103,7 +108,12 @@ def result_tags(result: RunResult, snapshot: Snapshot, corpus: CorpusSpec) -> di
 
 
 def heldout_verdict(
-    tracker: Tracker, experiment: str, run_id: str, result: RunResult, snapshot: Snapshot, settings: RunSettings,
+    tracker: Tracker,
+    experiment: str,
+    run_id: str,
+    result: RunResult,
+    snapshot: Snapshot,
+    settings: RunSettings,
     sweep_id: str | None,
 ) -> tuple[str, HeldOutVerdict]:
     """This test-split run's configuration fingerprint and how it stands against the study's earlier test runs."""
@@ -156,8 +166,9 @@ def run_job(
             if verdict.message:
                 print(verdict.message, file=sys.stderr)
         tracker.set_tags(run_id, tags)
-        tracker.log_metrics(run_id, metrics_for(result, bootstrap=job.settings.bootstrap, seed=job.settings.seed))
+        tracker.log_metrics(
+            run_id, metrics_for(result, bootstrap=job.settings.bootstrap, seed=job.settings.seed)
+        )
         tracker.log_files(run_id, artifacts_for(result, snapshot, job.config_yaml))
         print_run_summary(result, run_id, tracker.uri, job.output.experiment, stream=stream)
     return JobResult(run_id, result, snapshot)
-

@@ -41,8 +41,12 @@ class Pipeline:
         if not self.retrievers:
             raise ConfigError("retrievers", [], "select at least one retriever, e.g. retrievers=[bm25]")
         if len(self.retrievers) > 1 and self.fuser is None:
-            names = ", ".join(r.name for r in self.retrievers)
-            raise ConfigError("fusion", "none", f"{len(self.retrievers)} retrievers ({names}) need a fuser, e.g. fusion=rrf")
+            listed = ", ".join(r.name for r in self.retrievers)
+            raise ConfigError(
+                "fusion",
+                "none",
+                f"{len(self.retrievers)} retrievers ({listed}) need a fuser, e.g. fusion=rrf",
+            )
         names = [s.name for s in self.stages]
         dup = sorted({n for n in names if names.count(n) > 1})
         if dup:
@@ -73,7 +77,9 @@ class RunResult:
     run: Run
     evaluation: EvalResult
     pipeline: Pipeline  # bound to the snapshot and split: its fingerprints are what ran
-    components: dict[str, dict[str, Any]]  # component -> fingerprint (stages) or description (snapshot, identity, eval)
+    components: dict[
+        str, dict[str, Any]
+    ]  # component -> fingerprint (stages) or description (snapshot, identity, eval)
     fingerprints: dict[str, str]  # component -> fingerprint key (the ablate.fp.<component> tags)
     timings: dict[str, float] = field(default_factory=dict)
     counters: dict[str, float] = field(default_factory=dict)
@@ -170,7 +176,8 @@ def _rank(
     fuser, reranker = pipeline.fuser, pipeline.reranker
     first_depth = fuser.window if fuser is not None else settings.depth
     cands = {
-        r.name: source.candidates(r, queries, first_depth, groups, settings.cache_depth) for r in pipeline.retrievers
+        r.name: source.candidates(r, queries, first_depth, groups, settings.cache_depth)
+        for r in pipeline.retrievers
     }
     t0 = time.perf_counter()
     if fuser is not None:
@@ -238,7 +245,11 @@ def run_pipeline(
             tuned_run, _, _ = _rank(snapshot, settings.tune_split, tb, settings, source, groups)
             tq, _ = visible_qrels(snapshot, snapshot.split_qrels(settings.tune_split), groups)
             tuned = evaluate(
-                tuned_run, tq, snapshot.split_qids(settings.tune_split), settings.eval, chunk_to_doc=snapshot.chunk_to_doc
+                tuned_run,
+                tq,
+                snapshot.split_qids(settings.tune_split),
+                settings.eval,
+                chunk_to_doc=snapshot.chunk_to_doc,
             )
         cats = tuned.per_query["category"].to_dict()
         choice = choose_threshold(top_scores(tuned_run, cats), cats)

@@ -9,21 +9,30 @@ stale. The disk caches (:class:`ablate.cache.Cache`) sit below this and outlive 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from ablate.cache import Cache
 from ablate.data.corpus import Snapshot, load_corpus
 from ablate.data.types import Run
 from ablate.runner.settings import CorpusSpec
-from ablate.stages.base import StageContext
+from ablate.stages.base import Fingerprint, StageContext
 
-S = TypeVar("S")
+
+class Preparable(Protocol):
+    def fingerprint(self) -> Fingerprint: ...
+
+    def prepare(self, context: StageContext) -> None: ...
+
+
+S = TypeVar("S", bound=Preparable)
 
 
 def _stamp(root: Path) -> tuple[tuple[str, int, int], ...]:
     if not root.is_dir():
         return ()
-    return tuple((str(p), p.stat().st_mtime_ns, p.stat().st_size) for p in sorted(root.rglob("*")) if p.is_file())
+    return tuple(
+        (str(p), p.stat().st_mtime_ns, p.stat().st_size) for p in sorted(root.rglob("*")) if p.is_file()
+    )
 
 
 class Session:
@@ -48,7 +57,11 @@ class Session:
         )
         if key != self._snapshot_key or self._snapshot is None:
             snap = load_corpus(
-                corpus.path, corpus.chunker, language=corpus.language, name=corpus.name, extra_qrels=corpus.extra_qrels
+                corpus.path,
+                corpus.chunker,
+                language=corpus.language,
+                name=corpus.name,
+                extra_qrels=corpus.extra_qrels,
             )
             self._snapshot_key, self._snapshot = key, snap
             self._stages.clear()  # one corpus at a time keeps memory bounded across corpus sweeps
@@ -58,12 +71,12 @@ class Session:
     def prepared(self, stage: S, snapshot: Snapshot, cache: Cache, show_progress: bool) -> S:
         """``stage`` (already bound) prepared over ``snapshot``: the instance an earlier job prepared when one with
         the same fingerprint exists, else this one, prepared now."""
-        fp = stage.fingerprint()  # type: ignore[attr-defined]
+        fp = stage.fingerprint()
         key = (snapshot.fingerprint, fp.key, str(cache.root))
         done = self._stages.get(key)
         if done is not None:
-            return done  # type: ignore[no-any-return]
-        stage.prepare(StageContext(snapshot, cache, show_progress))  # type: ignore[attr-defined]
+            return done
+        stage.prepare(StageContext(snapshot, cache, show_progress))
         self._stages[key] = stage
         return stage
 

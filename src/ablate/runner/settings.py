@@ -17,7 +17,9 @@ from ablate.errors import ConfigError
 from ablate.evaluation import EvalSettings
 from ablate.stages.base import check_bool, check_int, check_str
 
-ABSTAIN_OPTIONS = "a number (refuse below it), null (refuse only empty results) or dev (tune on the dev split)"
+ABSTAIN_OPTIONS = (
+    "a number (refuse below it), null (refuse only empty results) or dev (tune on the dev split)"
+)
 
 
 @dataclass(frozen=True)
@@ -46,7 +48,9 @@ class CorpusSpec:
             )
         ch = c.get("chunker")
         if ch is not None and not isinstance(ch, Mapping):
-            raise ConfigError("corpus.chunker", ch, "give a mapping, e.g. corpus.chunker={kind:tokens,size:200,overlap:40}")
+            raise ConfigError(
+                "corpus.chunker", ch, "give a mapping, e.g. corpus.chunker={kind:tokens,size:200,overlap:40}"
+            )
         chunker = ChunkerSpec(**dict(ch)) if isinstance(ch, Mapping) else None
         extra = c.get("extra_qrels") or ()
         if isinstance(extra, str):
@@ -85,8 +89,10 @@ class RunSettings:
         check_int("stats.bootstrap", self.bootstrap, 0, 1_000_000)
         check_int("stats.seed", self.seed, 0)
         t = self.abstain_threshold
-        if t is not None and t != "dev" and not (
-            isinstance(t, (int, float)) and not isinstance(t, bool) and math.isfinite(t)
+        if (
+            t is not None
+            and t != "dev"
+            and not (isinstance(t, (int, float)) and not isinstance(t, bool) and math.isfinite(t))
         ):
             raise ConfigError("abstain.threshold", t, f"give {ABSTAIN_OPTIONS}")
 
@@ -105,7 +111,11 @@ class RunSettings:
     ) -> RunSettings:
         unknown = sorted(set(eval) - set(EvalSettings.__dataclass_fields__))
         if unknown:
-            raise ConfigError(f"eval.{unknown[0]}", eval[unknown[0]], f"known keys: {', '.join(EvalSettings.__dataclass_fields__)}")
+            raise ConfigError(
+                f"eval.{unknown[0]}",
+                eval[unknown[0]],
+                f"known keys: {', '.join(EvalSettings.__dataclass_fields__)}",
+            )
         ev = dict(eval)
         ks = ev.get("ks")
         if isinstance(ks, Sequence) and not isinstance(ks, str):
@@ -119,7 +129,9 @@ class RunSettings:
                 raise ConfigError("abstain.threshold", t, f"give {ABSTAIN_OPTIONS}") from None
         return cls(
             eval=settings,
-            cache_depth=max(check_int("retrieval.cache_depth", retrieval.get("cache_depth", 100), 1), settings.max_k),
+            cache_depth=max(
+                check_int("retrieval.cache_depth", retrieval.get("cache_depth", 100), 1), settings.max_k
+            ),
             abstain_threshold=t,
             bootstrap=check_int("stats.bootstrap", stats.get("bootstrap", 1000), 0, 1_000_000),
             seed=check_int("stats.seed", stats.get("seed", 0), 0),

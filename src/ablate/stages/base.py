@@ -109,7 +109,9 @@ def fingerprint_of(
     module = sys.modules[cls.__module__]
     code_version = getattr(module, "CODE_VERSION", None)
     if not isinstance(code_version, str) or not code_version:
-        raise TypeError(f"{cls.__module__} must declare CODE_VERSION (a string) to define stage {cls.__name__}")
+        raise TypeError(
+            f"{cls.__module__} must declare CODE_VERSION (a string) to define stage {cls.__name__}"
+        )
     return Fingerprint(
         stage=str(getattr(stage, "name", cls.__name__)),
         cls=f"{cls.__module__}.{cls.__qualname__}",
@@ -189,7 +191,9 @@ def kind_of(stage: object) -> str:
     """The stage kind of an instantiated config node (``retriever``, ``fuser``, ``reranker``), else a TypeError."""
     kind = getattr(type(stage), "kind", None)
     if kind not in KINDS:
-        raise TypeError(f"{type(stage).__qualname__} is not a stage (its class has no kind among {', '.join(KINDS)})")
+        raise TypeError(
+            f"{type(stage).__qualname__} is not a stage (its class has no kind among {', '.join(KINDS)})"
+        )
     return str(kind)
 
 
@@ -206,7 +210,7 @@ def check_int(key: str, value: object, minimum: int | None = None, maximum: int 
         ok = False
     if not ok:
         raise ConfigError(key, value, f"it must be an integer{_range(minimum, maximum)}")
-    return int(value)  # type: ignore[arg-type]
+    return int(value)  # type: ignore[call-overload]
 
 
 def check_float(

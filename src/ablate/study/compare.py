@@ -179,7 +179,7 @@ def _diff(a: RecordedRun, b: RecordedRun) -> _Diff:
         if key in a.params and key in b.params:
             params[key] = (ra, rb)
     if axes:
-        explained |= (set(a.stages) ^ set(b.stages))
+        explained |= set(a.stages) ^ set(b.stages)
     split = (a.split, b.split) if a.split != b.split else None
     if split or a.qrels_hash != b.qrels_hash or a.snapshot != b.snapshot or a.corpus_files != b.corpus_files:
         explained.add("snapshot")  # reported by the split / label / corpus rules
@@ -187,7 +187,9 @@ def _diff(a: RecordedRun, b: RecordedRun) -> _Diff:
     fp_only = [
         comp
         for comp in differing_components(fa, fb)
-        if comp not in explained and comp in fa and comp in fb  # a component added / removed is the variant's change
+        if comp not in explained
+        and comp in fa
+        and comp in fb  # a component added / removed is the variant's change
     ]
     return _Diff(axes, params, fp_only, split)
 
@@ -207,7 +209,7 @@ def _stage_summary(run: RecordedRun, stage: str) -> str:
     """``rrf(k=60, window=100)``: a stage and its top-level params (not batch sizes or nested settings)."""
     pre = f"{stage}."
     items = [
-        f"{k[len(pre):]}={_show(v)}"
+        f"{k[len(pre) :]}={_show(v)}"
         for k, v in run.params.items()
         if k.startswith(pre) and "." not in k[len(pre) :] and not k.endswith("batch_size")
     ]

@@ -50,7 +50,9 @@ def check_store(uri: str) -> None:
 
 
 def latest_parent(tracker: Tracker) -> str:
-    runs = tracker.find_runs(None, f"tags.`{R.T_ROLE}` = '{R.ROLE_SWEEP_PARENT}'", max_results=1, newest_first=True)
+    runs = tracker.find_runs(
+        None, f"tags.`{R.T_ROLE}` = '{R.ROLE_SWEEP_PARENT}'", max_results=1, newest_first=True
+    )
     if not runs:
         raise ReportError(
             f"no sweep parent run in {tracker.uri}; fix: run a sweep (python -m ablate -m variant=A,B,C,D), or pass "
@@ -80,7 +82,12 @@ def swept_from_overrides(overrides: str, sources: dict[str, str] | None = None) 
     ``"variant=A,B rrf.k=10,60 bm25.k1=1.2"`` -> ``["variant", "rrf.k"]``. Config groups of stages map to the
     pipeline param they set (``retrievers`` -> ``pipeline.retrievers``), and keys that feed a stage parameter map to
     it through ``sources`` (``retrieval.window`` -> ``rrf.window``, from the runs' ``ablate.param_sources``)."""
-    groups = {"variant": R.P_VARIANT, "retrievers": R.P_RETRIEVERS, "fusion": R.P_FUSER, "reranker": R.P_RERANKER}
+    groups = {
+        "variant": R.P_VARIANT,
+        "retrievers": R.P_RETRIEVERS,
+        "fusion": R.P_FUSER,
+        "reranker": R.P_RERANKER,
+    }
     sources = sources or {}
     out: list[str] = []
     for tok in overrides.split():

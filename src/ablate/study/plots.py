@@ -49,7 +49,12 @@ def plots(
 
 
 def _bars(
-    ordered: list[RunRecord], cis: CIs, metrics: list[str], cols: list[str], labels: dict[str, str], base: RunRecord
+    ordered: list[RunRecord],
+    cis: CIs,
+    metrics: list[str],
+    cols: list[str],
+    labels: dict[str, str],
+    base: RunRecord,
 ) -> bytes:
     from matplotlib.figure import Figure
 

@@ -208,7 +208,9 @@ def _pick_baseline(
         raise ConfigError("--baseline", baseline, f"choose a run id, name or variant of: {opts}")
     warnings = []
     if kind == "ablation" and math.isinf(ordered[0].variant_order):
-        warnings.append(f"the runs declare no variant order: the baseline is {labels[ordered[0].run_id]} (first by name)")
+        warnings.append(
+            f"the runs declare no variant order: the baseline is {labels[ordered[0].run_id]} (first by name)"
+        )
     return ordered[0], warnings
 
 
@@ -272,8 +274,14 @@ def _plan(records: list[RunRecord], swept: Sequence[str] | None) -> _Plan:
 
 
 def _cis(
-    plan: _Plan, tables: dict[str, pd.DataFrame], scored: dict[str, pd.Index], metrics: list[str], cols: list[str],
-    bootstrap: int, seed: int, warnings: list[str],
+    plan: _Plan,
+    tables: dict[str, pd.DataFrame],
+    scored: dict[str, pd.Index],
+    metrics: list[str],
+    cols: list[str],
+    bootstrap: int,
+    seed: int,
+    warnings: list[str],
 ) -> dict[str, dict[str, tuple[float, float, float]]]:
     """Mean and 95% interval per run and metric; warns when a logged mean disagrees with per_query.csv."""
     cis: dict[str, dict[str, tuple[float, float, float]]] = {}
@@ -293,8 +301,15 @@ def _cis(
 
 
 def _paired(
-    plan: _Plan, base: RunRecord, tables: dict[str, pd.DataFrame], scored: dict[str, pd.Index], cols: list[str],
-    checks: dict[str, ComparisonCheck], test: str, n_resamples: int, seed: int,
+    plan: _Plan,
+    base: RunRecord,
+    tables: dict[str, pd.DataFrame],
+    scored: dict[str, pd.Index],
+    cols: list[str],
+    checks: dict[str, ComparisonCheck],
+    test: str,
+    n_resamples: int,
+    seed: int,
 ) -> tuple[dict[str, dict[str, stats.PairedResult]], dict[str, int]]:
     """Each run against the baseline on the queries scored in both; a flag when that is fewer than either scores."""
     test_fn = TESTS[test]
@@ -318,16 +333,27 @@ def _paired(
             )
         rpq = tables[r.run_id]
         results[r.run_id] = {
-            c: test_fn(rpq.loc[common, c].to_numpy(), bpq.loc[common, c].to_numpy(), n_resamples=n_resamples, seed=seed)
+            c: test_fn(
+                rpq.loc[common, c].to_numpy(),
+                bpq.loc[common, c].to_numpy(),
+                n_resamples=n_resamples,
+                seed=seed,
+            )
             for c in cols
         }
     return results, paired_n
 
 
 def _rows(
-    plan: _Plan, base: RunRecord, metrics: list[str], cols: list[str], scored: dict[str, pd.Index],
-    cis: dict[str, dict[str, tuple[float, float, float]]], results: dict[str, dict[str, stats.PairedResult]],
-    paired_n: dict[str, int], checks: dict[str, ComparisonCheck],
+    plan: _Plan,
+    base: RunRecord,
+    metrics: list[str],
+    cols: list[str],
+    scored: dict[str, pd.Index],
+    cis: dict[str, dict[str, tuple[float, float, float]]],
+    results: dict[str, dict[str, stats.PairedResult]],
+    paired_n: dict[str, int],
+    checks: dict[str, ComparisonCheck],
 ) -> tuple[list[dict[str, Any]], list[dict[str, str]], list[str], int]:
     """The CSV rows, the Markdown rows, the footnotes (flags) and the size of the Holm family."""
     others = [r.run_id for r in plan.ordered if r.run_id != base.run_id]
@@ -342,8 +368,13 @@ def _rows(
         rid, is_base, chk = r.run_id, r.run_id == base.run_id, checks[r.run_id]
         n = len(scored[rid]) if is_base else paired_n[rid]
         row: dict[str, Any] = {
-            "run_id": rid, "run": plan.labels[rid], "variant": r.variant, "role": "baseline" if is_base else "",
-            "change": chk.change, "split": r.split or "", **{p: r.params.get(p, "") for p in plan.columns_params},
+            "run_id": rid,
+            "run": plan.labels[rid],
+            "variant": r.variant,
+            "role": "baseline" if is_base else "",
+            "change": chk.change,
+            "split": r.split or "",
+            **{p: r.params.get(p, "") for p in plan.columns_params},
             "n": n,
         }
         md: dict[str, str] = {
@@ -357,14 +388,25 @@ def _rows(
             row.update({m: mean, f"{m}_ci_low": lo, f"{m}_ci_high": hi})
             md[m] = _fmt_ci(mean, lo, hi)
             if is_base:
-                row.update({f"{m}_{s}": (0.0 if s == "delta" else math.nan) for s in
-                            ("delta", "delta_ci_low", "delta_ci_high", "p", "p_holm")})
+                row.update(
+                    {
+                        f"{m}_{s}": (0.0 if s == "delta" else math.nan)
+                        for s in ("delta", "delta_ci_low", "delta_ci_high", "p", "p_holm")
+                    }
+                )
                 md[f"Δ {m}"], md[f"p {m} (Holm)"] = "-", "-"
             else:
                 res = results[rid][c]
                 p_adj = float(adjusted[others.index(rid), j])
-                row.update({f"{m}_delta": res.delta, f"{m}_delta_ci_low": res.ci_low,
-                            f"{m}_delta_ci_high": res.ci_high, f"{m}_p": res.p_value, f"{m}_p_holm": p_adj})
+                row.update(
+                    {
+                        f"{m}_delta": res.delta,
+                        f"{m}_delta_ci_low": res.ci_low,
+                        f"{m}_delta_ci_high": res.ci_high,
+                        f"{m}_p": res.p_value,
+                        f"{m}_p_holm": p_adj,
+                    }
+                )
                 md[f"Δ {m}"] = _fmt_delta(res.delta)
                 md[f"p {m} (Holm)"] = f"{_fmt_p(res.p_value)} ({_fmt_p(p_adj)})"
         row["flags"] = " | ".join(chk.flags)
@@ -429,7 +471,9 @@ def build_report(
     scored = {rid: scored_ids(pq, cols) for rid, pq in tables.items()}
     cis = _cis(plan, tables, scored, metrics, cols, bootstrap, seed, warnings)
     results, paired_n = _paired(plan, base, tables, scored, cols, checks, test, n_resamples, seed)
-    csv_rows, md_rows, footnotes, family = _rows(plan, base, metrics, cols, scored, cis, results, paired_n, checks)
+    csv_rows, md_rows, footnotes, family = _rows(
+        plan, base, metrics, cols, scored, cis, results, paired_n, checks
+    )
     header = _header(plan, base, title, test, n_resamples, seed, bootstrap, family)
     parts = [header, format_table(md_rows, list(md_rows[0].keys()))]
     if footnotes:
@@ -473,7 +517,14 @@ def _split_warnings(records: Sequence[RunRecord], kind: str) -> list[str]:
 
 
 def _header(
-    plan: _Plan, base: RunRecord, title: str, test: str, n_resamples: int, seed: int, bootstrap: int, family: int
+    plan: _Plan,
+    base: RunRecord,
+    title: str,
+    test: str,
+    n_resamples: int,
+    seed: int,
+    bootstrap: int,
+    family: int,
 ) -> str:
     ordered = plan.ordered
     if plan.kind == "ablation":
@@ -504,7 +555,9 @@ def _header(
 def _default_out(source: Source) -> Path:
     if source.sweep_dir and Path(source.sweep_dir).is_dir():
         return Path(source.sweep_dir) / R.REPORT_DIR
-    safe = "".join(c if c.isalnum() or c in "._-" else "_" for c in (source.parent_run_id or source.experiment))
+    safe = "".join(
+        c if c.isalnum() or c in "._-" else "_" for c in (source.parent_run_id or source.experiment)
+    )
     return Path.cwd() / "reports" / safe
 
 
@@ -556,4 +609,3 @@ def attach_report(
     where = f"logged to run {source.parent_run_id} under report/ and " if log and source.parent_run_id else ""
     print(f"report {where}written to {out_dir}", file=stream)
     return report
-

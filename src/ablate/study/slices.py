@@ -131,7 +131,9 @@ def _contrast(
             n = val(r.run_id, t, "n_scored")
             row[f"n {t}"] = str(0 if math.isnan(n) else int(n))
         for m in metrics:
-            row[f"{m} {first} / {second}"] = f"{fmt(val(r.run_id, first, m))} / {fmt(val(r.run_id, second, m))}"
+            row[f"{m} {first} / {second}"] = (
+                f"{fmt(val(r.run_id, first, m))} / {fmt(val(r.run_id, second, m))}"
+            )
         rows.append(row)
     cols = ["run", f"n {first}", f"n {second}", *(f"{m} {first} / {second}" for m in metrics)]
     m = metrics[0]

@@ -14,7 +14,9 @@ from ablate.tracking import Tracker
 
 def ordered_children(tracker: Tracker, parent_run_id: str) -> list[RecordedRun]:
     """The sweep's child runs in ablation order (``variant.order``), then by name."""
-    return sorted(tracker.children(parent_run_id), key=lambda r: (r.variant_order, r.variant, r.name, r.run_id))
+    return sorted(
+        tracker.children(parent_run_id), key=lambda r: (r.variant_order, r.variant, r.name, r.run_id)
+    )
 
 
 def varying_params(runs: list[RecordedRun]) -> list[str]:
@@ -33,17 +35,27 @@ def summary_table(runs: list[RecordedRun], max_params: int = 4) -> str:
     cols = ["variant", *vary, *R.HEADLINE, "status"]
     rows: list[dict[str, Any]] = []
     for r in runs:
-        row: dict[str, Any] = {"variant": r.variant, "status": r.status, **{k: r.params.get(k, "") for k in vary}}
+        row: dict[str, Any] = {
+            "variant": r.variant,
+            "status": r.status,
+            **{k: r.params.get(k, "") for k in vary},
+        }
         for h in R.HEADLINE:
             key = R.metric_key(h)
             lo, hi = r.metrics.get(f"{key}{R.CI_LOW}"), r.metrics.get(f"{key}{R.CI_HIGH}")
-            ci = f" [{fmt(lo, 2)},{fmt(hi, 2)}]" if lo is not None and hi is not None and h == "ndcg@10" else ""
+            ci = (
+                f" [{fmt(lo, 2)},{fmt(hi, 2)}]"
+                if lo is not None and hi is not None and h == "ndcg@10"
+                else ""
+            )
             row[h] = fmt(r.metrics.get(key)) + ci
         rows.append(row)
     return format_table(rows, cols)
 
 
-def summarize_sweep(tracker: Tracker, parent_run_id: str, stream: IO[str] | None = None, quiet: bool = False) -> str:
+def summarize_sweep(
+    tracker: Tracker, parent_run_id: str, stream: IO[str] | None = None, quiet: bool = False
+) -> str:
     """Attach ``summary.md`` (one row per child, with status) to the parent; print failures (and the table unless
     ``quiet``: the full report prints its own)."""
     stream = stream or sys.stdout

@@ -54,11 +54,24 @@ DOCS: list[dict[str, Any]] = [
             {"id": "5.1", "text": "Hotel rates in Beijing are capped at 600 yuan per night."},
         ],
     },
-    {"_id": "INV-102", "title": "Invoice INV-102", "text": "Invoice INV-102 from Acme Ltd, amount 1,250 yuan, paid."},
-    {"_id": "INV-120", "title": "Invoice INV-120", "text": "Invoice INV-120 from Apex Co, amount 980 yuan, pending."},
+    {
+        "_id": "INV-102",
+        "title": "Invoice INV-102",
+        "text": "Invoice INV-102 from Acme Ltd, amount 1,250 yuan, paid.",
+    },
+    {
+        "_id": "INV-120",
+        "title": "Invoice INV-120",
+        "text": "Invoice INV-120 from Apex Co, amount 980 yuan, pending.",
+    },
     {"_id": "DUP-A", "title": "Notice", "text": "Taxi receipts must be attached to every travel claim."},
     {"_id": "DUP-B", "title": "Notice", "text": "Taxi receipts must be attached to every travel claim."},
-    {"_id": "FIN-1", "title": "Audit memo", "acl": ["finance"], "text": "The audit found 3 duplicate taxi claims."},
+    {
+        "_id": "FIN-1",
+        "title": "Audit memo",
+        "acl": ["finance"],
+        "text": "The audit found 3 duplicate taxi claims.",
+    },
     {"_id": "ZH-1", "title": "差旅费管理办法", "text": "市内交通费用超出标准的部分须经主管审批后报销。"},
 ]
 QUERIES: list[dict[str, Any]] = [
@@ -94,8 +107,12 @@ identities:
 def contract_corpus(root: Path) -> Snapshot:
     """Write the contract corpus to ``root`` and load it."""
     root.mkdir(parents=True, exist_ok=True)
-    (root / "corpus.jsonl").write_text("".join(json.dumps(d, ensure_ascii=False) + "\n" for d in DOCS), "utf-8")
-    (root / "queries.jsonl").write_text("".join(json.dumps(q, ensure_ascii=False) + "\n" for q in QUERIES), "utf-8")
+    (root / "corpus.jsonl").write_text(
+        "".join(json.dumps(d, ensure_ascii=False) + "\n" for d in DOCS), "utf-8"
+    )
+    (root / "queries.jsonl").write_text(
+        "".join(json.dumps(q, ensure_ascii=False) + "\n" for q in QUERIES), "utf-8"
+    )
     (root / "qrels").mkdir(exist_ok=True)
     lines = ["query-id\tcorpus-id\tscore", *(f"{q}\t{u}\t{g}" for q, u, g in QRELS)]
     (root / "qrels" / "dev.tsv").write_text("\n".join(lines) + "\n", "utf-8")
@@ -147,7 +164,7 @@ class RetrieverContract(_StageContract):
     def prepared(self, snapshot: Snapshot, cache: Cache, **params: Any) -> Retriever:
         stage = self.bound(snapshot, **params)
         stage.prepare(StageContext(snapshot, cache))
-        return stage  # type: ignore[no-any-return]
+        return stage
 
     def queries(self, snapshot: Snapshot) -> list[Query]:
         return [snapshot.queries[q] for q in snapshot.split_qids("dev")]
@@ -163,7 +180,10 @@ class RetrieverContract(_StageContract):
         assert hits, "the stage returned nothing at all on the contract corpus"
         for h in hits:
             assert h.chunk_id in snapshot.chunk_index, h
-            assert h.doc_id == snapshot.chunk_to_doc[h.chunk_id] and h.version == snapshot.chunk_version[h.chunk_id]
+            assert (
+                h.doc_id == snapshot.chunk_to_doc[h.chunk_id]
+                and h.version == snapshot.chunk_version[h.chunk_id]
+            )
 
     def test_ties_are_broken_by_chunk_id(self, snapshot: Snapshot, cache: Cache) -> None:
         run = self.prepared(snapshot, cache).search(self.queries(snapshot), 10)
@@ -181,7 +201,9 @@ class RetrieverContract(_StageContract):
         run = stage.search(queries, len(snapshot.chunks), mask)
         assert all(mask[snapshot.chunk_index[h.chunk_id]] for hs in run.results.values() for h in hs)
         unmasked = stage.search(queries, len(snapshot.chunks))
-        for qid in run.results:  # filtering inside: the allowed hits of an unmasked search are all still there
+        for (
+            qid
+        ) in run.results:  # filtering inside: the allowed hits of an unmasked search are all still there
             allowed = [c for c, _ in _hits(unmasked)[qid] if mask[snapshot.chunk_index[c]]]
             assert [c for c, _ in _hits(run)[qid]] == allowed
         none = stage.search(queries, 5, np.zeros(len(snapshot.chunks), dtype=bool))
@@ -190,7 +212,11 @@ class RetrieverContract(_StageContract):
     def test_depth_is_respected(self, snapshot: Snapshot, cache: Cache) -> None:
         stage = self.prepared(snapshot, cache)
         deep = _hits(stage.search(self.queries(snapshot), 10))
-        for depth in (1, 2, 3):  # a shallower ranking is the prefix of a deeper one (scores equal up to float noise)
+        for depth in (
+            1,
+            2,
+            3,
+        ):  # a shallower ranking is the prefix of a deeper one (scores equal up to float noise)
             run = _hits(stage.search(self.queries(snapshot), depth))
             for q, hs in deep.items():
                 assert [c for c, _ in run[q]] == [c for c, _ in hs[:depth]], (q, depth)
@@ -216,7 +242,9 @@ class RerankerContract(_StageContract):
         return Run(
             "candidates",
             {
-                q: [Hit(c.chunk_id, c.doc_id, float(len(chunks) - i), c.version) for i, c in enumerate(chunks)]
+                q: [
+                    Hit(c.chunk_id, c.doc_id, float(len(chunks) - i), c.version) for i, c in enumerate(chunks)
+                ]
                 for q in snapshot.split_qids("dev")
             },
         )
@@ -224,7 +252,7 @@ class RerankerContract(_StageContract):
     def prepared(self, snapshot: Snapshot, cache: Cache, **params: Any) -> Reranker:
         stage = self.bound(snapshot, **params)
         stage.prepare(StageContext(snapshot, cache))
-        return stage  # type: ignore[no-any-return]
+        return stage
 
     def rerank(self, stage: Reranker, snapshot: Snapshot) -> Run:
         run = self.candidates(snapshot)
@@ -265,7 +293,9 @@ class FuserContract(_StageContract):
         ids = [c.chunk_id for c in snapshot.chunks]
         c2d, ver = snapshot.chunk_to_doc, snapshot.chunk_version
         forward = Run("a", {"q": [Hit(c, c2d[c], float(9 - i), ver[c]) for i, c in enumerate(ids[:6])]})
-        backward = Run("b", {"q": [Hit(c, c2d[c], float(9 - i), ver[c]) for i, c in enumerate(ids[::-1][:6])]})
+        backward = Run(
+            "b", {"q": [Hit(c, c2d[c], float(9 - i), ver[c]) for i, c in enumerate(ids[::-1][:6])]}
+        )
         return [forward, backward]
 
     def test_is_a_named_fuser(self) -> None:

@@ -41,7 +41,9 @@ def rrf_scores(rankings: Sequence[Sequence[str]], k: float = 60.0) -> dict[str, 
     return scores
 
 
-def rrf(runs: Sequence[Run], k: float = 60.0, window: int = 100, depth: int | None = None, name: str = "rrf") -> Run:
+def rrf(
+    runs: Sequence[Run], k: float = 60.0, window: int = 100, depth: int | None = None, name: str = "rrf"
+) -> Run:
     """Fuse ``runs`` by RRF over each run's top-``window`` chunks; return the top ``depth`` (default: all)."""
     if window < 1:
         raise ConfigError("retrieval.window", window, "it must be a positive integer")
@@ -59,7 +61,9 @@ def rrf(runs: Sequence[Run], k: float = 60.0, window: int = 100, depth: int | No
         ranked = sorted(scores, key=lambda c: (-scores[c], c))  # types.TIE_RULE
         if depth:
             ranked = ranked[:depth]
-        out[qid] = [Hit(chunk_id=c, doc_id=info[c].doc_id, score=scores[c], version=info[c].version) for c in ranked]
+        out[qid] = [
+            Hit(chunk_id=c, doc_id=info[c].doc_id, score=scores[c], version=info[c].version) for c in ranked
+        ]
     meta = {"fusion": "rrf", "rrf.k": k, "window": window, "inputs": [r.name for r in runs]}
     return Run(name=name, results=out, meta=meta)
 

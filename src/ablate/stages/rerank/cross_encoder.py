@@ -340,7 +340,11 @@ class CrossEncoderReranker:
     def _check_train(self, train: dict[str, Any]) -> dict[str, Any]:
         unknown = sorted(set(train) - set(TRAIN_DEFAULTS))
         if unknown:
-            raise ConfigError(f"{self.name}.train.{unknown[0]}", train[unknown[0]], f"known keys: {', '.join(TRAIN_DEFAULTS)}")
+            raise ConfigError(
+                f"{self.name}.train.{unknown[0]}",
+                train[unknown[0]],
+                f"known keys: {', '.join(TRAIN_DEFAULTS)}",
+            )
         t = {**TRAIN_DEFAULTS, **train}
         p = f"{self.name}.train"
         return {
@@ -404,7 +408,11 @@ class CrossEncoderReranker:
                 context.snapshot, self.train, context.cache, show_progress=context.show_progress
             )
         self._scorer = CrossEncoderScorer(
-            path, cache=context.cache, batch_size=self.batch_size, max_length=self.max_length, setting=f"{self.name}.model"
+            path,
+            cache=context.cache,
+            batch_size=self.batch_size,
+            max_length=self.max_length,
+            setting=f"{self.name}.model",
         )
 
     def rerank(self, run: Run, query_text: Mapping[str, str], chunk_text: Mapping[str, str]) -> Run:

@@ -420,7 +420,9 @@ def pairs_from_snapshot(
             "add positive labels to that split, or pick another split",
         )
     queries = [snapshot.queries[q] for q in qids]
-    if tokenizer is None:  # the BM25 stage's defaults, so the CLI and rerank.model=trained share cache entries
+    if (
+        tokenizer is None
+    ):  # the BM25 stage's defaults, so the CLI and rerank.model=trained share cache entries
         tokenizer = negatives_retriever(snapshot).tokenizer
     bm25 = BM25Index(snapshot.chunks, tokenizer=tokenizer, k1=0.9, b=0.4)
     run = bm25.search(queries, max(pool_depth, max_negatives))

@@ -94,5 +94,3 @@ def hits_of(meta: Sequence[tuple[str, str, str | None]], idx: np.ndarray, scores
         cid, did, ver = meta[i]
         out.append(Hit(cid, did, s, ver))
     return out
-
-

@@ -84,7 +84,9 @@ METHODS: dict[str, tuple[str, ...]] = {
 IMPLS = ("bm25s", "rank_bm25")
 
 
-def check_settings(name: str, impl: object, method: object, k1: object, b: object) -> tuple[str, str, float, float]:
+def check_settings(
+    name: str, impl: object, method: object, k1: object, b: object
+) -> tuple[str, str, float, float]:
     """The BM25 settings, checked (the one place): ``(impl, method, k1, b)``; a ConfigError names ``<name>.<key>``."""
     impl = check_choice(f"{name}.impl", impl, IMPLS)
     method = check_choice(f"{name}.method", method, tuple(METHODS))
@@ -187,7 +189,12 @@ class BM25Index:
             for i, (idx, sc) in zip(todo, ranked, strict=True):
                 results[queries[i].qid] = hits_of(self._meta, idx, sc)
         self.stats["search_seconds"] = self.stats.get("search_seconds", 0.0) + time.perf_counter() - t0
-        meta = {"retriever": self.name, "tie_rule": TIE_RULE, "depth": depth, "chunks_sha256": self._chunks_sha256}
+        meta = {
+            "retriever": self.name,
+            "tie_rule": TIE_RULE,
+            "depth": depth,
+            "chunks_sha256": self._chunks_sha256,
+        }
         return Run(self.name, results, meta)
 
     # -- searching ---------------------------------------------------------------------------------------------------
@@ -267,7 +274,9 @@ class BM25Retriever:
                 jieba_mode=self.jieba_mode,  # type: ignore[arg-type]
             )
         except ConfigError as e:
-            raise ConfigError(f"{self.name}.{e.key.split('.')[-1]}", e.value, str(e).split("; ", 1)[-1]) from None
+            raise ConfigError(
+                f"{self.name}.{e.key.split('.')[-1]}", e.value, str(e).split("; ", 1)[-1]
+            ) from None
 
     def params(self) -> dict[str, Any]:
         return {

@@ -114,7 +114,12 @@ class DenseIndex:
                     order = np.lexsort((self._id_order[i_row], -s_row.astype(np.float64)))[:depth]
                     results[q.qid] = hits_of(self._meta, i_row[order], s_row[order])
         self.stats["search_seconds"] += time.perf_counter() - t0
-        meta = {"retriever": self.name, "tie_rule": TIE_RULE, "depth": depth, "chunks_sha256": self._chunks_sha256}
+        meta = {
+            "retriever": self.name,
+            "tie_rule": TIE_RULE,
+            "depth": depth,
+            "chunks_sha256": self._chunks_sha256,
+        }
         return Run(self.name, results, meta)
 
 

@@ -56,13 +56,15 @@ class OracleIndex:
             n = len(picked)
             picked = picked[:depth]
             out[q.qid] = [
-                Hit(self.chunks[i].chunk_id, self.chunks[i].doc_id, float(g) + (n - r) / (n + 1) * 1e-3,
-                    self.chunks[i].version)
+                Hit(
+                    self.chunks[i].chunk_id,
+                    self.chunks[i].doc_id,
+                    float(g) + (n - r) / (n + 1) * 1e-3,
+                    self.chunks[i].version,
+                )
                 for r, (g, i) in enumerate(picked)
             ]
         return Run(self.name, out, {"oracle.tie_rule": TIE_RULE})
-
-
 
 
 class OracleRetriever:

