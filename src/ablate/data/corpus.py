@@ -319,6 +319,68 @@ def read_manifest(root: Path) -> dict[str, Any]:
     return m
 
 
+def _file_hashes(
+    root: Path, qfiles: list[Path], qrels: dict[str, Qrels], extra: dict[str, str]
+) -> dict[str, str]:
+    """Relative path -> sha256 of every file the snapshot was read from (its fingerprint's input)."""
+    files = {
+        "corpus.jsonl": _sha_file(root / "corpus.jsonl"),
+        "queries.jsonl": _sha_file(root / "queries.jsonl"),
+    }
+    files.update({f"qrels/{f.name}": qrels[f.stem].source_sha256 for f in qfiles})
+    files.update(extra)
+    if (root / "corpus.yaml").exists():
+        files["corpus.yaml"] = _sha_file(root / "corpus.yaml")
+    return files
+
+
+def _merge_extra_qrels(
+    root: Path,
+    extra: Sequence[str],
+    qrels: dict[str, Qrels],
+    unit: str,
+    queries: dict[str, Query],
+    known: set[str],
+) -> dict[str, str]:
+    """Add the judgements of ``extra`` files (relative to ``root``) to the split that already holds each query;
+    returns ``{file: sha256}`` for the snapshot fingerprint."""
+    files: dict[str, str] = {}
+    for rel in extra:
+        f = root / rel
+        if not f.is_file():
+            raise InputError(
+                str(f), "is missing", "fix corpus.extra_qrels (paths relative to the corpus folder)"
+            )
+        more = load_qrels_tsv(f, unit, queries, known, f.stem)  # type: ignore[arg-type]
+        files[rel] = more.source_sha256
+        for q in qrels.values():
+            for qid, judged in more.judgements.items():
+                if qid in q.judgements:
+                    for uid, g in judged.items():
+                        q.judgements[qid].setdefault(uid, g)
+    return files
+
+
+def _splits(qrels: dict[str, Qrels], queries: dict[str, Query], qdir: Path) -> dict[str, list[str]]:
+    """A query belongs to split S when it is labelled in ``qrels/S.tsv`` or declares ``split: S``; never to two."""
+    splits: dict[str, list[str]] = {split: list(q.judgements) for split, q in qrels.items()}
+    for query in queries.values():
+        if query.split:
+            lst = splits.setdefault(query.split, [])
+            if query.qid not in lst:
+                lst.append(query.qid)
+    for split, lst in splits.items():
+        for qid in lst:
+            qs = queries[qid].split
+            if qs and qs != split:
+                raise InputError(
+                    str(qdir / f"{split}.tsv"),
+                    f"query {qid!r} is labelled in split {split!r} but declares split {qs!r} in queries.jsonl",
+                    "keep each query in one split",
+                )
+    return splits
+
+
 def load_corpus(
     path: str | Path,
     chunker: ChunkerSpec | None = None,
@@ -373,52 +435,11 @@ def load_corpus(
         seen.add(c.chunk_id)
 
     known = set(docs) if unit == "doc" else seen
-    qrels: dict[str, Qrels] = {}
-    for f in qfiles:
-        qrels[f.stem] = load_qrels_tsv(f, unit, queries, known, f.stem)  # type: ignore[arg-type]
-
+    qrels = {f.stem: load_qrels_tsv(f, unit, queries, known, f.stem) for f in qfiles}  # type: ignore[arg-type]
     extra = list(extra_qrels) or list(manifest.get("extra_qrels") or [])
-    extra_files: dict[str, str] = {}
-    for rel in extra:
-        f = root / rel
-        if not f.is_file():
-            raise InputError(
-                str(f), "is missing", "fix corpus.extra_qrels (paths relative to the corpus folder)"
-            )
-        more = load_qrels_tsv(f, unit, queries, known, f.stem)  # type: ignore[arg-type]
-        extra_files[rel] = more.source_sha256
-        for q in qrels.values():
-            for qid, judged in more.judgements.items():
-                if qid in q.judgements:
-                    for uid, g in judged.items():
-                        q.judgements[qid].setdefault(uid, g)
-
-    splits: dict[str, list[str]] = {}
-    for split, q in qrels.items():
-        splits[split] = list(q.judgements)
-    for query in queries.values():
-        if query.split:
-            lst = splits.setdefault(query.split, [])
-            if query.qid not in lst:
-                lst.append(query.qid)
-    for split, lst in splits.items():
-        for qid in lst:
-            qs = queries[qid].split
-            if qs and qs != split:
-                raise InputError(
-                    str(qdir / f"{split}.tsv"),
-                    f"query {qid!r} is labelled in split {split!r} but declares split {qs!r} in queries.jsonl",
-                    "keep each query in one split",
-                )
-    files = {
-        "corpus.jsonl": _sha_file(root / "corpus.jsonl"),
-        "queries.jsonl": _sha_file(root / "queries.jsonl"),
-    }
-    files.update({f"qrels/{f.name}": qrels[f.stem].source_sha256 for f in qfiles})
-    files.update(extra_files)
-    if (root / "corpus.yaml").exists():
-        files["corpus.yaml"] = _sha_file(root / "corpus.yaml")
-
+    extra_files = _merge_extra_qrels(root, extra, qrels, unit, queries, known)
+    splits = _splits(qrels, queries, qdir)
+    files = _file_hashes(root, qfiles, qrels, extra_files)
     lang = language or manifest.get("language") or "auto"
     if lang == "auto":
         lang = detect_language([d.text for d in docs.values()])

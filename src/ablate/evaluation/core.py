@@ -465,6 +465,10 @@ def evaluate(
     ``qids`` is the split's query set, so queries missing from the run are detected; queries of the run outside it
     are ignored and counted. ``chunk_to_doc`` is needed only when chunk qrels are evaluated at unit ``doc``.
     Never mutates its arguments; never rounds.
+
+
+    Long because it is the hot loop: one pass per query in plain Python, everything else vectorised, so a
+    100k-query run scores in seconds; splitting it would add calls per query on the critical path.
     """
     if not isinstance(settings, EvalSettings):
         raise ConfigError("settings", type(settings).__name__, "pass an ablate.evaluation.EvalSettings")

@@ -214,8 +214,7 @@ def run_pipeline(
     The abstention threshold ``"dev"`` is chosen on ``settings.tune_split`` with the same pipeline (balanced
     accuracy) and applied unchanged here.
     """
-    from ablate.evaluation import choose_threshold, evaluate, slice_means, top_scores
-    from ablate.evaluation.abstention import abstention_report
+    from ablate.evaluation import evaluate, slice_means
 
     t_start = time.perf_counter()
     session = session or Session()
@@ -235,35 +234,16 @@ def run_pipeline(
     timings["eval_seconds"] = time.perf_counter() - t0
     perm["leaks"] = permission_leaks(snapshot, run, groups)
 
-    choice = None
-    threshold: float | None
-    if settings.abstain_threshold == "dev":
-        if split == settings.tune_split:
-            tuned, tuned_run = result, run
-        else:
-            tb = pipeline.bind(snapshot, settings.tune_split)
-            tuned_run, _, _ = _rank(snapshot, settings.tune_split, tb, settings, source, groups)
-            tq, _ = visible_qrels(snapshot, snapshot.split_qrels(settings.tune_split), groups)
-            tuned = evaluate(
-                tuned_run,
-                tq,
-                snapshot.split_qids(settings.tune_split),
-                settings.eval,
-                chunk_to_doc=snapshot.chunk_to_doc,
-            )
-        cats = tuned.per_query["category"].to_dict()
-        choice = choose_threshold(top_scores(tuned_run, cats), cats)
-        threshold = choice.threshold
-    else:
-        threshold = settings.abstain_threshold  # type: ignore[assignment]
-    abst = abstention_report(result, run, threshold)
+    abst, choice = _abstention(snapshot, split, pipeline, settings, source, groups, result, run)
     add_answer_in_context(result, run, snapshot, qids, settings.eval.ks)
 
     counters: dict[str, float] = dict(source.counters)
-    for s in bound.stages:
-        for k, v in delta(s.stats, before.get(s.name, {})).items():
+    for (
+        stage
+    ) in bound.stages:  # what this job's stages did (prepared stages are shared across a sweep's jobs)
+        for k, v in delta(stage.stats, before.get(stage.name, {})).items():
             if not k.endswith("_seconds"):
-                counters[f"{s.name}.{k}"] = v
+                counters[f"{stage.name}.{k}"] = v
     counters["cache.hits"] = float(cache.stats.hits - cache_before[0])
     counters["cache.misses"] = float(cache.stats.misses - cache_before[1])
     timings.update(source.timings)
@@ -285,6 +265,37 @@ def run_pipeline(
         threshold_choice=choice,
         slices=slice_means(result, snapshot.queries),
     )
+
+
+def _abstention(
+    snapshot: Snapshot,
+    split: str,
+    pipeline: Pipeline,
+    settings: RunSettings,
+    source: CandidateSource,
+    groups: list[str] | None,
+    result: EvalResult,
+    run: Run,
+) -> tuple[AbstentionReport, ThresholdChoice | None]:
+    """Refusals on ``run``: by the fixed threshold, or by the one chosen on ``settings.tune_split`` with the same
+    pipeline (balanced accuracy), applied unchanged here."""
+    from ablate.evaluation import choose_threshold, evaluate, top_scores
+    from ablate.evaluation.abstention import abstention_report
+
+    if settings.abstain_threshold != "dev":
+        return abstention_report(result, run, settings.abstain_threshold), None  # type: ignore[arg-type]
+    if split == settings.tune_split:
+        tuned, tuned_run = result, run
+    else:
+        tune = settings.tune_split
+        tuned_run, _, _ = _rank(snapshot, tune, pipeline.bind(snapshot, tune), settings, source, groups)
+        tq, _ = visible_qrels(snapshot, snapshot.split_qrels(tune), groups)
+        tuned = evaluate(
+            tuned_run, tq, snapshot.split_qids(tune), settings.eval, chunk_to_doc=snapshot.chunk_to_doc
+        )
+    cats = tuned.per_query["category"].to_dict()
+    choice = choose_threshold(top_scores(tuned_run, cats), cats)
+    return abstention_report(result, run, choice.threshold), choice
 
 
 def add_answer_in_context(

@@ -12,12 +12,10 @@ only orders results; it is not a probability that a result is relevant. Ties are
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
 from ablate.data.types import Hit, Run
-from ablate.errors import ConfigError
 from ablate.stages.base import Fingerprint, check_float, check_int, fingerprint_of
 
 #: Bump when the fusion rule changes (part of the stage fingerprint).
@@ -26,8 +24,7 @@ CODE_VERSION = "ablate-rrf/1"
 
 def rrf_scores(rankings: Sequence[Sequence[str]], k: float = 60.0) -> dict[str, float]:
     """RRF score of every id in any of the ``rankings`` (each a list of ids in rank order, rank 1 first)."""
-    if not (isinstance(k, (int, float)) and math.isfinite(k) and k >= 0):
-        raise ConfigError("rrf.k", k, "it must be a finite number >= 0 (60 is the usual default)")
+    k = check_float("rrf.k", k, 0.0, hint=" (60 is the usual default)")
     scores: dict[str, float] = {}
     for ranking in rankings:
         seen: set[str] = set()
@@ -45,8 +42,7 @@ def rrf(
     runs: Sequence[Run], k: float = 60.0, window: int = 100, depth: int | None = None, name: str = "rrf"
 ) -> Run:
     """Fuse ``runs`` by RRF over each run's top-``window`` chunks; return the top ``depth`` (default: all)."""
-    if window < 1:
-        raise ConfigError("retrieval.window", window, "it must be a positive integer")
+    window = check_int("retrieval.window", window, 1)
     qids: list[str] = []
     for r in runs:
         qids.extend(q for q in r.results if q not in qids)

@@ -196,21 +196,13 @@ class CrossEncoderScorer:
             },
         )
 
-    # -- the stage ------------------------------------------------------------------------------------------------
-    def rerank(
+    def _plan(
         self, run: Run, query_text: Mapping[str, str], chunk_text: Mapping[str, str], depth: int
-    ) -> Run:
-        """A new run: per query, the top ``depth`` hits by cross-encoder score, then the rest in their old order.
-
-        ``query_text`` maps query id -> text and ``chunk_text`` chunk id -> the chunk's indexed text (title prefix
-        included). The input run is not modified. See the module docstring for the tail scores and the cache.
-        """
-        if not isinstance(depth, int) or isinstance(depth, bool) or depth < 1:
-            raise ConfigError("rerank.depth", depth, "must be a positive integer (e.g. 10, 20, 50)")
-
-        # 1. Collect the pairs to score; check every text is there before any model work.
-        plan: dict[str, tuple[str, list[str]]] = {}  # qid -> (query sha, chunk shas of the head)
-        todo: dict[str, dict[str, tuple[str, str]]] = {}  # query sha -> chunk sha -> (query text, chunk text)
+    ) -> tuple[dict[str, tuple[str, list[str]]], dict[str, dict[str, tuple[str, str]]]]:
+        """Which pairs each query's head needs (``qid -> (query sha, chunk shas)``) and which are not cached yet
+        (``query sha -> chunk sha -> (query text, chunk text)``); every text is checked before any model work."""
+        plan: dict[str, tuple[str, list[str]]] = {}
+        todo: dict[str, dict[str, tuple[str, str]]] = {}
         for qid, hits in run.results.items():
             head = hits[:depth]
             if not head:
@@ -235,28 +227,44 @@ class CrossEncoderScorer:
                 ctext = chunk_text[h.chunk_id]
                 csha = sha256_text(ctext)
                 shas.append(csha)
-                if csha in cached:
+                if csha in cached or csha in todo.get(
+                    qsha, {}
+                ):  # cached, or the same pair twice in this call
                     self.stats["pairs_cached"] += 1
-                elif csha in todo.get(qsha, {}):
-                    self.stats["pairs_cached"] += (
-                        1  # the same pair twice in this call (same texts): scored once
-                    )
                 else:
                     todo.setdefault(qsha, {})[csha] = (qtext, ctext)
             plan[qid] = (qsha, shas)
+        return plan, todo
 
-        # 2. Score what is missing, in one batched pass over all queries, then write one entry per query.
+    def _score_missing(self, todo: dict[str, dict[str, tuple[str, str]]]) -> None:
+        """Score the missing pairs in one batched pass over all queries, then write one cache entry per query."""
         flat = [(qsha, csha, pair) for qsha, d in todo.items() for csha, pair in d.items()]
-        if flat:
-            t0 = time.perf_counter()
-            scores = self._predict([pair for _, _, pair in flat])
-            self.stats["score_seconds"] += time.perf_counter() - t0
-            self.stats["pairs_scored"] += len(flat)
-            new: dict[str, dict[str, float]] = {}
-            for (qsha, csha, _), s in zip(flat, scores, strict=True):
-                new.setdefault(qsha, {})[csha] = s
-            for qsha, d in new.items():
-                self._store(qsha, d)
+        if not flat:
+            return
+        t0 = time.perf_counter()
+        scores = self._predict([pair for _, _, pair in flat])
+        self.stats["score_seconds"] += time.perf_counter() - t0
+        self.stats["pairs_scored"] += len(flat)
+        new: dict[str, dict[str, float]] = {}
+        for (qsha, csha, _), score in zip(flat, scores, strict=True):
+            new.setdefault(qsha, {})[csha] = score
+        for qsha, d in new.items():
+            self._store(qsha, d)
+
+    # -- the stage ------------------------------------------------------------------------------------------------
+    def rerank(
+        self, run: Run, query_text: Mapping[str, str], chunk_text: Mapping[str, str], depth: int
+    ) -> Run:
+        """A new run: per query, the top ``depth`` hits by cross-encoder score, then the rest in their old order.
+
+        ``query_text`` maps query id -> text and ``chunk_text`` chunk id -> the chunk's indexed text (title prefix
+        included). The input run is not modified. See the module docstring for the tail scores and the cache.
+        """
+        if not isinstance(depth, int) or isinstance(depth, bool) or depth < 1:
+            raise ConfigError("rerank.depth", depth, "must be a positive integer (e.g. 10, 20, 50)")
+
+        plan, todo = self._plan(run, query_text, chunk_text, depth)
+        self._score_missing(todo)
 
         # 3. Build the new run.
         results: dict[str, list[Hit]] = {}

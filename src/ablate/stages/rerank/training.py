@@ -37,14 +37,14 @@ import shutil
 import sys
 import tempfile
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ablate.cache import Cache, key_of
 from ablate.errors import ConfigError, InputError
-from ablate.stages.base import library_versions
+from ablate.stages.base import check_float, check_int, library_versions
 from ablate.stages.text.models import ResolvedModel, resolve_model
 
 if TYPE_CHECKING:
@@ -286,6 +286,52 @@ def _fit(
             model.save(str(out_dir), create_model_card=False)
 
 
+def _train_into(
+    target: Path, meta: dict[str, Any], fit: Callable[[Path], None], replace_existing: bool
+) -> float:
+    """Run ``fit`` into a temporary sibling of ``target``, write ``meta`` (with the training time) and rename it into
+    place, so a reader sees a whole model or none. Returns the training seconds."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent))
+    try:
+        t0 = time.perf_counter()
+        fit(tmp)
+        seconds = time.perf_counter() - t0
+        meta = {**meta, "train_seconds": round(seconds, 3)}
+        (tmp / META_FILE).write_text(json.dumps(meta, indent=2, sort_keys=True), encoding="utf-8")
+        if replace_existing and target.exists():
+            shutil.rmtree(target)
+        try:
+            os.replace(tmp, target)
+        except OSError:
+            if not (target / META_FILE).is_file():  # not a lost race with an identical writer: a real failure
+                raise
+            shutil.rmtree(tmp, ignore_errors=True)  # another process stored the same model first; keep theirs
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return seconds
+
+
+def _hyper_parameters(
+    epochs: int, min_steps: int, run_epochs: int, batch_size: int, max_length: int, lr: float, seed: int
+) -> dict[str, Any]:
+    """Everything about the training run that shapes the model (part of its cache key and its metadata)."""
+    return {
+        "epochs": epochs,
+        "min_steps": min_steps,
+        "effective_epochs": run_epochs,
+        "batch_size": batch_size,
+        "max_length": max_length,
+        "lr": lr,
+        "seed": seed,
+        "warmup_ratio": WARMUP_RATIO,
+        "weight_decay": WEIGHT_DECAY,
+        "max_grad_norm": MAX_GRAD_NORM,
+        "loss": "BinaryCrossEntropyLoss(pos_weight=negatives/positives)",
+    }
+
+
 def train_cross_encoder(
     pairs: TrainingPairs,
     base_model: str = "all-MiniLM-L6-v2",
@@ -303,39 +349,23 @@ def train_cross_encoder(
     Returns a :class:`TrainedModel` (a :class:`ResolvedModel` of the saved folder, ready for
     ``CrossEncoderReranker(model=result.path)``) whose ``trained`` flag says whether this call trained.
     ``epochs`` is a floor together with ``min_steps``: a small train split is cycled for whole extra epochs until at
-    least ``min_steps`` optimizer steps are taken (but for at most 10 epochs: see :func:`effective_epochs`), because the randomly initialised head of a bi-encoder checkpoint
-    needs on the order of a hundred updates to learn anything (on the demo corpus one epoch of its 190 pairs, 12 steps,
-    gave dev nDCG@10 0.23, 108 steps 0.37; BM25 alone 0.69). A large split (10k pairs = 625 steps) is unaffected.
-    ``cache=None`` uses the default cache folder (``$ABLATE_CACHE_DIR`` or ``~/.cache/ablate``); a disabled cache
-    always retrains (and replaces the stored model).
+    least ``min_steps`` optimizer steps are taken (at most 10 epochs: :func:`effective_epochs`), because the randomly
+    initialised head of a bi-encoder checkpoint needs on the order of a hundred updates to learn anything.
+    ``cache=None`` uses the default cache folder; a disabled cache always retrains (and replaces the stored model).
     """
     for key_name, value, minimum in (
         ("epochs", epochs, 1),
         ("batch_size", batch_size, 1),
         ("max_length", max_length, 8),
-        ("min_steps", min_steps, 0),
     ):
-        if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
-            raise ConfigError(f"train_reranker.{key_name}", value, f"must be an integer >= {minimum}")
-    if not isinstance(lr, (int, float)) or not 0.0 < float(lr) < 1.0:
-        raise ConfigError("train_reranker.lr", lr, "must be a learning rate in (0, 1), e.g. 5e-5")
+        check_int(f"train_reranker.{key_name}", value, minimum)
+    check_int("train_reranker.min_steps", min_steps, 0)
+    check_float("train_reranker.lr", lr, 1e-12, 1.0, hint=", e.g. 5e-5")
     checked = _check_pairs(pairs)
     base = resolve_model(base_model, kind="cross-encoder base model", setting="train_reranker.base_model")
     cache = cache if cache is not None else Cache()
     run_epochs = effective_epochs(len(checked), batch_size, epochs, min_steps)
-    hyper = {
-        "epochs": epochs,
-        "min_steps": min_steps,
-        "effective_epochs": run_epochs,
-        "batch_size": batch_size,
-        "max_length": max_length,
-        "lr": float(lr),
-        "seed": seed,
-        "warmup_ratio": WARMUP_RATIO,
-        "weight_decay": WEIGHT_DECAY,
-        "max_grad_norm": MAX_GRAD_NORM,
-        "loss": "BinaryCrossEntropyLoss(pos_weight=negatives/positives)",
-    }
+    hyper = _hyper_parameters(epochs, min_steps, run_epochs, batch_size, max_length, float(lr), seed)
     psha = pairs_sha256(checked)
     key = key_of(RECIPE, CODE_VERSION, library_versions(*LIBRARIES), base.fingerprint, psha, hyper)
     target = cache.dir_for(TRAINED_KIND, key)
@@ -348,11 +378,20 @@ def train_cross_encoder(
         _say(show_progress, f"cached model for these {len(checked)} pairs: {target}")
         return result(False, 0.0)
 
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent))
-    try:
-        t0 = time.perf_counter()
-        _fit(
+    meta: dict[str, Any] = {
+        "recipe": RECIPE,
+        "key": key,
+        "base_model": base.name,
+        "base_model_fingerprint": base.fingerprint,
+        "pairs_sha256": psha,
+        "n_pairs": len(checked),
+        "n_positive": sum(1 for _, _, y in checked if y >= 0.5),
+        "hyper_parameters": hyper,
+    }
+    seconds = _train_into(
+        target,
+        meta,
+        lambda tmp: _fit(
             checked,
             base,
             tmp,
@@ -362,31 +401,9 @@ def train_cross_encoder(
             lr=float(lr),
             seed=seed,
             show_progress=show_progress,
-        )
-        seconds = time.perf_counter() - t0
-        meta: dict[str, Any] = {
-            "recipe": RECIPE,
-            "key": key,
-            "base_model": base.name,
-            "base_model_fingerprint": base.fingerprint,
-            "pairs_sha256": psha,
-            "n_pairs": len(checked),
-            "n_positive": sum(1 for _, _, y in checked if y >= 0.5),
-            "hyper_parameters": hyper,
-            "train_seconds": round(seconds, 3),
-        }
-        (tmp / META_FILE).write_text(json.dumps(meta, indent=2, sort_keys=True), encoding="utf-8")
-        if not cache.enabled and target.exists():
-            shutil.rmtree(target)
-        try:
-            os.replace(tmp, target)
-        except OSError:
-            if not (target / META_FILE).is_file():  # not a lost race with an identical writer: a real failure
-                raise
-            shutil.rmtree(tmp, ignore_errors=True)  # another process stored the same model first; keep theirs
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+        ),
+        replace_existing=not cache.enabled,
+    )
     _say(show_progress, f"saved {target} ({seconds:.0f}s, {len(checked) * run_epochs / seconds:.1f} pairs/s)")
     return result(True, seconds)
 
