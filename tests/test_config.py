@@ -138,7 +138,7 @@ def test_targets_outside_ablate_are_refused():
 
 
 def test_precheck_rejects_unknown_group_options():
-    precheck_overrides(["-m", "variant=A,B,C,D,oracle", "rrf.k=1,10"])
+    precheck_overrides(["-m", "variant=A,B,C,D,oracle", "rrf.k=1,10", "retrievers=[bm25],[bm25,dense]"])
     for bad in (
         ["variant=E"],
         ["-m", "variant=A,X"],

@@ -225,7 +225,7 @@ def test_baseline_rules():
     # undeclared: inferred from what differs
     rep = report.build_report(part, plots=False, n_resamples=100)
     assert rep.swept == ["rrf.k", "rrf.window"] and rep.baseline == sw[1].run_id
-    assert rep.labels[sw[1].run_id] == "C rrf.k=10 rrf.window=100"
+    assert rep.labels[sw[1].run_id] == "C k=10 window=100"
 
 
 def test_sweep_flags_unswept_change_and_plots(tmp_path: Path):

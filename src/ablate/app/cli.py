@@ -30,9 +30,8 @@ def precheck_overrides(argv: list[str]) -> None:
         key, _, value = arg.partition("=")
         key = key.removeprefix("override ")
         if key in groups and value:
-            vals = (
-                value.strip("[]").split(",") if not value.startswith(("range(", "choice(", "glob(")) else []
-            )
+            plain = not value.startswith(("range(", "choice(", "glob("))
+            vals = value.replace("[", "").replace("]", "").split(",") if plain else []
             for v in vals:
                 v = v.strip()
                 if v and v not in groups[key]:

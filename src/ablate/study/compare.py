@@ -46,6 +46,7 @@ __all__ = [
     "differing_components",
     "norm_value",
     "parse_factor",
+    "varying_params",
 ]
 
 _NUMBER_WORDS = {1: "one", 2: "two", 3: "three", 4: "four", 5: "five", 6: "six"}
@@ -128,6 +129,21 @@ def component_of(key: str, stages: Collection[str] = ()) -> str | None:
     if head in ("eval", "abstain"):
         return head
     return head
+
+
+def varying_params(runs: Sequence[RecordedRun]) -> list[str]:
+    """Params whose value differs between ``runs``: the pipeline's shape, and params every run logs (a stage's
+    params that only some runs log are part of the shape change), bookkeeping left out. Sorted, shape first."""
+    shape = [k for k in R.PIPELINE_PARAMS if len({repr(_shape(r, k)) for r in runs}) > 1]
+    keys = sorted(set.intersection(*(set(r.params) for r in runs))) if runs else []
+    rest = [
+        k
+        for k in keys
+        if not bookkeeping_param(k)
+        and k not in R.PIPELINE_PARAMS
+        and len({repr(norm_value(r.params.get(k))) for r in runs}) > 1
+    ]
+    return shape + rest
 
 
 def differing_components(a: Mapping[str, str], b: Mapping[str, str]) -> list[str]:

@@ -32,7 +32,7 @@ import pandas as pd
 from ablate import record as R
 from ablate.errors import ConfigError, InputError
 from ablate.evaluation import stats
-from ablate.study.compare import ComparisonCheck, bookkeeping_param, check_comparison, norm_value
+from ablate.study.compare import ComparisonCheck, check_comparison, norm_value, varying_params
 from ablate.study.fetch import ReportError, RunRecord, Source, fetch_runs
 from ablate.study.plots import plots as make_plots
 from ablate.study.slices import DEFAULT_CONTRAST, scored_ids, slices
@@ -155,19 +155,24 @@ def _sort_value(key: str, r: RunRecord) -> tuple[int, float, str]:
     return (1, 0.0, "" if n is None else str(n))
 
 
-def _varying(records: Sequence[RunRecord]) -> list[str]:
-    keys = sorted({k for r in records for k in r.params})
-    return [
-        k
-        for k in keys
-        if not bookkeeping_param(k)
-        and k not in R.PIPELINE_PARAMS
-        and len({repr(norm_value(r.params.get(k))) for r in records}) > 1
-    ]
+def _short_keys(keys: list[str]) -> dict[str, str]:
+    """``rrf.k`` -> ``k``, ``pipeline.retrievers`` -> ``retrievers``: the last part, unless two keys share it."""
+    last = [k.rsplit(".", 1)[-1] for k in keys]
+    return {k: (t if last.count(t) == 1 else k) for k, t in zip(keys, last, strict=True)}
+
+
+def _label_value(key: str, v: Any) -> str:
+    if key == R.P_RETRIEVERS:
+        return ",".join(R.json_list(v))
+    n = norm_value(v)
+    if isinstance(n, float) and n.is_integer():
+        return str(int(n))
+    return str(v)
 
 
 def _labels(records: Sequence[RunRecord], swept: list[str]) -> dict[str, str]:
-    """Unique row labels: the run name, plus the swept / differing params when names repeat, plus an id prefix."""
+    """Unique row labels: the run name, plus the swept params that tell runs of one name apart (short keys:
+    ``C k=1 window=20``), then other params all of them log, then an id prefix."""
     by_name: dict[str, list[RunRecord]] = {}
     for r in records:
         by_name.setdefault(r.name, []).append(r)
@@ -176,10 +181,13 @@ def _labels(records: Sequence[RunRecord], swept: list[str]) -> dict[str, str]:
         if len(group) == 1:
             labels[group[0].run_id] = name
             continue
-        keys = [k for k in [*swept, *_varying(group)] if k != "variant"]
-        keys = [k for k in dict.fromkeys(keys) if len({str(r.params.get(k)) for r in group}) > 1]
+        common = [k for k in varying_params(group) if all(k in r.params for r in group)]
+        keys = [k for k in dict.fromkeys([*swept, *common]) if k != "variant"]
+        keys = [k for k in keys if len({str(r.params.get(k)) for r in group}) > 1]
+        short = _short_keys(keys)
         for r in group:
-            labels[r.run_id] = " ".join([name, *(f"{k}={r.params.get(k)}" for k in keys)])
+            parts = [f"{short[k]}={_label_value(k, r.params.get(k))}" for k in keys]
+            labels[r.run_id] = " ".join([name, *parts])
     counts: dict[str, int] = {}
     for lab in labels.values():
         counts[lab] = counts.get(lab, 0) + 1
@@ -255,7 +263,7 @@ class _Plan:
 def _plan(records: list[RunRecord], swept: Sequence[str] | None) -> _Plan:
     kind = "ablation" if len({r.variant for r in records}) > 1 else "sweep"
     if swept is None:
-        inferred = _varying(records)
+        inferred = varying_params(records)
         swept_l = ["variant"] if kind == "ablation" else inferred
         factor = list(swept_l)
         columns_params = inferred

@@ -7,7 +7,7 @@ from typing import IO, Any
 
 from ablate import record as R
 from ablate.record import RecordedRun
-from ablate.study.compare import bookkeeping_param, norm_value
+from ablate.study.compare import varying_params
 from ablate.tables import fmt, format_table
 from ablate.tracking import Tracker
 
@@ -17,17 +17,6 @@ def ordered_children(tracker: Tracker, parent_run_id: str) -> list[RecordedRun]:
     return sorted(
         tracker.children(parent_run_id), key=lambda r: (r.variant_order, r.variant, r.name, r.run_id)
     )
-
-
-def varying_params(runs: list[RecordedRun]) -> list[str]:
-    keys = sorted({k for r in runs for k in r.params})
-    return [
-        k
-        for k in keys
-        if not bookkeeping_param(k)
-        and k not in R.PIPELINE_PARAMS
-        and len({repr(norm_value(r.params.get(k))) for r in runs}) > 1
-    ]
 
 
 def summary_table(runs: list[RecordedRun], max_params: int = 4) -> str:
