@@ -117,7 +117,7 @@ def test_multirun_makes_children_of_one_parent_and_prints_table(tiny_corpus, wor
         env,
     )
     assert p.returncode == 0, p.stderr
-    assert "| oracle" in p.stdout and "report:" in p.stdout
+    assert "| oracle" in p.stdout and "full report" in p.stdout and "[sweep] cell 3/3" in p.stderr
     _, runs = _runs(uri, "cli-multi")
     parents = [r for r in runs if r.tags.get("ablate.role") == "sweep-parent"]
     children = [r for r in runs if r.parent]
@@ -149,14 +149,28 @@ def test_bad_inputs_fail_in_one_line_and_mark_the_run_failed(tiny_corpus, workdi
     assert runs == [] and t.experiment_id("cli-bad", create=False) is None  # refused before any run started
 
 
-def test_a_failing_job_does_not_stop_the_sweep(tiny_corpus, workdir):
+def test_a_job_failing_during_work_does_not_stop_the_sweep_but_the_exit_code_says_so(tiny_corpus, workdir):
     cwd, env, uri = workdir
-    # the standard hub cross-encoder is not available offline: D fails fast, A still runs
-    p = ablate(["-m", *_base(tiny_corpus, uri, "cli-sweep-fail"), "variant=D,A"], cwd, env)
-    assert p.returncode == 0, p.stderr
-    assert "rerank.model=trained" in p.stderr and "Traceback" not in p.stderr
+    # the train split has no positive label: D's reranker cannot be trained, which only shows once D works
+    (tiny_corpus / "qrels" / "train.tsv").write_text("query-id\tcorpus-id\tscore\nq5\tPOL-1#4.2-a\t0\n")
+    p = ablate(
+        ["-m", *_base(tiny_corpus, uri, "cli-sweep-fail"), "variant=D,A", "rerank.model=trained"], cwd, env
+    )
+    assert p.returncode == 1, p.stderr
+    assert "no 'train' query has a judged-relevant" in p.stderr and "Traceback" not in p.stderr
+    assert "1 of 2 jobs failed" in p.stderr and "ablate.failure" in p.stderr
     _, runs = _runs(uri, "cli-sweep-fail")
     status = {r.name: r.status for r in runs if r.parent}
-    assert status == {
-        "A": "FINISHED"
-    }  # D was refused before its run started (the model is not available offline)
+    assert status == {"D": "FAILED", "A": "FINISHED"}
+    failed = next(r for r in runs if r.name == "D")
+    assert "train.tsv" in failed.failure
+
+
+def test_a_config_mistake_refuses_the_whole_sweep_and_leaves_nothing(tiny_corpus, workdir):
+    cwd, env, uri = workdir
+    # the hub cross-encoder is not available offline: refused before any run, experiment or folder exists
+    p = ablate(["-m", *_base(tiny_corpus, uri, "cli-refused"), "variant=D,A"], cwd, env)
+    assert p.returncode == 2 and p.stderr.count("\n") == 1, p.stderr
+    assert "rerank.model=trained" in p.stderr and "Traceback" not in p.stderr
+    t, runs = _runs(uri, "cli-refused")
+    assert runs == [] and t.experiment_id("cli-refused", create=False) is None

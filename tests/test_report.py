@@ -339,18 +339,42 @@ def test_report_cli_on_mlflow(mlflow_uri, tmp_path, capsys):
     )
     captured = capsys.readouterr()
     assert rc == 0, captured.err
-    assert (out / "ablation.md").read_text(encoding="utf-8") in captured.out
+    # the console gets the narrow table (label, nDCG@10 with CI, delta, p); the files hold everything
+    assert "| run " in captured.out and "p (Holm)" in captured.out and "full report" in captured.out
+    assert max(len(line) for line in captured.out.splitlines() if line.startswith("|")) < 100
+    assert "left out: D" in captured.out
     for n in ("ablation.md", "ablation.csv", "slices.md", "slices.csv", "metrics_bars.png"):
         assert t.download_artifact(parent, f"report/{n}", tmp_path / "logged") is not None, n
     md = (out / "ablation.md").read_text(encoding="utf-8")
     assert ids[0] in md and "D (" in md and "FAILED: RuntimeError: reranker exploded" in md
     assert t.get_run(parent).tags["ablate.report_baseline"] == ids[0]
+    # a re-baseline never overwrites the first report: a new folder beside it, and report-2/ on the parent run
+    assert (
+        report_cli.main(
+            [
+                "--parent",
+                parent,
+                "--tracking-uri",
+                mlflow_uri,
+                "--out",
+                str(out),
+                "--baseline",
+                "B",
+                "--resamples",
+                "100",
+            ]
+        )
+        == 0
+    )
+    assert (tmp_path / "out-2" / "ablation.md").exists() and "report-2/" in capsys.readouterr().out
+    assert t.download_artifact(parent, "report-2/ablation.md", tmp_path / "logged2") is not None
 
     # default: the latest sweep parent in the store
     rc = report_cli.main(
         ["--tracking-uri", mlflow_uri, "--out", str(tmp_path / "o2"), "--no-log", "--resamples", "100"]
     )
-    assert rc == 0 and f"(run {ids[0]})" in capsys.readouterr().out
+    assert rc == 0 and "o2/ablation.md" in capsys.readouterr().out
+    assert f"(run {ids[0]})" in (tmp_path / "o2" / "ablation.md").read_text(encoding="utf-8")
 
     # errors: one line, exit 2
     for argv, needle in (

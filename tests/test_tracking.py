@@ -35,12 +35,14 @@ def test_run_contents_and_failed_status(store):
     tmp_path, t = store
     with t.run("exp", "C", tags={"ablate.variant": "C"}) as rid:
         t.log_params(rid, {"rrf.k": 60, "eval.ks": [1, 10], "rerank.model": None})
-        t.log_metrics(rid, {"ndcg@10": 0.5, "recall@10": float("nan")})
+        t.log_metrics(rid, {"ndcg@10": 0.5})
+        with pytest.raises(ValueError, match="recall@10"):  # a NaN never reaches MLflow
+            t.log_metrics(rid, {"recall@10": float("nan")})
         t.log_files(rid, {"per_query.csv": "qid,ndcg@10\nq1,0.5\n", "sub/x.json": "{}"})
     r = t.get_run(rid)
     assert r.status == "FINISHED" and r.tags["ablate.variant"] == "C" and r.variant == "C"
     assert r.params == {"rrf.k": "60", "eval.ks": "[1, 10]", "rerank.model": "null"}
-    assert r.metrics == {"ndcg_at_10": 0.5}  # NaN is not logged
+    assert r.metrics == {"ndcg_at_10": 0.5}
     assert r.metric("ndcg@10") == 0.5
     dl = t.download_artifact(rid, "per_query.csv", tmp_path / "dl")
     assert dl is not None and dl.read_text().startswith("qid,ndcg@10")

@@ -76,6 +76,9 @@ class CacheStats:
         d["hits" if hit else "misses"] += 1
 
 
+ORPHAN_AGE_S = 3600.0  # a temp file older than this was left by a killed process
+
+
 class Cache:
     """A folder of ``<kind>/<key[:2]>/<key>.{npy,json}`` entries."""
 
@@ -83,6 +86,59 @@ class Cache:
         self.root = Path(root).expanduser().resolve() if root else default_cache_dir()
         self.enabled = enabled
         self.stats = CacheStats()
+
+    def check(self, setting: str = "cache.dir") -> None:
+        """Refuse, before any work, a cache folder that cannot hold entries (a file, not writable)."""
+        if not self.enabled:
+            return
+        from ablate.errors import ConfigError
+
+        root = self.root
+        if root.exists() and not root.is_dir():
+            raise ConfigError(
+                setting, str(root), "it is a file, not a folder; point it at a folder (or unset it)"
+            )
+        try:
+            root.mkdir(parents=True, exist_ok=True)
+            probe = root / f".probe-{os.getpid()}"
+            probe.write_bytes(b"")
+            probe.unlink()
+        except OSError as e:
+            raise ConfigError(
+                setting,
+                str(root),
+                f"it cannot be written ({e.strerror}); choose a writable folder, or cache.enabled=false",
+            ) from None
+
+    def sweep_orphans(self, max_age_s: float = ORPHAN_AGE_S) -> int:
+        """Delete temp files and folders (``.*.tmp``) older than ``max_age_s`` that a killed process left beside the
+        entries; returns how many. Entries themselves are never touched."""
+        import shutil
+        import time
+
+        if not self.enabled or not self.root.is_dir():
+            return 0
+        now, removed = time.time(), 0
+        for kind in self.root.iterdir():
+            if not kind.is_dir():
+                continue
+            for shard in kind.iterdir():
+                if not shard.is_dir():
+                    continue
+                for p in shard.iterdir():
+                    if not (p.name.startswith(".") and p.name.endswith(".tmp")):
+                        continue
+                    try:
+                        if now - p.stat().st_mtime < max_age_s:
+                            continue
+                        if p.is_dir():
+                            shutil.rmtree(p)
+                        else:
+                            p.unlink()
+                        removed += 1
+                    except OSError:
+                        continue
+        return removed
 
     def _path(self, kind: str, key: str, ext: str) -> Path:
         return self.root / kind / key[:2] / f"{key}.{ext}"

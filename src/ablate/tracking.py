@@ -40,6 +40,55 @@ def sqlite_path(uri: str) -> Path | None:
     return Path(uri[len("sqlite:///") :]) if uri.startswith("sqlite:///") else None
 
 
+#: URI schemes MLflow's tracking client accepts (a local path without a scheme is a file store).
+SCHEMES = ("sqlite", "file", "http", "https", "postgresql", "mysql", "mssql", "databricks")
+
+
+def check_uri(uri: str) -> None:
+    """Refuse, before any work, a tracking URI that cannot be opened: an unknown scheme, a sqlite file or a file
+    store whose folder does not exist (it is not created silently) or cannot be written."""
+    from urllib.parse import urlparse
+
+    from ablate.errors import ConfigError
+
+    scheme = urlparse(uri).scheme.split("+")[0]
+    if scheme and scheme not in SCHEMES:
+        raise ConfigError("tracking.uri", uri, f"unknown scheme {scheme!r}; use one of {', '.join(SCHEMES)}")
+    if scheme not in ("sqlite", "file", ""):
+        return
+    if scheme == "sqlite":
+        path = sqlite_path(uri)
+        if path is None:
+            raise ConfigError("tracking.uri", uri, "write sqlite:////absolute/path/mlflow.db")
+        folder, what = path.parent, "database"
+    else:
+        path = Path(urlparse(uri).path if scheme == "file" else uri)
+        folder, what = (path if path.is_dir() else path.parent), "store"
+    if path.exists() and path.is_dir() and scheme == "sqlite":
+        raise ConfigError(
+            "tracking.uri", uri, f"{path} is a folder; name the database file, e.g. {path}/mlflow.db"
+        )
+    if not folder.is_dir():
+        hint = "it is a file" if folder.exists() else "it does not exist"
+        raise ConfigError(
+            "tracking.uri",
+            uri,
+            f"the {what}'s folder {folder}: {hint}; create the folder first or choose another",
+        )
+    if not os.access(folder, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        raise ConfigError("tracking.uri", uri, f"{path} is not writable; choose a writable location")
+
+
+def failure_reason(e: BaseException) -> str:
+    """The ``ablate.failure`` text for an exception that ended a run."""
+    if isinstance(e, KeyboardInterrupt):
+        return "interrupted by the user"
+    if isinstance(e, SystemExit):
+        return str(e.code) if e.code not in (None, 0) else "exited"
+    text = str(e)
+    return f"{type(e).__name__}: {text}" if text else type(e).__name__
+
+
 def _retry(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     delay = 0.2
     for attempt in range(12):
@@ -75,6 +124,22 @@ class Tracker:
 
         self.uri = uri
         self.client = MlflowClient(tracking_uri=uri)
+        db = sqlite_path(uri)
+        if db is not None:
+            self._open_sqlite(db)
+
+    def _open_sqlite(self, db: Path) -> None:
+        """Open (and on first use create) a sqlite store under an exclusive file lock: two processes that start on a
+        new store at once would otherwise both run MLflow's schema migration and one of them fail."""
+        import fcntl
+
+        lock = db.parent / f".{db.name}.ablate-lock"
+        with open(lock, "a") as fh:
+            fcntl.flock(fh, fcntl.LOCK_EX)
+            try:
+                _retry(self.client.search_experiments, max_results=1)
+            finally:
+                fcntl.flock(fh, fcntl.LOCK_UN)
 
     # -- experiments ------------------------------------------------------------------------------------------------
     def experiment_id(self, name: str, create: bool = True) -> str | None:
@@ -137,7 +202,7 @@ class Tracker:
             yield run_id
         except BaseException as e:
             with contextlib.suppress(Exception):
-                self.end(run_id, "FAILED", f"{type(e).__name__}: {e}")
+                self.end(run_id, "FAILED", failure_reason(e))
             raise
         else:
             self.end(run_id, "FINISHED")
@@ -159,12 +224,11 @@ class Tracker:
     def log_metrics(self, run_id: str, metrics: Mapping[str, float], step: int = 0) -> None:
         from mlflow.entities import Metric
 
+        bad = sorted(k for k, v in metrics.items() if v is None or not math.isfinite(float(v)))
+        if bad:  # the caller decides what an undefined metric means (ablate.runner.emit.split_defined)
+            raise ValueError(f"metrics without a finite value cannot be logged: {', '.join(bad[:10])}")
         now = int(time.time() * 1000)
-        items = [
-            Metric(metric_key(k), float(v), now, step)
-            for k, v in metrics.items()
-            if v is not None and not (isinstance(v, float) and math.isnan(v))
-        ]
+        items = [Metric(metric_key(k), float(v), now, step) for k, v in metrics.items()]
         for i in range(0, len(items), 1000):
             _retry(self.client.log_batch, run_id, metrics=items[i : i + 1000])
 

@@ -1,8 +1,9 @@
 """Hydra callback for ``-m`` sweeps: one MLflow parent run per sweep, children nested under it, and the ablation
 report printed (and attached to the parent) when the sweep ends.
 
-The parent run id is handed to the jobs through a file in the sweep folder, so it also reaches jobs that Hydra's
-joblib launcher runs in other processes.
+The parent run id is handed to the jobs through the environment (inherited by the workers of Hydra's joblib
+launcher) and a file in the sweep's own folder (unique per command), never through a folder two sweeps could share.
+At the end the callback counts the jobs that failed (FAILED runs, and jobs that never started one) for the exit code.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import Any
 from hydra.experimental.callback import Callback
 
 from ablate import record as R
-from ablate.app.cli import PARENT_FILE
+from ablate.app.cli import ENV_PARENT, ENV_SIZE, PARENT_FILE, SWEEP_OUTCOME
 from ablate.tracking import Tracker
 
 
@@ -29,6 +30,7 @@ class SweepCallback(Callback):
         from ablate.app.config import experiment_name
         from ablate.app.paths import register_resolvers
         from ablate.runner.job import git_commit
+        from ablate.runner.orphans import process_tags
         from ablate.tracking import resolve_tracking_uri
 
         register_resolvers()
@@ -45,8 +47,11 @@ class SweepCallback(Callback):
                     R.T_ROLE: R.ROLE_SWEEP_PARENT,
                     R.T_OVERRIDES: " ".join(overrides),
                     R.T_GIT: git_commit(),
+                    R.T_EXPECTED_CHILDREN: os.environ.get(ENV_SIZE, ""),
+                    **process_tags(),
                 },
             )
+            os.environ[ENV_PARENT] = self.parent
             (self.sweep_dir / PARENT_FILE).write_text(self.parent)
         except Exception as e:  # noqa: BLE001 - a sweep still runs without a parent
             print(f"warning: could not create the sweep's parent run: {e}", file=sys.stderr)
@@ -60,7 +65,7 @@ class SweepCallback(Callback):
         from ablate.study.sweep_summary import summarize_sweep
 
         try:
-            table = summarize_sweep(self.tracker, self.parent, quiet=True)
+            summarize_sweep(self.tracker, self.parent)
             try:
                 attach_report(
                     self.tracker,
@@ -69,9 +74,19 @@ class SweepCallback(Callback):
                     bootstrap=int(config.stats.bootstrap),
                     seed=int(config.stats.seed),
                 )
-                print(f"report: {self.sweep_dir}/{R.REPORT_DIR} (also attached to MLflow run {self.parent})")
+                print(f"compare in the MLflow UI: mlflow ui --backend-store-uri {self.tracker.uri}")
             except AblateError as e:  # e.g. a refused comparison must not crash the end of the sweep
-                print(table)
                 print(f"warning: no ablation report: {e}", file=sys.stderr)
         finally:
             self.tracker.end(self.parent, "FINISHED")
+            self._outcome()
+
+    def _outcome(self) -> None:
+        assert self.tracker is not None and self.parent is not None
+        children = self.tracker.children(self.parent)
+        try:
+            expected = int(os.environ.get(ENV_SIZE, "") or len(children))
+        except ValueError:
+            expected = len(children)
+        failed = sum(1 for r in children if r.status != "FINISHED") + max(0, expected - len(children))
+        SWEEP_OUTCOME.update({"jobs": max(expected, len(children)), "failed": failed, "parent": self.parent})

@@ -1,8 +1,9 @@
 """Hydra entry point: ``python -m ablate variant=C rrf.k=60`` / ``python -m ablate -m variant=A,B,C,D,oracle``.
 
-The task function turns the composed config into a :class:`~ablate.runner.job.JobSpec` (:mod:`ablate.app.config`)
-and hands it to :func:`ablate.runner.job.run_job`. Anything a user can fix ends as one line ``error: ...`` and exit
-status 2 (single run), or a failed job that does not stop the sweep (multirun).
+Before Hydra starts anything, :mod:`ablate.app.precheck` composes and validates every job of the command line and
+checks its inputs, so a mistake is one line and exit 2 with nothing created. Then Hydra runs the jobs; each turns
+its config into a :class:`~ablate.runner.job.JobSpec` (:mod:`ablate.app.config`) and hands it to
+:func:`ablate.runner.job.run_job`. A sweep whose jobs failed exits 1 and says how many and where the reasons are.
 """
 
 from __future__ import annotations
@@ -10,32 +11,29 @@ from __future__ import annotations
 import logging
 import os
 import sys
+import uuid
 from pathlib import Path
 from typing import Any
 
-from ablate.app.paths import CONF_DIR, group_options, register_resolvers
-from ablate.errors import AblateError, ConfigError
+from ablate.app.paths import CONF_DIR, register_resolvers
+from ablate.app.precheck import check_group_options
+from ablate.errors import AblateError
 
 log = logging.getLogger("ablate")
 
 PARENT_FILE = ".ablate_parent_run"
+#: Environment handed to every job of one command (inherited by launcher workers): a unique id for this command
+#: (it names the output folder), the number of jobs, and the sweep's parent run once it exists.
+ENV_INVOCATION, ENV_SIZE, ENV_PARENT = "ABLATE_INVOCATION", "ABLATE_SWEEP_SIZE", "ABLATE_SWEEP_PARENT"
+EXIT_CONFIG, EXIT_FAILED, EXIT_INTERRUPTED = 2, 1, 130
+
+#: Set by the sweep callback (in this process) when a sweep ends: {"jobs": n, "failed": n, "parent": run id}.
+SWEEP_OUTCOME: dict[str, Any] = {}
 
 
 def precheck_overrides(argv: list[str]) -> None:
-    """Reject an unknown config-group option (``variant=X``) with one line, before Hydra prints a wall of text."""
-    groups = group_options()
-    for arg in argv:
-        if "=" not in arg or arg.startswith(("-", "+", "~")):
-            continue
-        key, _, value = arg.partition("=")
-        key = key.removeprefix("override ")
-        if key in groups and value:
-            plain = not value.startswith(("range(", "choice(", "glob("))
-            vals = value.replace("[", "").replace("]", "").split(",") if plain else []
-            for v in vals:
-                v = v.strip()
-                if v and v not in groups[key]:
-                    raise ConfigError(key, v, f"valid options: {', '.join(groups[key])} (from conf/{key}/)")
+    """Reject an unknown config-group option (``variant=X``) with one line (kept for callers of the old name)."""
+    check_group_options(argv)
 
 
 def stage_overrides_where_they_run(argv: list[str]) -> list[str]:
@@ -55,19 +53,29 @@ def stage_overrides_where_they_run(argv: list[str]) -> list[str]:
     return out
 
 
-def _sweep_context() -> tuple[str | None, Path | None, tuple[str, ...]]:
-    """(sweep id, sweep dir, this job's overrides) under Hydra; (None, None, ...) for a single run."""
+def _sweep_context() -> tuple[str | None, Path | None, tuple[str, ...], int | None]:
+    """(sweep id, sweep dir, this job's overrides, job number) under Hydra; sweep fields None for a single run."""
     from hydra.core.hydra_config import HydraConfig
     from hydra.types import RunMode
 
     if not HydraConfig.initialized():
-        return None, None, ()
+        return None, None, (), None
     hc = HydraConfig.get()
     overrides = tuple(str(o) for o in hc.overrides.task)
     if hc.mode == RunMode.MULTIRUN:
         d = Path(hc.sweep.dir).resolve()
-        return str(d), d, overrides
-    return None, None, overrides
+        return str(d), d, overrides, int(hc.job.num)
+    return None, None, overrides, None
+
+
+def _parent_run(sweep_dir: Path | None) -> str | None:
+    """The sweep's parent run: from the environment this command set, else from this sweep's own (unique) folder."""
+    env = os.environ.get(ENV_PARENT)
+    if env:
+        return env
+    if sweep_dir is not None and (sweep_dir / PARENT_FILE).exists():
+        return (sweep_dir / PARENT_FILE).read_text().strip() or None
+    return None
 
 
 def run_task(cfg: Any, launch_dir: str | None = None) -> dict[str, Any]:
@@ -78,13 +86,18 @@ def run_task(cfg: Any, launch_dir: str | None = None) -> dict[str, Any]:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     register_resolvers()  # also in joblib workers, which never ran main()
-    sweep_id, sweep_dir, overrides = _sweep_context()
-    parent = None
-    if sweep_dir is not None and (sweep_dir / PARENT_FILE).exists():
-        parent = (sweep_dir / PARENT_FILE).read_text().strip() or None
+    sweep_id, sweep_dir, overrides, num = _sweep_context()
+    if num is not None:
+        size = os.environ.get(ENV_SIZE)
+        print(f"[sweep] cell {num + 1}/{size or '?'}: {' '.join(overrides) or '(defaults)'}", file=sys.stderr)
     notes: list[str] = []
     job = job_from_config(
-        cfg, launch_dir, sweep_id=sweep_id, parent_run_id=parent, overrides=overrides, notes=notes
+        cfg,
+        launch_dir,
+        sweep_id=sweep_id,
+        parent_run_id=_parent_run(sweep_dir),
+        overrides=overrides,
+        notes=notes,
     )
     print_notes(notes)
     return run_job(job).headline()
@@ -104,19 +117,52 @@ def _terminate_as_exit() -> None:
         pass
 
 
+def _fail(message: str, code: int) -> None:
+    print(message, file=sys.stderr)
+    sys.exit(code)
+
+
+def _prepare(argv: list[str], launch_dir: str) -> list[str]:
+    """Validate the whole command line (nothing is created when it fails) and set the command's environment."""
+    from ablate.app.precheck import check_command_line
+    from ablate.runner.orphans import clean_orphans
+    from ablate.tracking import Tracker
+
+    argv = stage_overrides_where_they_run(argv)
+    jobs = check_command_line(argv, launch_dir)
+    os.environ.setdefault(ENV_INVOCATION, uuid.uuid4().hex[:6])
+    os.environ[ENV_SIZE] = str(len(jobs))
+    os.environ.pop(ENV_PARENT, None)
+    for uri in dict.fromkeys(j.output.tracking_uri for j in jobs):
+        report = clean_orphans(Tracker(uri))
+        for run in report.closed:
+            print(
+                f"note: run {run.run_id} ({run.name}) was left RUNNING by a process that ended; marked FAILED",
+                file=sys.stderr,
+            )
+    return argv
+
+
 def main() -> None:
     import hydra
 
     register_resolvers()
     argv = sys.argv[1:]
-    try:
-        precheck_overrides(argv)
-    except AblateError as e:
-        print(f"error: {e}", file=sys.stderr)
-        sys.exit(2)
-    sys.argv[1:] = argv = stage_overrides_where_they_run(argv)
+    if any(a in ("-h", "--help") for a in argv):
+        from ablate.app.help import print_help
+
+        print_help()
+        return
     launch_dir = os.getcwd()
     multirun = any(a in ("-m", "--multirun") for a in argv)
+    introspect = any(a.startswith(("--cfg", "-c", "--info", "--resolve", "--package", "-p")) for a in argv)
+    try:
+        if not introspect:
+            sys.argv[1:] = argv = _prepare(argv, launch_dir)
+    except AblateError as e:
+        _fail(f"error: {e}", EXIT_CONFIG)
+    except KeyboardInterrupt:
+        _fail("error: interrupted by the user", EXIT_INTERRUPTED)
     _terminate_as_exit()
 
     @hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name="config")
@@ -127,7 +173,10 @@ def main() -> None:
             print(f"error: {e}", file=sys.stderr)
             if multirun:  # the run (if it started) is FAILED in MLflow; the sweep goes on
                 return {"error": str(e)}
-            sys.exit(2)
+            sys.exit(EXIT_CONFIG)
+        except KeyboardInterrupt:
+            _fail("error: interrupted by the user", EXIT_INTERRUPTED)
+            raise  # unreachable: _fail exits
         except Exception as e:  # an unexpected failure: still one line, still FAILED in MLflow
             if os.environ.get("ABLATE_DEBUG"):
                 raise
@@ -137,9 +186,17 @@ def main() -> None:
             )
             if multirun:
                 return {"error": str(e)}
-            sys.exit(1)
+            sys.exit(EXIT_FAILED)
 
     _app()
+    failed = int(SWEEP_OUTCOME.get("failed", 0))
+    if multirun and failed:
+        jobs, parent = SWEEP_OUTCOME.get("jobs"), SWEEP_OUTCOME.get("parent")
+        _fail(
+            f"error: {failed} of {jobs} jobs failed; the reasons are printed above and in the tag ablate.failure of "
+            f"the FAILED runs under parent run {parent} (python -m ablate.report --parent {parent} lists them)",
+            EXIT_FAILED,
+        )
 
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+import difflib
 import inspect
 import re
 import sys
@@ -105,9 +106,13 @@ def build_stage(key: str, node: DictConfig) -> Any:
     if not takes_any:
         for param in raw:
             if param != "_target_" and param not in accepted:
-                known = ", ".join(p for p in accepted if p != "name")
+                names = [p for p in accepted if p != "name"]
+                close = difflib.get_close_matches(str(param), names, n=1)
+                hint = f"did you mean {key}.{close[0]}? " if close else ""
                 raise ConfigError(
-                    f"{key}.{param!s}", raw[param], f"{cls.__name__} has no such parameter; known: {known}"
+                    f"{key}.{param!s}",
+                    raw[param],
+                    f"{hint}{cls.__name__} has no such parameter; known: {', '.join(names)}",
                 )
     try:
         stage = instantiate(node, name=key, _convert_="all")

@@ -10,10 +10,14 @@ output. Scores are never rounded; the human table shows 4 decimals, ``--json`` t
 from __future__ import annotations
 
 import argparse
+import json
 import sys
+import tempfile
 from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from typing import NoReturn
 
+from ablate.data.types import Qrels, Run
 from ablate.errors import AblateError, ConfigError
 from ablate.evaluation import METRICS, EvalResult, EvalSettings, evaluate, mean_key
 from ablate.evaluation.io import TIE_RULES, read_qrels, read_trec_run
@@ -31,8 +35,33 @@ def _parser() -> argparse.ArgumentParser:
         description="Evaluate a TREC run file against qrels by ablate's declared rules (ablate.evaluation). The "
         "query set is the qrels' queries; run-only queries are ignored and counted.",
     )
-    p.add_argument("run", help="TREC run file: qid Q0 docid rank score tag")
-    p.add_argument("qrels", help="TREC qrels (qid 0 docid grade) or BEIR qrels tsv (with its header)")
+    p.add_argument(
+        "run",
+        nargs="?",
+        help="TREC run file: qid Q0 docid rank score tag (default with --from-run: its run.trec)",
+    )
+    p.add_argument(
+        "qrels",
+        nargs="?",
+        help="TREC or BEIR qrels (default with --corpus/--from-run: the corpus split's labels)",
+    )
+    p.add_argument(
+        "--from-run",
+        metavar="RUN_ID",
+        help="score as that tracked run did: its corpus, split, identity and evaluation rules (and its run.trec)",
+    )
+    p.add_argument(
+        "--tracking-uri", help="MLflow store of --from-run (default: $MLFLOW_TRACKING_URI, else ./mlflow.db)"
+    )
+    p.add_argument(
+        "--corpus", metavar="DIR", help="corpus folder: chunk ids map to documents, labels per split"
+    )
+    p.add_argument("--split", default=None, help="the corpus split (with --corpus; default test)")
+    p.add_argument(
+        "--identity",
+        default=None,
+        help="score for this identity of the corpus: labels it cannot see are dropped",
+    )
     p.add_argument("--ks", default=None, help="cutoffs, comma separated (default 1,3,5,10,20,50,100)")
     p.add_argument(
         "--gain",
@@ -134,27 +163,131 @@ def render(result: EvalResult, run_path: str, qrels_path: str) -> str:
     return "\n".join(lines)
 
 
+@dataclass
+class Inputs:
+    run: Run
+    qrels: Qrels
+    qids: list[str]
+    settings: EvalSettings
+    chunk_to_doc: dict[str, str] | None
+    note: str
+
+
+def _settings(args: argparse.Namespace, logged: dict[str, str] | None = None) -> EvalSettings:
+    """The evaluation rules: a tracked run's logged ``eval.*`` params, else the command line's."""
+    if logged is not None:
+        return EvalSettings(
+            ks=tuple(json.loads(logged["eval.ks"])),
+            unit=logged["eval.unit"],  # type: ignore[arg-type]
+            budget=logged["eval.budget"],  # type: ignore[arg-type]
+            gain=logged["eval.gain"],  # type: ignore[arg-type]
+            unjudged=logged["eval.unjudged"],  # type: ignore[arg-type]
+            relevance_level=int(logged["eval.relevance_level"]),
+            missing=logged["eval.missing"],  # type: ignore[arg-type]
+        )
+    ks = _ks(args.ks)
+    return EvalSettings(
+        **({"ks": ks} if ks is not None else {}),
+        unit=args.unit or "auto",
+        budget=args.budget,
+        gain=args.gain,
+        unjudged=args.unjudged,
+        relevance_level=args.relevance_level,
+        missing=args.missing,
+    )
+
+
+def _from_corpus(
+    args: argparse.Namespace,
+    run_path: str,
+    corpus: str,
+    split: str,
+    identity: str | None,
+    settings: EvalSettings,
+) -> Inputs:
+    """Score like a tracked run: chunk ids map to documents through the corpus, the query set is the whole split
+    (no-answer questions scored apart), and labels the identity cannot see are dropped."""
+    from ablate.data.corpus import load_corpus
+    from ablate.runner.pipeline import identity_groups, visible_qrels
+
+    snap = load_corpus(corpus)
+    qids = snap.split_qids(split)
+    qrels = read_qrels(args.qrels, unit=snap.qrels_unit) if args.qrels else snap.split_qrels(split)
+    qrels, perm = visible_qrels(snap, qrels, identity_groups(snap, identity))
+    raw = read_trec_run(run_path, ties=args.ties)
+    c2d = snap.chunk_to_doc
+    unknown = [h.chunk_id for hits in raw.results.values() for h in hits if h.chunk_id not in c2d]
+    if unknown:
+        raise AblateError(
+            f"{run_path}: {len(unknown)} result id(s) are not chunks of {corpus} (e.g. {unknown[0]!r}). Fix: score the "
+            "run against the corpus it was made on (same chunker)"
+        )
+    run = Run(
+        raw.name,
+        {q: [replace(h, doc_id=c2d[h.chunk_id]) for h in hits] for q, hits in raw.results.items()},
+        raw.meta,
+    )
+    note = (
+        f"query set: split {split!r} of {corpus} ({len(qids)} questions); identity {identity or 'none'}: "
+        f"{perm['hidden_judgements']} hidden judgements dropped, {perm['queries_made_unanswerable']} questions left "
+        "without visible evidence (scored as no-answer)"
+    )
+    return Inputs(run, qrels, qids, settings, c2d, note)
+
+
+def _inputs(args: argparse.Namespace) -> Inputs:
+    if args.from_run:
+        from ablate.tracking import Tracker, resolve_tracking_uri
+
+        tracker = Tracker(resolve_tracking_uri(args.tracking_uri))
+        rec = tracker.get_run(args.from_run)
+        if rec is None or "corpus.path" not in rec.params:
+            raise AblateError(
+                f"run {args.from_run!r}: not found in {tracker.uri}, or not an ablate run. Fix: pass a run id of this "
+                "store (--tracking-uri)"
+            )
+        run_path = args.run
+        if run_path is None:
+            got = tracker.download_artifact(
+                args.from_run, "run.trec", tempfile.mkdtemp(prefix="ablate-eval-")
+            )
+            if got is None:
+                raise AblateError(f"run {args.from_run}: has no run.trec artifact. Fix: pass the run file")
+            run_path = str(got)
+        p = rec.params
+        identity = None if p.get("corpus.identity") in (None, "null", "None") else p["corpus.identity"]
+        return _from_corpus(
+            args, run_path, p["corpus.path"], p["corpus.split"], identity, _settings(args, dict(p))
+        )
+    if args.run is None:
+        raise AblateError("no run file. Fix: python -m ablate.evaluate RUN QRELS, or --from-run RUN_ID")
+    settings = _settings(args)
+    if args.corpus:
+        return _from_corpus(args, args.run, args.corpus, args.split or "test", args.identity, settings)
+    if args.qrels is None:
+        raise AblateError(
+            "no qrels file. Fix: python -m ablate.evaluate RUN QRELS, or --corpus DIR --split S"
+        )
+    qrels = read_qrels(args.qrels, unit=args.unit or "doc")
+    if not qrels.judgements:
+        raise AblateError(
+            f"{args.qrels}: no judgements, so there is no query set to evaluate. Fix: give a non-empty qrels file"
+        )
+    note = (
+        f"query set: the {len(qrels.judgements)} judged queries of {args.qrels}; run ids are scored as given, with no "
+        "identity: a run made for an identity (permission filtering) is scored differently; pass --from-run RUN_ID "
+        "or --corpus DIR --split S --identity NAME to score it as it was made"
+    )
+    return Inputs(
+        read_trec_run(args.run, ties=args.ties), qrels, list(qrels.judgements), settings, None, note
+    )
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
-        ks = _ks(args.ks)
-        settings = EvalSettings(
-            **({"ks": ks} if ks is not None else {}),
-            unit=args.unit or "auto",
-            budget=args.budget,
-            gain=args.gain,
-            unjudged=args.unjudged,
-            relevance_level=args.relevance_level,
-            missing=args.missing,
-        )
-        qrels = read_qrels(args.qrels, unit=args.unit or "doc")
-        if not qrels.judgements:
-            raise AblateError(
-                f"{args.qrels}: no judgements, so there is no query set to evaluate. Fix: give a "
-                "non-empty qrels file"
-            )
-        run = read_trec_run(args.run, ties=args.ties)
-        result = evaluate(run, qrels, list(qrels.judgements), settings)
+        inp = _inputs(args)
+        result = evaluate(inp.run, inp.qrels, inp.qids, inp.settings, chunk_to_doc=inp.chunk_to_doc)
         if args.unjudged_csv:
             try:
                 result.unjudged.to_csv(args.unjudged_csv, index=False)
@@ -169,7 +302,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.json:
         print(result.to_json(per_query=args.per_query))
     else:
-        print(render(result, args.run, args.qrels))
+        print(
+            render(
+                result, args.run or f"run.trec of {args.from_run}", args.qrels or "the corpus split's labels"
+            )
+        )
+        print(inp.note)
         if args.per_query:
             print()
             print(result.per_query.to_csv(sep="\t", float_format="%.4f", na_rep="-"), end="")

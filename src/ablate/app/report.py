@@ -56,6 +56,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     ap.add_argument("--no-log", action="store_true", help="do not log the report to the parent run")
     ap.add_argument(
+        "--full", action="store_true", help="print the whole table (every metric) instead of the narrow one"
+    )
+    ap.add_argument(
         "--contrast",
         default=",".join(DEFAULT_CONTRAST),
         help="two question tags compared side by side in the slices (default exact-id,paraphrase; 'none' for no contrast)",
@@ -77,6 +80,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             force=args.force,
             log=not args.no_log,
             contrast=_contrast(args.contrast),
+            full=args.full,
         )
     except AblateError as e:
         print(f"error: {e}", file=sys.stderr)

@@ -306,8 +306,9 @@ def read_manifest(root: Path) -> dict[str, Any]:
     p = root / "corpus.yaml"
     if not p.exists():
         return {}
+    lines, _ = read_text_lines(p)
     try:
-        m = yaml.safe_load(p.read_text(encoding="utf-8")) or {}
+        m = yaml.safe_load("\n".join(lines)) or {}
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f"{p}:{mark.line + 1}" if mark else str(p)

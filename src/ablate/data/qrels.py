@@ -44,9 +44,27 @@ def read_text_lines(path: str | Path) -> tuple[list[str], str]:
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:
-        line = data[: e.start].count(b"\n") + 1
-        raise InputError(f"{p}:{line}", "is not valid UTF-8", "save the file as UTF-8") from None
+        enc = guess_encoding(data)
+        line = data[: e.start].count(b"\n") + 1 if enc != "UTF-16" else 1
+        raise InputError(
+            f"{p}:{line}",
+            f"is not UTF-8 (it looks like {enc})",
+            f"re-encode it as UTF-8, e.g. iconv -f {enc} -t UTF-8 {p.name} > {p.stem}.utf8{p.suffix}",
+        ) from None
     return text.removeprefix("\ufeff").splitlines(), hashlib.sha256(data).hexdigest()
+
+
+def guess_encoding(data: bytes) -> str:
+    """A best guess at the encoding of bytes that are not UTF-8: UTF-16 (BOM or many NULs), GB18030 (GBK and GB2312
+    included) when that decodes, else Latin-1."""
+    head = data[:4096]
+    if head.startswith((b"\xff\xfe", b"\xfe\xff")) or head.count(b"\x00") > len(head) // 4:
+        return "UTF-16"
+    try:
+        data.decode("gb18030")
+    except UnicodeDecodeError:
+        return "LATIN1"
+    return "GBK"
 
 
 def parse_grade(s: str, where: str) -> int:

@@ -114,13 +114,14 @@ class Run:
         return Run(self.name, {q: hits[:depth] for q, hits in self.results.items()}, dict(self.meta))
 
     def to_trec(self, tag: str | None = None, unit: Unit = "chunk") -> str:
-        """TREC run text: ``qid Q0 id rank score tag``, one line per hit, ranks from 1."""
+        """TREC run text: ``qid Q0 id rank score tag``, one line per hit, ranks from 1, scores at full precision (so a
+        reader that sorts by score, as trec_eval does, gets this order back)."""
         tag = tag or self.name
         lines = []
         for qid, hits in self.results.items():
             for rank, h in enumerate(hits, start=1):
                 uid = h.chunk_id if unit == "chunk" else h.doc_id
-                lines.append(f"{qid} Q0 {uid} {rank} {h.score:.6g} {tag}")
+                lines.append(f"{qid} Q0 {uid} {rank} {h.score!r} {tag}")
         return "\n".join(lines) + ("\n" if lines else "")
 
 

@@ -91,7 +91,8 @@ def metrics_for(result: Any, bootstrap: int = 1000, seed: int = 0) -> dict[str, 
     ab = result.abstention
     if ab is not None:
         thr = as_number(ab.threshold) if ab.threshold is not None else None
-        m["abstain_threshold"] = float("nan") if thr is None else thr
+        if thr is not None:  # no threshold (null: only empty results are refused) is not a number to log
+            m["abstain_threshold"] = thr
         for key in ("correct_refusal_rate", "wrong_answer_count", "false_refusal_rate", "balanced_accuracy"):
             f = as_number(getattr(ab, key))
             if f is not None:
@@ -114,7 +115,21 @@ def metrics_for(result: Any, bootstrap: int = 1000, seed: int = 0) -> dict[str, 
     return m
 
 
-def artifacts_for(result: Any, snapshot: Any, config_yaml: str) -> dict[str, str]:
+def split_defined(metrics: dict[str, float]) -> tuple[dict[str, float], list[str]]:
+    """The finite metrics, and the names of those that could not be computed (NaN or infinite: e.g. a refusal rate
+    on a split without no-answer questions). They are counted (``metrics_undefined``) and listed in accounting.json;
+    a NaN never reaches MLflow."""
+    import math
+
+    undefined = sorted(k for k, v in metrics.items() if not math.isfinite(v))
+    defined = {k: v for k, v in metrics.items() if math.isfinite(v)}
+    defined["metrics_undefined"] = float(len(undefined))
+    return defined, undefined
+
+
+def artifacts_for(
+    result: Any, snapshot: Any, config_yaml: str, undefined: list[str] | None = None
+) -> dict[str, str]:
     ev = result.evaluation
     pq = ev.per_query.copy()
     pq.insert(
@@ -152,7 +167,7 @@ def _slices_csv(slices: dict[str, dict[str, float]]) -> str:
 
 
 def print_run_summary(
-    result: Any, run_id: str, uri: str, experiment: str, stream: IO[str] | None = None
+    result: Any, run_id: str, uri: str, experiment: str, stream: IO[str] | None = None, artifacts: str = ""
 ) -> None:
     stream = stream or sys.stdout
     ev = result.evaluation
@@ -165,3 +180,10 @@ def print_run_summary(
     )
     print(f"queries ({result.split}): {counts}", file=stream)
     print(f"mlflow run {run_id} in experiment {experiment!r} at {uri}", file=stream)
+    if artifacts:
+        print(f"artifacts (run.trec, per_query.csv, ...): {artifacts}", file=stream)
+    if uri.startswith("sqlite:///"):
+        print(
+            f"compare runs: mlflow ui --backend-store-uri {uri}  (then open http://127.0.0.1:5000)",
+            file=stream,
+        )

@@ -25,6 +25,8 @@ from ablate.runner.heldout import (
     config_fingerprint,
     judge_test_run,
 )
+from ablate.runner.inputs import check_inputs
+from ablate.runner.orphans import process_tags
 from ablate.runner.pipeline import Pipeline, RunResult, run_pipeline
 from ablate.runner.session import Session, shared_session
 from ablate.runner.settings import CorpusSpec, OutputSpec, RunSettings
@@ -80,7 +82,7 @@ def git_commit() -> str:
 
 
 def start_tags(job: JobSpec) -> dict[str, str]:
-    tags = {R.T_VARIANT: job.variant, R.T_GIT: git_commit()}
+    tags = {R.T_VARIANT: job.variant, R.T_GIT: git_commit(), **process_tags()}
     if job.variant_order is not None:
         tags[R.T_VARIANT_ORDER] = f"{job.variant_order:g}"
     if job.sweep_id:
@@ -140,8 +142,9 @@ def run_job(
     """Run one job inside an MLflow run (see the module docstring); returns the run id and the result."""
     session = session or shared_session()
     stream = stream or sys.stdout
-    snapshot = session.snapshot(job.corpus)  # validates the corpus before any run exists
-    snapshot.split_qids(job.corpus.split)
+    snapshot = check_inputs(  # before any run exists: bad input leaves nothing behind
+        job.corpus, job.output, job.pipeline, job.settings.eval.relevance_level, session, sweep_orphans=False
+    )
     tracker = tracker or Tracker(job.output.tracking_uri)
     cache = Cache(job.output.cache_dir, enabled=job.output.cache_enabled)
     with tracker.run(job.output.experiment, job.variant, start_tags(job), job.parent_run_id) as run_id:
@@ -170,5 +173,12 @@ def run_job(
             run_id, metrics_for(result, bootstrap=job.settings.bootstrap, seed=job.settings.seed)
         )
         tracker.log_files(run_id, artifacts_for(result, snapshot, job.config_yaml))
-        print_run_summary(result, run_id, tracker.uri, job.output.experiment, stream=stream)
+        print_run_summary(
+            result,
+            run_id,
+            tracker.uri,
+            job.output.experiment,
+            stream=stream,
+            artifacts=tracker.artifact_uri(run_id),
+        )
     return JobResult(run_id, result, snapshot)

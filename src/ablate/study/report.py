@@ -21,6 +21,7 @@ from __future__ import annotations
 import math
 import os
 import sys
+import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,6 +33,7 @@ import pandas as pd
 from ablate import record as R
 from ablate.errors import ConfigError, InputError
 from ablate.evaluation import stats
+from ablate.record import RecordedRun
 from ablate.study.compare import ComparisonCheck, check_comparison, norm_value, varying_params
 from ablate.study.fetch import ReportError, RunRecord, Source, fetch_runs
 from ablate.study.plots import plots as make_plots
@@ -77,6 +79,7 @@ class Report:
     plots: dict[str, bytes]  # file name -> PNG bytes
     checks: dict[str, ComparisonCheck]  # run id -> comparison with the baseline
     warnings: list[str] = field(default_factory=list)
+    console: str = ""  # the narrow table printed at the end of a sweep (the full one is in the files)
 
     def files(self) -> dict[str, str | bytes]:
         return {
@@ -170,10 +173,10 @@ def _label_value(key: str, v: Any) -> str:
     return str(v)
 
 
-def _labels(records: Sequence[RunRecord], swept: list[str]) -> dict[str, str]:
+def run_labels(records: Sequence[RecordedRun], swept: Sequence[str] = ()) -> dict[str, str]:
     """Unique row labels: the run name, plus the swept params that tell runs of one name apart (short keys:
     ``C k=1 window=20``), then other params all of them log, then an id prefix."""
-    by_name: dict[str, list[RunRecord]] = {}
+    by_name: dict[str, list[RecordedRun]] = {}
     for r in records:
         by_name.setdefault(r.name, []).append(r)
     labels: dict[str, str] = {}
@@ -278,7 +281,7 @@ def _plan(records: list[RunRecord], swept: Sequence[str] | None) -> _Plan:
     )
     if kind == "sweep":  # the first cell: smallest values of the swept params, in order
         ordered.sort(key=lambda r: tuple(_sort_value(p, r) for p in order_keys))
-    return _Plan(kind, swept_l, factor, columns_params, order_keys, ordered, _labels(ordered, swept_l))
+    return _Plan(kind, swept_l, factor, columns_params, order_keys, ordered, run_labels(ordered, swept_l))
 
 
 def _cis(
@@ -491,6 +494,7 @@ def build_report(
     if skipped:
         parts.append("Left out:\n\n" + "\n".join(f"- {s}" for s in skipped))
     slice_table, slices_md = slices(plan.ordered, tables, metrics, cols, plan.labels, base, contrast)
+    console = _console(csv_rows, metrics[0], footnotes, warnings, skipped)
     return Report(
         kind=plan.kind,
         baseline=base.run_id,
@@ -504,7 +508,34 @@ def build_report(
         plots=make_plots(plan.ordered, cis, metrics, cols, plan.labels, base, plan.swept) if plots else {},
         checks=checks,
         warnings=warnings,
+        console=console,
     )
+
+
+def _console(
+    rows: list[dict[str, Any]], metric: str, footnotes: list[str], warnings: list[str], skipped: Sequence[str]
+) -> str:
+    """The narrow table: each run labelled by what it is (``C k=1 window=20``), the headline metric with its
+    interval, Δ vs the baseline and the p-value (Holm-adjusted in brackets); flags, warnings and left-out runs as
+    numbered lines below."""
+    out = []
+    for r in rows:
+        base = r["role"] == "baseline"
+        out.append(
+            {
+                "run": r["run"] + (" (baseline)" if base else ""),
+                metric: _fmt_ci(r[metric], r[f"{metric}_ci_low"], r[f"{metric}_ci_high"]),
+                "Δ": "-" if base else _fmt_delta(r[f"{metric}_delta"]),
+                "p (Holm)": "-" if base else f"{_fmt_p(r[f'{metric}_p'])} ({_fmt_p(r[f'{metric}_p_holm'])})",
+                "n": str(r["n"]),
+                "flags": r["flags"] and "yes" or "-",
+            }
+        )
+    lines = [format_table(out, ["run", metric, "Δ", "p (Holm)", "n", "flags"])]
+    lines += [f"  [{i}] {f}" for i, f in enumerate(footnotes, 1)]
+    lines += [f"  warning: {w}" for w in warnings]
+    lines += [f"  left out: {s}" for s in skipped]
+    return "\n".join(lines)
 
 
 def _split_warnings(records: Sequence[RunRecord], kind: str) -> list[str]:
@@ -569,6 +600,27 @@ def _default_out(source: Source) -> Path:
     return Path.cwd() / "reports" / safe
 
 
+def fresh_folder(path: Path) -> Path:
+    """``path`` if it does not exist yet, else ``path-2``, ``path-3``, ...: a report never overwrites an earlier
+    one (a re-baselined report sits beside the first)."""
+    if not path.exists():
+        return path
+    n = 2
+    while path.with_name(f"{path.name}-{n}").exists():
+        n += 1
+    return path.with_name(f"{path.name}-{n}")
+
+
+def _artifact_folder(tracker: Tracker, run_id: str) -> str:
+    """``report``, or ``report-2``, ... when the parent run already holds a report."""
+    probe = tempfile.mkdtemp(prefix="ablate-probe-")
+    folder, n = R.REPORT_DIR, 1
+    while tracker.download_artifact(run_id, f"{folder}/ablation.md", probe) is not None:
+        n += 1
+        folder = f"{R.REPORT_DIR}-{n}"
+    return folder
+
+
 def attach_report(
     tracker: Tracker,
     parent_run_id: str | None = None,
@@ -585,9 +637,11 @@ def attach_report(
     log: bool = True,
     stream: IO[str] | None = None,
     contrast: tuple[str, str] | None = DEFAULT_CONTRAST,
+    full: bool = False,
 ) -> Report:
     """Fetch the runs, build the report, write it to ``out`` (default: ``<sweep dir>/report``), log it to the
-    parent run under ``report/`` and print the ablation table. The call a sweep's end makes; pass the sweep's
+    parent run under ``report/`` (a new ``report-<n>`` folder when one exists: a report never overwrites an earlier
+    one) and print the narrow table (``full``: the whole Markdown table). The call a sweep's end makes; pass the sweep's
     ``stats.bootstrap`` / ``stats.seed`` as ``bootstrap`` / ``seed`` so the CIs match the logged ones."""
     if test not in TESTS:  # fail before downloading anything
         raise ConfigError("--test", test, "options: " + ", ".join(TESTS))
@@ -607,13 +661,15 @@ def attach_report(
         skipped=source.skipped,
         contrast=contrast,
     )
-    out_dir = Path(out) if out is not None else _default_out(source)
+    out_dir = fresh_folder(Path(out) if out is not None else _default_out(source))
     report.write(out_dir)
+    where = ""
     if log and source.parent_run_id:
-        tracker.log_files(source.parent_run_id, {f"{R.REPORT_DIR}/{k}": v for k, v in report.files().items()})
+        folder = _artifact_folder(tracker, source.parent_run_id)
+        tracker.log_files(source.parent_run_id, {f"{folder}/{k}": v for k, v in report.files().items()})
         tracker.set_tags(source.parent_run_id, {R.T_REPORT_BASELINE: report.baseline})
+        where = f"; logged to MLflow run {source.parent_run_id} under {folder}/"
     stream = stream or sys.stdout
-    print(report.markdown, file=stream)
-    where = f"logged to run {source.parent_run_id} under report/ and " if log and source.parent_run_id else ""
-    print(f"report {where}written to {out_dir}", file=stream)
+    print(report.markdown if full else report.console, file=stream)
+    print(f"full report (all metrics, flags, slices, plots): {out_dir}/ablation.md{where}", file=stream)
     return report

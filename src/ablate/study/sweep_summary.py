@@ -8,6 +8,7 @@ from typing import IO, Any
 from ablate import record as R
 from ablate.record import RecordedRun
 from ablate.study.compare import varying_params
+from ablate.study.report import run_labels
 from ablate.tables import fmt, format_table
 from ablate.tracking import Tracker
 
@@ -19,21 +20,22 @@ def ordered_children(tracker: Tracker, parent_run_id: str) -> list[RecordedRun]:
     )
 
 
-def summary_table(runs: list[RecordedRun], max_params: int = 4) -> str:
-    vary = varying_params(runs)[:max_params]
-    cols = ["variant", *vary, *R.HEADLINE, "status"]
+COMPACT: tuple[str, ...] = ("ndcg@10", "recall@10", "mrr@10", "hit@10")
+
+
+def summary_table(runs: list[RecordedRun]) -> str:
+    """One compact row per run: its label (the name, plus the swept values that tell runs apart), the headline
+    metrics (nDCG@10 with its 95% interval) and its status."""
+    labels = run_labels(runs, varying_params(runs))
+    cols = ["run", *COMPACT, "status"]
     rows: list[dict[str, Any]] = []
     for r in runs:
-        row: dict[str, Any] = {
-            "variant": r.variant,
-            "status": r.status,
-            **{k: r.params.get(k, "") for k in vary},
-        }
-        for h in R.HEADLINE:
+        row: dict[str, Any] = {"run": labels[r.run_id], "status": r.status}
+        for h in COMPACT:
             key = R.metric_key(h)
             lo, hi = r.metrics.get(f"{key}{R.CI_LOW}"), r.metrics.get(f"{key}{R.CI_HIGH}")
             ci = (
-                f" [{fmt(lo, 2)},{fmt(hi, 2)}]"
+                f" [{fmt(lo, 2)}, {fmt(hi, 2)}]"
                 if lo is not None and hi is not None and h == "ndcg@10"
                 else ""
             )
@@ -51,7 +53,7 @@ def summarize_sweep(
     runs = ordered_children(tracker, parent_run_id)
     table = summary_table(runs)
     split = runs[0].split if runs else "?"
-    header = f"ablation on split {split!r}: {len(runs)} runs (nDCG@10 with its 95% bootstrap CI over queries)"
+    header = f"{len(runs)} runs on split {split!r} (nDCG@10 with its 95% bootstrap CI over queries)"
     if not quiet:
         print("\n" + header + "\n" + table, file=stream)
     failed = [r for r in runs if r.status != "FINISHED"]

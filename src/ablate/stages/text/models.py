@@ -121,9 +121,20 @@ def _hf_cached_snapshot(name: str) -> Path | None:
     return None
 
 
+def _looks_like_path(name: str) -> bool:
+    """A local path rather than a hub name (``org/name``): starts with ``.``, ``/`` or ``~``, or has two slashes."""
+    return name.startswith((".", "/", "~")) or name.count("/") > 1
+
+
 def resolve_model(name_or_path: str, *, kind: str = "model", setting: str = "model") -> ResolvedModel:
     """Find ``name_or_path`` offline. ``setting`` is the config key to name in the error (e.g. ``rerank.model``)."""
     p = Path(name_or_path).expanduser()
+    if _looks_like_path(name_or_path) and not p.is_dir():
+        what = "is a file, not a model folder" if p.exists() else "does not exist"
+        raise ModelUnavailableError(
+            f"{kind} folder {name_or_path!r} ({setting}) {what}. Fix: check the path (a folder with config.json and the "
+            f"weights), or name a model that is in the offline Hugging Face cache"
+        )
     if p.is_dir():
         p = p.resolve()
         return ResolvedModel(name_or_path, str(p), folder_fingerprint(p))

@@ -1,0 +1,163 @@
+"""Check a whole command line before anything runs: every cell of a sweep is composed, validated and its inputs
+checked, so a typo leaves no MLflow run, no experiment and no output folder behind.
+
+What is refused here, with one line naming the key, value or file and the fix:
+
+* an unknown config-group option (``variant=E``) and an unknown key (``eval.kss=1``, with the closest valid key);
+* a bad value of any setting or stage parameter (each stage's constructor checks its own);
+* a ``variant.name`` that would turn Hydra's output folder into a path outside ``outputs/`` or ``multirun/``;
+* a ``hydra.callbacks`` override that is not an ``ablate.`` class (command-line overrides are trusted input: they
+  may name classes to build, so callbacks are kept to ours);
+* the corpus (files, split, identity, usable labels), the cache folder and the tracking store, once per distinct
+  value across the sweep.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from ablate.app.paths import CONF_DIR, group_options, register_resolvers, stage_blocks
+from ablate.errors import AblateError, ConfigError
+
+NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,99}")
+_NOT_IN_STRUCT = re.compile(r"Could not override '([^']+)'")
+
+
+def check_group_options(argv: list[str]) -> None:
+    """Reject an unknown config-group option (``variant=X``) before Hydra prints a wall of text."""
+    groups = group_options()
+    for arg in argv:
+        if "=" not in arg or arg.startswith(("-", "+", "~")):
+            continue
+        key, _, value = arg.partition("=")
+        key = key.removeprefix("override ")
+        if key in groups and value:
+            plain = not value.startswith(("range(", "choice(", "glob("))
+            for v in value.replace("[", "").replace("]", "").split(",") if plain else []:
+                v = v.strip()
+                if v and v not in groups[key]:
+                    raise ConfigError(key, v, f"valid options: {', '.join(groups[key])} (from conf/{key}/)")
+
+
+def check_callback_overrides(argv: list[str]) -> None:
+    """Only ``ablate.`` classes may be named as Hydra callbacks from the command line."""
+    for arg in argv:
+        key, eq, value = arg.lstrip("+~").partition("=")
+        if key.startswith("hydra.callbacks") and (not eq or not value.strip("'\"").startswith("ablate.")):
+            raise ConfigError(
+                key,
+                value,
+                "command-line overrides are trusted input, but callbacks may only be ablate. classes; drop the override",
+            )
+
+
+def known_keys() -> list[str]:
+    """Every key a user can set: the settings in ``conf/config.yaml`` and every stage's parameters."""
+    import yaml
+
+    from ablate.record import flatten
+
+    keys: set[str] = set()
+    data = yaml.safe_load((CONF_DIR / "config.yaml").read_text(encoding="utf-8")) or {}
+    keys.update(k for k in flatten({k: v for k, v in data.items() if k not in ("defaults", "hydra")}))
+    for group in ("retrievers", "fusion", "reranker", "corpus"):
+        for f in (CONF_DIR / group).glob("*.yaml"):
+            d = yaml.safe_load(f.read_text(encoding="utf-8")) or {}
+            if group == "corpus":
+                d = {"corpus": d.get("corpus", d)}
+            keys.update(k for k in flatten(d) if "_target_" not in k and not k.startswith("defaults"))
+    keys.update({"variant.name", "variant.description", "variant.order"})
+    return sorted(keys)
+
+
+def unknown_key_error(key: str, value: str) -> ConfigError:
+    close = difflib.get_close_matches(key, known_keys(), n=1, cutoff=0.6)
+    hint = f"did you mean {close[0]}?" if close else "see python -m ablate --help for the settings"
+    return ConfigError(key, value, f"there is no such setting; {hint}")
+
+
+def cells(argv: list[str]) -> list[list[str]]:
+    """The overrides of every job ``argv`` launches (one cell for a single run; the sweep's cartesian product for
+    ``-m`` with the basic sweeper)."""
+    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    overrides = [a for a in argv if not a.startswith("-")]
+    if not any(a in ("-m", "--multirun") for a in argv):
+        return [overrides]
+    parsed = OverridesParser.create().parse_overrides(overrides)
+    batches = BasicSweeper.split_arguments(parsed, None)
+    return [list(cell) for batch in batches for cell in batch]
+
+
+@contextmanager
+def _hydra() -> Iterator[None]:
+    from hydra import initialize_config_dir
+
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        yield
+
+
+def compose_cell(overrides: list[str]) -> Any:
+    """The composed config of one cell (Hydra's real composition), Hydra's errors as one-line ConfigErrors."""
+    from hydra import compose
+    from hydra.errors import HydraException
+    from omegaconf.errors import OmegaConfBaseException
+
+    try:
+        return compose(config_name="config", overrides=overrides, return_hydra_config=True)
+    except (HydraException, OmegaConfBaseException) as e:
+        msg = str(e)
+        m = _NOT_IN_STRUCT.search(msg)
+        if m:
+            key = m.group(1)
+            value = next((o.partition("=")[2] for o in overrides if o.lstrip("+~").startswith(key + "=")), "")
+            raise unknown_key_error(key, value) from None
+        raise ConfigError("overrides", " ".join(overrides), msg.strip().splitlines()[0]) from None
+
+
+def check_variant_name(cfg: Any) -> None:
+    name = str(cfg.variant.get("name", ""))
+    if not NAME_RE.fullmatch(name):
+        raise ConfigError(
+            "variant.name",
+            name,
+            "it names the output folder: use letters, digits and . _ + - (no slashes, not starting with a dot)",
+        )
+
+
+def check_command_line(argv: list[str], launch_dir: str) -> list[Any]:
+    """Validate everything ``argv`` would run; returns the jobs (:class:`~ablate.runner.job.JobSpec`). Raises the
+    first :class:`~ablate.errors.AblateError`."""
+    from ablate.app.config import job_from_config
+    from ablate.runner.inputs import check_inputs
+
+    register_resolvers()
+    check_group_options(argv)
+    check_callback_overrides(argv)
+    for arg in argv:
+        key, eq, value = arg.partition("=")
+        if eq and not arg.startswith(("-", "+", "~", "hydra")) and "/" not in key and "." in key:
+            if key.split(".", 1)[0] not in stage_blocks() and key not in known_keys():
+                raise unknown_key_error(key, value)
+    jobs = []
+    checked: set[tuple[Any, ...]] = set()
+    with _hydra():
+        for overrides in cells(argv):
+            cfg = compose_cell(overrides)
+            check_variant_name(cfg)
+            job = job_from_config(cfg, launch_dir)
+            seen = (job.corpus, job.output.tracking_uri, job.output.cache_dir, job.output.cache_enabled)
+            if seen not in checked:
+                check_inputs(job.corpus, job.output, job.pipeline, job.settings.eval.relevance_level)
+                checked.add(seen)
+            jobs.append(job)
+    return jobs
+
+
+def describe(e: AblateError) -> str:
+    return f"error: {e}"

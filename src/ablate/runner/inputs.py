@@ -1,0 +1,63 @@
+"""A job's inputs, checked before it starts: the tracking store, the cache folder, the corpus, its split and labels.
+
+Everything here runs before any MLflow run or experiment exists (:mod:`ablate.app.precheck` calls it once per
+distinct corpus and store of a sweep), so a wrong path or an unusable label file leaves nothing behind.
+"""
+
+from __future__ import annotations
+
+from ablate.cache import Cache
+from ablate.data.corpus import Snapshot
+from ablate.errors import InputError
+from ablate.runner.pipeline import Pipeline, identity_groups
+from ablate.runner.session import Session, shared_session
+from ablate.runner.settings import CorpusSpec, OutputSpec
+from ablate.tracking import check_uri
+
+
+def check_labels(snapshot: Snapshot, split: str, relevance_level: int = 1) -> None:
+    """A split must hold at least one question with a usable label (a grade >= ``relevance_level``); otherwise every
+    question would be scored apart as no-answer and every retrieval metric would be blank."""
+    qids = snapshot.split_qids(split)
+    qrels = snapshot.split_qrels(split)
+    path = snapshot.root / "qrels" / f"{split}.tsv"
+    where = str(path) if path.exists() else f"{path} (missing)"
+    positives = sum(1 for q in qids if qrels.positives(q, relevance_level))
+    if positives:
+        return
+    judged = sum(len(j) for j in qrels.judgements.values())
+    if not path.exists():
+        problem = f"does not exist, so the {len(qids)} questions of split {split!r} have no labels"
+    elif judged == 0:
+        problem = "holds no judgement (empty, or a header only)"
+    else:
+        problem = (
+            f"holds {judged} judgements but none with a grade >= {relevance_level} (eval.relevance_level)"
+        )
+    raise InputError(
+        where,
+        problem,
+        "give the split graded labels (query-id<TAB>corpus-id<TAB>score), or run a split that has them",
+    )
+
+
+def check_inputs(
+    corpus: CorpusSpec,
+    output: OutputSpec,
+    pipeline: Pipeline,
+    relevance_level: int = 1,
+    session: Session | None = None,
+    sweep_orphans: bool = True,
+) -> Snapshot:
+    """Check everything a job reads and writes; returns the loaded snapshot (kept in the session for the job).
+    ``sweep_orphans``: also delete temp files a killed process left in the cache (once per command, not per job)."""
+    check_uri(output.tracking_uri)
+    cache = Cache(output.cache_dir, enabled=output.cache_enabled)
+    cache.check()
+    if sweep_orphans:
+        cache.sweep_orphans()
+    snapshot = (session or shared_session()).snapshot(corpus)
+    check_labels(snapshot, corpus.split, relevance_level)
+    identity_groups(snapshot, corpus.identity)
+    pipeline.bind(snapshot, corpus.split)  # stages check what they need from the corpus (e.g. a train split)
+    return snapshot

@@ -1,0 +1,67 @@
+"""Runs whose process died without closing them (SIGKILL, a machine that lost power) are found and closed.
+
+Every run records the process that owns it: ``ablate.host``, ``ablate.pid`` and ``ablate.pid_start`` (the process's
+start time, so a recycled pid is not mistaken for the owner). A RUNNING run of this host whose owner is gone is marked
+FAILED with the reason "process ended without closing the run". That happens at the start of every command on the
+same store, and on demand with ``python -m ablate.runs clean``. Runs owned by other hosts are left alone (their
+processes cannot be seen from here) and counted.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from dataclasses import dataclass
+from pathlib import Path
+
+from ablate import record as R
+from ablate.record import RecordedRun
+from ablate.tracking import Tracker
+
+REASON = "process ended without closing the run"
+
+
+def _start_time(pid: int) -> str | None:
+    """The process's start time in clock ticks since boot (``/proc/<pid>/stat`` field 22), or None if it is gone."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return stat.rsplit(")", 1)[1].split()[19]
+
+
+def process_tags() -> dict[str, str]:
+    """The tags that say which process owns a run."""
+    pid = os.getpid()
+    return {R.T_HOST: socket.gethostname(), R.T_PID: str(pid), R.T_PID_START: _start_time(pid) or ""}
+
+
+def owner_alive(run: RecordedRun) -> bool | None:
+    """True/False for a run owned by a process of this host; None when it cannot be told (another host, no tags)."""
+    host, pid, start = run.tags.get(R.T_HOST), run.tags.get(R.T_PID), run.tags.get(R.T_PID_START)
+    if not host or not pid or host != socket.gethostname():
+        return None
+    now = _start_time(int(pid))
+    return now is not None and (not start or now == start)
+
+
+@dataclass
+class CleanReport:
+    closed: list[RecordedRun]
+    other_hosts: int
+    alive: int
+
+
+def clean_orphans(tracker: Tracker) -> CleanReport:
+    """Mark FAILED every RUNNING run of this host whose process is gone."""
+    closed, other, alive = [], 0, 0
+    for run in tracker.find_runs(None, "attributes.status = 'RUNNING'"):
+        state = owner_alive(run)
+        if state is None:
+            other += 1
+        elif state:
+            alive += 1
+        else:
+            tracker.end(run.run_id, "FAILED", REASON)
+            closed.append(run)
+    return CleanReport(closed, other, alive)
