@@ -123,20 +123,18 @@ class Tracker:
         from mlflow.tracking import MlflowClient
 
         self.uri = uri
-        self.client = MlflowClient(tracking_uri=uri)
         db = sqlite_path(uri)
-        if db is not None:
-            self._open_sqlite(db)
-
-    def _open_sqlite(self, db: Path) -> None:
-        """Open (and on first use create) a sqlite store under an exclusive file lock: two processes that start on a
-        new store at once would otherwise both run MLflow's schema migration and one of them fail."""
+        if db is None:
+            self.client = MlflowClient(tracking_uri=uri)
+            return
+        # Open (and on first use create) a sqlite store under an exclusive file lock: two processes that start on a
+        # new store at once would otherwise both run MLflow's schema migration, and one of them fail.
         import fcntl
 
-        lock = db.parent / f".{db.name}.ablate-lock"
-        with open(lock, "a") as fh:
+        with open(db.parent / f".{db.name}.ablate-lock", "a") as fh:
             fcntl.flock(fh, fcntl.LOCK_EX)
             try:
+                self.client = MlflowClient(tracking_uri=uri)
                 _retry(self.client.search_experiments, max_results=1)
             finally:
                 fcntl.flock(fh, fcntl.LOCK_UN)

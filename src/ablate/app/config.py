@@ -70,7 +70,7 @@ def check_target(key: str, target: object) -> str:
         f"{key}._target_",
         target,
         f"only classes under ablate. or registered by an installed plugin (entry-point group {ENTRY_POINT_GROUP!r}) "
-        "may be built from a config",
+        "may be built from a config; use an ablate. class, or install the plugin that registers this one",
     )
 
 
@@ -163,7 +163,10 @@ def build_pipeline(cfg: DictConfig, notes: list[str] | None = None) -> tuple[Pip
                         "ignored"
                     )
                 continue
-            hint = f"known top-level keys: {', '.join(SETTINGS_KEYS[:-1])} and the stage blocks {', '.join(known_blocks)}"
+            hint = (
+                f"there is no such top-level setting; use one of {', '.join(SETTINGS_KEYS[:-1])} or the stage "
+                f"blocks {', '.join(known_blocks)}"
+            )
             raise ConfigError(
                 key, OmegaConf.to_container(node) if isinstance(node, DictConfig) else node, hint
             )

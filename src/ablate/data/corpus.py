@@ -92,7 +92,7 @@ class Snapshot:
             raise ConfigError(
                 "corpus.split",
                 split,
-                f"the corpus {self.name!r} has splits: {', '.join(sorted(self.splits)) or 'none'}",
+                f"the corpus {self.name!r} has splits: {', '.join(sorted(self.splits)) or 'none'}; choose one",
             )
         return self.splits[split]
 

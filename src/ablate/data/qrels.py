@@ -67,21 +67,33 @@ def guess_encoding(data: bytes) -> str:
     return "GBK"
 
 
+#: The grades a label file may hold: 0 = judged non-relevant, 1..MAX_GRADE = relevant (higher is better), negative
+#: down to MIN_GRADE = judged junk (TREC's -1/-2), below every relevance level. Outside this range a grade is a
+#: mistake (and 2^grade would overflow the nDCG gain).
+MIN_GRADE, MAX_GRADE = -2, 10
+
+
 def parse_grade(s: str, where: str) -> int:
-    """An integer grade (``"2"``, ``"2.0"``), else an InputError."""
+    """An integer grade in ``[MIN_GRADE, MAX_GRADE]`` (``"2"``, ``"2.0"``), else an InputError."""
     try:
-        return int(s)
+        g = int(s)
     except ValueError:
-        pass
-    try:
-        f = float(s)
-    except ValueError:
-        f = float("nan")
-    if f == f and f not in (float("inf"), float("-inf")) and f == int(f):
-        return int(f)
-    raise InputError(
-        where, f"grade {s!r} is not an integer", "write integer grades (0 = judged non-relevant)"
-    )
+        try:
+            f = float(s)
+        except ValueError:
+            f = float("nan")
+        if not (f == f and f not in (float("inf"), float("-inf")) and f == int(f)):
+            raise InputError(
+                where, f"grade {s!r} is not an integer", "write integer grades (0 = judged non-relevant)"
+            ) from None
+        g = int(f)
+    if not MIN_GRADE <= g <= MAX_GRADE:
+        raise InputError(
+            where,
+            f"grade {g} is outside {MIN_GRADE}..{MAX_GRADE}",
+            "use 0 for judged non-relevant, 1, 2, ... for relevant (higher is better), -1/-2 for junk",
+        )
+    return g
 
 
 def read_qrels(

@@ -45,7 +45,7 @@ class Pipeline:
             raise ConfigError(
                 "fusion",
                 "none",
-                f"{len(self.retrievers)} retrievers ({listed}) need a fuser, e.g. fusion=rrf",
+                f"{len(self.retrievers)} retrievers ({listed}) need a fuser: set fusion=rrf",
             )
         names = [s.name for s in self.stages]
         dup = sorted({n for n in names if names.count(n) > 1})
@@ -100,7 +100,11 @@ def identity_groups(snapshot: Snapshot, identity: str | None) -> list[str] | Non
     ids = snapshot.identities
     if identity not in ids:
         opts = ", ".join(sorted(ids)) if ids else "none (this corpus declares no identities; use null)"
-        raise ConfigError("corpus.identity", identity, f"identities of corpus {snapshot.name!r}: {opts}")
+        raise ConfigError(
+            "corpus.identity",
+            identity,
+            f"identities of corpus {snapshot.name!r}: {opts}; choose one (null: no filter)",
+        )
     return sorted(str(g) for g in ids[identity])
 
 

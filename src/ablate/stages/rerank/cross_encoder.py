@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from ablate.cache import Cache, key_of, sha256_text
 from ablate.data.types import TIE_RULE, Hit, Run, rank_hits
 from ablate.errors import ConfigError, InputError
+from ablate.progress import batches
 from ablate.stages.base import (
     Fingerprint,
     StageContext,
@@ -104,6 +105,7 @@ class CrossEncoderScorer:
         batch_size: int = 32,
         max_length: int = 256,
         setting: str = "rerank.model",
+        show_progress: bool = False,
     ) -> None:
         self.resolved: ResolvedModel = resolve_model(model, kind="cross-encoder", setting=setting)
         check_cross_encoder_checkpoint(self.resolved, setting)
@@ -111,6 +113,7 @@ class CrossEncoderScorer:
         self.batch_size = batch_size
         self.max_length = max_length
         self.setting = setting
+        self.show_progress = show_progress
         # Cumulative over this reranker's calls (a plain dict, like the retrievers' ``stats``): pairs_scored = pairs run
         # through the model, pairs_cached = pairs served from the cache (disk or memory), score_seconds = model wall
         # time (loading included), model_loads = 0 on a warm cache.
@@ -150,13 +153,17 @@ class CrossEncoderScorer:
         import torch
 
         model = self._load()
-        scores = model.predict(
-            list(pairs),
-            batch_size=self.batch_size,
-            show_progress_bar=False,
-            activation_fn=torch.nn.Identity(),
-            convert_to_numpy=True,
-        )
+        loop = "sentence_transformers.cross_encoder.model"
+        with batches(
+            loop, "rerank pairs", len(pairs), self.batch_size, self.show_progress and len(pairs) > 1
+        ):
+            scores = model.predict(
+                list(pairs),
+                batch_size=self.batch_size,
+                show_progress_bar=False,
+                activation_fn=torch.nn.Identity(),
+                convert_to_numpy=True,
+            )
         return [float(s) for s in scores.reshape(-1)]
 
     # -- cache ----------------------------------------------------------------------------------------------------
@@ -421,6 +428,7 @@ class CrossEncoderReranker:
             batch_size=self.batch_size,
             max_length=self.max_length,
             setting=f"{self.name}.model",
+            show_progress=context.show_progress,
         )
 
     def rerank(self, run: Run, query_text: Mapping[str, str], chunk_text: Mapping[str, str]) -> Run:

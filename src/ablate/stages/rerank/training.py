@@ -44,6 +44,7 @@ from typing import TYPE_CHECKING, Any
 
 from ablate.cache import Cache, key_of
 from ablate.errors import ConfigError, InputError
+from ablate.progress import Progress
 from ablate.stages.base import check_float, check_int, library_versions
 from ablate.stages.text.models import ResolvedModel, resolve_model
 
@@ -67,7 +68,6 @@ NEGATIVE_POOL = 30  # BM25 depth the hard negatives are sampled from
 WARMUP_RATIO = 0.1
 WEIGHT_DECAY = 0.01
 MAX_GRAD_NORM = 1.0
-PROGRESS_EVERY_S = 30.0
 DEFAULT_LR = 5e-5
 DEFAULT_MIN_STEPS = 100
 MAX_CYCLED_EPOCHS = (
@@ -246,41 +246,28 @@ def _fit(
         )
         scheduler = get_linear_schedule_with_warmup(optimizer, int(WARMUP_RATIO * total), total)
         order = torch.Generator().manual_seed(seed)
-        t0 = last = time.perf_counter()
         _say(
             show_progress,
             f"training {n} pairs ({n_pos} positive), {epochs} epoch(s) x {steps_per_epoch} steps of {batch_size}, "
             f"max_length {max_length}, lr {lr:g}, base {base.name}",
         )
-        step = seen = 0
         model.train()
-        for epoch in range(1, epochs + 1):
-            perm = torch.randperm(n, generator=order).tolist()
-            running = 0.0
-            for b in range(steps_per_epoch):
-                batch = [pairs[i] for i in perm[b * batch_size : (b + 1) * batch_size]]
-                labels = torch.tensor([y for _, _, y in batch], dtype=torch.float32)
-                loss = loss_fn([[q for q, _, _ in batch], [p for _, p, _ in batch]], labels)
-                loss.backward()
-                torch.nn.utils.clip_grad_norm_(model.parameters(), MAX_GRAD_NORM)
-                optimizer.step()
-                scheduler.step()
-                optimizer.zero_grad()
-                running += float(loss.detach())
-                step += 1
-                seen += len(batch)
-                now = time.perf_counter()
-                end_of_epoch = b == steps_per_epoch - 1
-                # At most one line per PROGRESS_EVERY_S, plus epoch ends when there are few epochs, plus the last.
-                if now - last >= PROGRESS_EVERY_S or (end_of_epoch and (epochs <= 10 or epoch == epochs)):
-                    last = now
-                    elapsed = now - t0
-                    _say(
-                        show_progress,
-                        f"epoch {epoch}/{epochs} step {step}/{total} loss {running / (b + 1):.4f} "
-                        f"elapsed {elapsed:.0f}s ({seen / elapsed:.1f} pairs/s)"
-                        + ("" if step == total else f" eta {elapsed * (total - step) / step:.0f}s"),
-                    )
+        with Progress("train reranker", total, unit="steps", enabled=show_progress) as progress:
+            for epoch in range(1, epochs + 1):
+                perm = torch.randperm(n, generator=order).tolist()
+                running = 0.0
+                for b in range(steps_per_epoch):
+                    batch = [pairs[i] for i in perm[b * batch_size : (b + 1) * batch_size]]
+                    labels = torch.tensor([y for _, _, y in batch], dtype=torch.float32)
+                    loss = loss_fn([[q for q, _, _ in batch], [p for _, p, _ in batch]], labels)
+                    loss.backward()
+                    torch.nn.utils.clip_grad_norm_(model.parameters(), MAX_GRAD_NORM)
+                    optimizer.step()
+                    scheduler.step()
+                    optimizer.zero_grad()
+                    running += float(loss.detach())
+                    progress.label = f"train reranker, epoch {epoch}/{epochs}, loss {running / (b + 1):.4f}"
+                    progress.update(1)
         model.eval()
         with quiet_transformers():
             model.save(str(out_dir), create_model_card=False)

@@ -35,6 +35,7 @@ from typing import Any, Literal
 import numpy as np
 
 from ablate.cache import Cache, key_of, sha256_text
+from ablate.progress import batches
 from ablate.stages.base import check_int, library_versions
 from ablate.stages.text.models import ResolvedModel, quiet_transformers, resolve_model
 
@@ -152,13 +153,17 @@ class SentenceTransformerEncoder:
         model = self._load_model()
         prefix = self.query_prefix if role == "query" else self.passage_prefix
         t0 = time.perf_counter()
-        vecs = model.encode(
-            [prefix + t for t in texts],
-            batch_size=self.batch_size,
-            show_progress_bar=self.show_progress,
-            convert_to_numpy=True,
-            normalize_embeddings=True,
-        )
+        loop = "sentence_transformers.sentence_transformer.model"
+        with batches(
+            loop, f"encode {role}s", len(texts), self.batch_size, self.show_progress and len(texts) > 1
+        ):
+            vecs = model.encode(
+                [prefix + t for t in texts],
+                batch_size=self.batch_size,
+                show_progress_bar=False,
+                convert_to_numpy=True,
+                normalize_embeddings=True,
+            )
         self.stats["encode_seconds"] += time.perf_counter() - t0
         self.stats["queries_encoded" if role == "query" else "passages_encoded"] += len(texts)
         return np.ascontiguousarray(vecs, dtype=np.float32)

@@ -1,0 +1,288 @@
+"""The catalogue of bad input (docs/errors.md): every case through the real entry point ends with one line naming the
+key, value or file (and line) and the fix, a non-zero exit, no traceback, and nothing left in the MLflow store."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from conftest import TINY_DOCS, TINY_MANIFEST, TINY_QRELS, TINY_QUERIES, write_corpus
+
+REPO = Path(__file__).resolve().parents[1]
+DOCS = REPO / "docs" / "errors.md"
+
+
+@dataclass
+class Case:
+    id: str
+    args: list[str]  # after the module; {corpus}, {store}, {file}, {dir} are filled in
+    needle: str  # must appear in the error line
+    setup: Callable[[Path], None] | None = None  # breaks the case's own copy of the tiny corpus
+    module: str = "ablate"
+    base: bool = True  # add the tiny-corpus / store arguments
+
+
+def _edit(name: str, text: str | bytes) -> Callable[[Path], None]:
+    def apply(root: Path) -> None:
+        p = root / name
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_bytes(text if isinstance(text, bytes) else text.encode("utf-8"))
+
+    return apply
+
+
+def _qrels(lines: str) -> Callable[[Path], None]:
+    return _edit("qrels/dev.tsv", "query-id\tcorpus-id\tscore\n" + lines)
+
+
+def _remove(name: str) -> Callable[[Path], None]:
+    def apply(root: Path) -> None:
+        p = root / name
+        shutil.rmtree(p) if p.is_dir() else p.unlink()
+
+    return apply
+
+
+GOOD_QUERIES = "".join(json.dumps(q, ensure_ascii=False) + "\n" for q in TINY_QUERIES)
+
+CASES = [
+    # -- config: groups, keys, values --------------------------------------------------------------------------------
+    Case("unknown-variant", ["variant=E"], "variant='E' is not valid; valid options: A, B, C, D, oracle"),
+    Case("unknown-corpus", ["corpus=nope"], "corpus='nope' is not valid"),
+    Case("unknown-reranker", ["reranker=colbert"], "reranker='colbert'"),
+    Case("unknown-retriever", ["retrievers=[bm25,splade]"], "retrievers='splade'"),
+    Case("misspelled-key", ["eval.kss=1"], "did you mean eval.ks?"),
+    Case("unknown-new-key", ["+unknown.key=1"], "unknown="),
+    Case("misspelled-stage-param", ["rrf.kk=2"], "did you mean rrf.k?"),
+    Case("rrf-k-nan", ["rrf.k=nan"], "rrf.k=nan is not valid; it must be a finite number"),
+    Case("rrf-k-inf", ["rrf.k=inf"], "rrf.k=inf is not valid"),
+    Case("rrf-k-negative", ["rrf.k=-1"], "rrf.k=-1 is not valid"),
+    Case("rrf-k-text", ["rrf.k=abc"], "rrf.k='abc'"),
+    Case("window-zero", ["retrieval.window=0"], "retrieval.window=0"),
+    Case("ks-zero", ["eval.ks=[0,10]"], "eval.ks="),
+    Case("gain", ["eval.gain=cubic"], "eval.gain='cubic' is not valid; valid options: exponential, linear"),
+    Case("budget", ["eval.budget=tokens"], "eval.budget='tokens'"),
+    Case("unit", ["eval.unit=page"], "eval.unit='page'"),
+    Case("relevance-level", ["eval.relevance_level=0"], "eval.relevance_level=0"),
+    Case("bm25-b", ["bm25.b=1.5"], "bm25.b=1.5 is not valid; it must be a finite number in [0, 1]"),
+    Case("bm25-k1", ["bm25.k1=-0.5"], "bm25.k1=-0.5"),
+    Case("bm25-stemmer", ["bm25.stemmer=klingon"], "bm25.stemmer='klingon'"),
+    Case("bm25-impl", ["bm25.impl=lucene_java"], "bm25.impl='lucene_java'"),
+    Case("dense-batch", ["dense.batch_size=0"], "dense.batch_size=0"),
+    Case(
+        "dense-model-hub", ["dense.model=no-such-org/no-such-model"], "huggingface-cli download no-such-org"
+    ),
+    Case("dense-model-path", ["dense.model=./missing/model/dir"], "does not exist. Fix: check the path"),
+    Case(
+        "reranker-offline",
+        ["variant=D", "rerank.model=cross-encoder/ms-marco-MiniLM-L-6-v2"],
+        "rerank.model=trained",
+    ),
+    Case("rerank-depth", ["variant=D", "rerank.model=trained", "rerank.depth=0"], "rerank.depth=0"),
+    Case("abstain", ["abstain.threshold=maybe"], "abstain.threshold='maybe'"),
+    Case("bootstrap", ["stats.bootstrap=-5"], "stats.bootstrap=-5"),
+    Case("two-retrievers-no-fusion", ["fusion=none"], "need a fuser"),
+    Case("variant-name-path", ["variant.name=../../x"], "variant.name='../../x'"),
+    Case(
+        "callback-override",
+        ["+hydra.callbacks.x._target_=os.system"],
+        "callbacks may only be ablate. classes",
+    ),
+    Case("stage-target", ["rrf._target_=os.system"], "only classes under ablate."),
+    Case("corpus-path-missing", ["corpus=beir"], "corpus.path='???'", base=False),
+    Case("split", ["corpus.split=nope"], "corpus.split='nope'"),
+    Case(
+        "identity", ["corpus.identity=ceo"], "corpus.identity='ceo' is not valid; identities of corpus 'tiny'"
+    ),
+    # -- where results and caches go ---------------------------------------------------------------------------------
+    Case(
+        "store-folder-missing",
+        ["tracking.uri=sqlite:////nonexistent/dir/m.db"],
+        "/nonexistent/dir: it does not exist",
+    ),
+    Case("store-scheme", ["tracking.uri=ftp://example.org/x"], "unknown scheme 'ftp'"),
+    Case("store-under-a-file", ["tracking.uri=sqlite:///{file}/m.db"], "it is a file"),
+    Case("cache-is-a-file", ["cache.dir={file}"], "cache.dir="),
+    Case("cache-under-a-file", ["cache.dir={file}/sub"], "cannot be written"),
+    # -- input files ---------------------------------------------------------------------------------------------------
+    Case(
+        "corpus-json",
+        [],
+        "corpus.jsonl:2: invalid JSON",
+        _edit("corpus.jsonl", '{"_id": "a", "text": "x"}\n{"_id": "b", "text": \n'),
+    ),
+    Case(
+        "corpus-duplicate-id",
+        [],
+        "duplicate document id 'a'",
+        _edit("corpus.jsonl", '{"_id": "a", "text": "x"}\n{"_id": "a", "text": "y"}\n'),
+    ),
+    Case(
+        "corpus-gbk",
+        [],
+        "is not UTF-8 (it looks like GBK)",
+        _edit("corpus.jsonl", '{"_id": "a", "text": "差旅费管理办法"}\n'.encode("gbk")),
+    ),
+    Case(
+        "queries-utf16",
+        [],
+        "queries.jsonl:1: is not UTF-8 (it looks like UTF-16)",
+        _edit("queries.jsonl", GOOD_QUERIES.encode("utf-16")),
+    ),
+    Case(
+        "qrels-latin1",
+        [],
+        "dev.tsv:2: is not UTF-8",
+        _edit("qrels/dev.tsv", "query-id\tcorpus-id\tscore\nq1\tcaf\xe9\t2\n".encode("latin-1")),
+    ),
+    Case("grade-huge", [], "dev.tsv:2: grade 1000000 is outside -2..10", _qrels("q1\tINV-102#p0\t1000000\n")),
+    Case("grade-inf", [], "dev.tsv:2: grade 'inf' is not an integer", _qrels("q1\tINV-102#p0\tinf\n")),
+    Case("grade-fraction", [], "grade '2.5' is not an integer", _qrels("q1\tINV-102#p0\t2.5\n")),
+    Case(
+        "qrels-unknown-chunk", [], "chunk id 'INV-999#p0' is not in the corpus", _qrels("q1\tINV-999#p0\t2\n")
+    ),
+    Case("qrels-unknown-query", [], "query id 'q99' is not in queries.jsonl", _qrels("q99\tINV-102#p0\t2\n")),
+    Case("qrels-empty", [], "dev.tsv: holds no judgement", _edit("qrels/dev.tsv", "")),
+    Case("qrels-header-only", [], "dev.tsv: holds no judgement", _qrels("")),
+    Case("qrels-no-positive", [], "none with a grade >= 1", _qrels("q1\tINV-102#p0\t0\n")),
+    Case("qrels-folder-missing", [], "dev.tsv (missing): does not exist", _remove("qrels")),
+    Case(
+        "manifest-yaml",
+        [],
+        "corpus.yaml:2: invalid YAML",
+        _edit("corpus.yaml", "name: tiny\nlanguage: [en\n"),
+    ),
+    Case("corpus-file-missing", [], "corpus.jsonl: is missing", _remove("corpus.jsonl")),
+    Case("corpus-path-is-a-file", ["corpus.path={file}"], "is not a folder", base=True),
+    # -- the other entry points -----------------------------------------------------------------------------------------
+    Case(
+        "evaluate-run-missing",
+        ["{dir}/nope.trec", "{corpus}/qrels/dev.tsv"],
+        "nope.trec: file not found",
+        module="ablate.evaluate",
+        base=False,
+    ),
+    Case(
+        "evaluate-ks",
+        ["{dir}/x.trec", "{corpus}/qrels/dev.tsv", "--ks", "a,b"],
+        "--ks='a,b'",
+        module="ablate.evaluate",
+        base=False,
+    ),
+    Case(
+        "evaluate-unknown-run-id",
+        ["--from-run", "0" * 32, "--tracking-uri", "sqlite:///{store}"],
+        "not found",
+        module="ablate.evaluate",
+        base=False,
+    ),
+    Case(
+        "report-no-store",
+        ["--tracking-uri", "sqlite:///{dir}/none/mlflow.db"],
+        "no MLflow store",
+        module="ablate.report",
+        base=False,
+    ),
+    Case(
+        "runs-scheme",
+        ["clean", "--tracking-uri", "ftp://x/y"],
+        "unknown scheme 'ftp'",
+        module="ablate.runs",
+        base=False,
+    ),
+    Case(
+        "train-reranker-corpus",
+        ["--corpus", "{dir}/nowhere", "--quiet"],
+        "is not a folder",
+        module="ablate.train_reranker",
+        base=False,
+    ),
+]
+
+
+def _run(case: Case, tmp: Path, store: str, cache: str) -> tuple[subprocess.CompletedProcess, Path]:
+    root = write_corpus(tmp / case.id / "tiny", TINY_DOCS, TINY_QUERIES, TINY_QRELS, TINY_MANIFEST)
+    if case.setup is not None:
+        case.setup(root)
+    afile = tmp / case.id / "a-file"
+    afile.write_text("x")
+    (tmp / case.id / "x.trec").write_text("q1 Q0 INV-102#p0 1 1.0 run\n")
+    fill = {"corpus": str(root), "store": store, "file": str(afile), "dir": str(tmp / case.id)}
+    args = [a.format(**fill) for a in case.args]
+    if case.module == "ablate" and case.base:
+        args = [
+            f"corpus=beir",
+            f"corpus.path={root}",
+            "corpus.split=dev",
+            "corpus.identity=employee",
+            f"tracking.uri=sqlite:///{store}",
+            f"tracking.experiment=catalogue-{case.id}",
+            "progress=false",
+            *args,
+        ]
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "ABLATE_CACHE_DIR": cache}
+    env.pop("MLFLOW_TRACKING_URI", None)
+    p = subprocess.run(
+        [sys.executable, "-m", case.module, *args],
+        cwd=tmp / case.id,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    return p, tmp / case.id
+
+
+@pytest.fixture(scope="module")
+def results(tmp_path_factory, mlflow_uri):
+    tmp = tmp_path_factory.mktemp("catalogue")
+    store = mlflow_uri[len("sqlite:///") :]
+    cache = str(tmp / "cache")
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        done = pool.map(lambda c: (c.id, _run(c, tmp, store, cache)), CASES)
+        return dict(done)
+
+
+def test_the_catalogue_is_large_and_documented():
+    assert len(CASES) >= 40 and len({c.id for c in CASES}) == len(CASES)
+    text = DOCS.read_text(encoding="utf-8")
+    missing = [c.id for c in CASES if f"`{c.id}`" not in text]
+    assert not missing, f"docs/errors.md does not list: {missing}"
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+def test_bad_input_is_one_line_non_zero_and_leaves_nothing(case, results, mlflow_uri):
+    p, cwd = results[case.id]
+    assert p.returncode != 0, (p.stdout, p.stderr)
+    assert "Traceback" not in p.stderr
+    errors = [line for line in p.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1, p.stderr
+    assert case.needle in errors[0], errors[0]
+    assert re.search(
+        r"[Ff]ix|valid options|did you mean|it must be|use |choose|give|name |check|write|set |drop",
+        errors[0],
+    ), errors[0]
+    # nothing left behind: no run, no experiment, no output folder
+    if case.module == "ablate":
+        from ablate.tracking import Tracker
+
+        assert Tracker(mlflow_uri).experiment_id(f"catalogue-{case.id}", create=False) is None
+        assert not (cwd / "outputs").exists() and not (cwd / "multirun").exists()
+
+
+def test_a_bom_in_a_qrels_file_is_not_an_error(tiny_corpus):
+    from ablate.data.corpus import load_corpus
+
+    p = tiny_corpus / "qrels" / "dev.tsv"
+    p.write_bytes("\ufeff".encode() + p.read_bytes())
+    assert load_corpus(tiny_corpus).split_qrels("dev").judgements["q1"]["INV-102#p0"] == 2
