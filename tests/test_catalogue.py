@@ -221,7 +221,7 @@ def _run(case: Case, tmp: Path, store: str, cache: str) -> tuple[subprocess.Comp
     args = [a.format(**fill) for a in case.args]
     if case.module == "ablate" and case.base:
         args = [
-            f"corpus=beir",
+            "corpus=beir",
             f"corpus.path={root}",
             "corpus.split=dev",
             "corpus.identity=employee",

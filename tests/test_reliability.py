@@ -30,9 +30,16 @@ def _env(cache: Path) -> dict[str, str]:
 
 
 def _base(corpus: Path, store: Path, experiment: str) -> list[str]:
-    return ["corpus=beir", f"corpus.path={corpus}", "corpus.split=dev", "corpus.identity=employee",
-            f"tracking.uri=sqlite:///{store}", f"tracking.experiment={experiment}", "progress=false",
-            "stats.bootstrap=100"]
+    return [
+        "corpus=beir",
+        f"corpus.path={corpus}",
+        "corpus.split=dev",
+        "corpus.identity=employee",
+        f"tracking.uri=sqlite:///{store}",
+        f"tracking.experiment={experiment}",
+        "progress=false",
+        "stats.bootstrap=100",
+    ]
 
 
 def _cells(tracker: Tracker, experiment: str) -> dict[str, list[tuple[str, str, str, float]]]:
@@ -54,8 +61,14 @@ def test_two_sweeps_started_together_on_a_new_store_both_log_everything(tiny_cor
     env = _env(tmp_path / "cache")
     together = tmp_path / "together.db"
     procs = [
-        subprocess.Popen([sys.executable, "-m", "ablate", "-m", *_base(tiny_corpus, together, "race"), *sweep],
-                         cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        subprocess.Popen(
+            [sys.executable, "-m", "ablate", "-m", *_base(tiny_corpus, together, "race"), *sweep],
+            cwd=tmp_path,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         for sweep in SWEEPS
     ]
     outs = [p.communicate(timeout=600) for p in procs]
@@ -69,8 +82,14 @@ def test_two_sweeps_started_together_on_a_new_store_both_log_everything(tiny_cor
 
     apart = tmp_path / "apart.db"
     for sweep in SWEEPS:
-        p = subprocess.run([sys.executable, "-m", "ablate", "-m", *_base(tiny_corpus, apart, "race"), *sweep],
-                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+        p = subprocess.run(
+            [sys.executable, "-m", "ablate", "-m", *_base(tiny_corpus, apart, "race"), *sweep],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
         assert p.returncode == 0, p.stderr
     assert sorted(cells.values()) == sorted(_cells(Tracker(f"sqlite:///{apart}"), "race").values())
 
@@ -90,8 +109,14 @@ def test_ctrl_c_is_one_line_and_the_run_ends_failed_with_the_reason(tmp_path):
     store = tmp_path / "m.db"
     # a cold cache: the demo's 147 chunks take seconds to encode, long enough to interrupt
     args = ["variant=B", f"tracking.uri=sqlite:///{store}", "tracking.experiment=ctrl-c", "progress=false"]
-    p = subprocess.Popen([sys.executable, "-m", "ablate", *args], cwd=tmp_path, env=_env(tmp_path / "cache"),
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    p = subprocess.Popen(
+        [sys.executable, "-m", "ablate", *args],
+        cwd=tmp_path,
+        env=_env(tmp_path / "cache"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     run_id = _wait_for_running(store)
     p.send_signal(signal.SIGINT)
     _, err = p.communicate(timeout=120)
@@ -107,8 +132,14 @@ def test_evaluate_reproduces_a_runs_own_figures_from_its_run_file(tiny_corpus, t
     from ablate.app.evaluate import main as evaluate
 
     store = tmp_path / "m.db"
-    p = subprocess.run([sys.executable, "-m", "ablate", *_base(tiny_corpus, store, "eval"), "variant=C"],
-                       cwd=tmp_path, env=_env(tmp_path / "cache"), capture_output=True, text=True, timeout=600)
+    p = subprocess.run(
+        [sys.executable, "-m", "ablate", *_base(tiny_corpus, store, "eval"), "variant=C"],
+        cwd=tmp_path,
+        env=_env(tmp_path / "cache"),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert p.returncode == 0, p.stderr
     t = Tracker(f"sqlite:///{store}")
     run = t.find_runs([t.experiment_id("eval", create=False)])[0]
@@ -164,14 +195,25 @@ def test_sigkill_at_random_points_leaves_nothing_broken(tmp_path):
     cache, store = tmp_path / "cache", tmp_path / "m.db"
     args = ["variant=C", f"tracking.uri=sqlite:///{store}", "tracking.experiment=kill", "progress=false"]
     t0 = time.time()
-    clean = subprocess.run([sys.executable, "-m", "ablate", *args], cwd=tmp_path, env=_env(tmp_path / "clean-cache"),
-                           capture_output=True, text=True, timeout=900)
+    clean = subprocess.run(
+        [sys.executable, "-m", "ablate", *args],
+        cwd=tmp_path,
+        env=_env(tmp_path / "clean-cache"),
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert clean.returncode == 0, clean.stderr
     duration = time.time() - t0
     rng = random.Random(7)
     for _ in range(10):
-        p = subprocess.Popen([sys.executable, "-m", "ablate", *args], cwd=tmp_path, env=_env(cache),
-                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        p = subprocess.Popen(
+            [sys.executable, "-m", "ablate", *args],
+            cwd=tmp_path,
+            env=_env(cache),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         time.sleep(rng.uniform(0.5, duration))
         p.send_signal(signal.SIGKILL)
         p.wait()
@@ -180,8 +222,14 @@ def test_sigkill_at_random_points_leaves_nothing_broken(tmp_path):
             np.load(f, allow_pickle=False)
         elif f.is_file() and f.suffix == ".json":
             json.loads(f.read_text(encoding="utf-8"))
-    rerun = subprocess.run([sys.executable, "-m", "ablate", *args], cwd=tmp_path, env=_env(cache),
-                           capture_output=True, text=True, timeout=900)
+    rerun = subprocess.run(
+        [sys.executable, "-m", "ablate", *args],
+        cwd=tmp_path,
+        env=_env(cache),
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert rerun.returncode == 0, rerun.stderr
     t = Tracker(f"sqlite:///{store}")
     assert t.find_runs(None, "attributes.status = 'RUNNING'") == []
