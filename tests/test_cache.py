@@ -58,3 +58,32 @@ def test_default_dir_env(monkeypatch, tmp_path):
     monkeypatch.delenv("ABLATE_CACHE_DIR")
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "x"))
     assert default_cache_dir() == (tmp_path / "x" / "ablate").resolve()
+
+
+def test_orphan_temp_files_older_than_an_hour_are_swept(tmp_path):
+    import os
+    import time
+
+    c = Cache(tmp_path)
+    kept = c.save_json("runs", key_of("a"), {"a": 1})
+    shard = kept.parent
+    old, young = shard / f".{kept.name}.abc.tmp", shard / f".{kept.name}.def.tmp"
+    old.write_text("half"), young.write_text("half")
+    (shard / ".model.xyz.tmp").mkdir()
+    past = time.time() - 7200
+    os.utime(old, (past, past))
+    os.utime(shard / ".model.xyz.tmp", (past, past))
+    assert c.sweep_orphans() == 2
+    assert not old.exists() and young.exists() and kept.exists() and not (shard / ".model.xyz.tmp").exists()
+
+
+def test_a_cache_folder_that_is_a_file_is_refused(tmp_path):
+    import pytest
+
+    from ablate.errors import ConfigError
+
+    f = tmp_path / "file"
+    f.write_text("x")
+    with pytest.raises(ConfigError, match="it is a file"):
+        Cache(f).check()
+    Cache(tmp_path / "new").check()  # created and writable
