@@ -222,6 +222,10 @@ def test_unknown_judged_chunks_are_listed_five_at_most():
     assert e.value.problem == (
         "7 judged chunk id(s) are not chunks of this snapshot: q:X#0, q:X#1, q:X#2, q:X#3, q:X#4 (and 2 more)"
     )
+    six = Qrels({"q": {f"X#{i}": 1 for i in range(6)}}, unit="chunk")
+    with pytest.raises(InputError) as e:
+        judgements_at(six, "doc", {})
+    assert e.value.problem.endswith("q:X#4 (and 1 more)")
     five = Qrels({"q": {f"X#{i}": 1 for i in range(5)}}, unit="chunk")
     with pytest.raises(InputError) as e:
         judgements_at(five, "doc", {})
@@ -237,3 +241,10 @@ def test_lifting_keeps_every_query_and_judged_non_relevant_documents():
     assert lifted == {"q1": {"D": 0, "E": 3}, "q2": {"E": 0}, "q3": {}}
     neg = Qrels({"q": {"D#1": -1, "D#2": -2}}, unit="chunk")
     assert judgements_at(neg, "doc", {"D#1": "D", "D#2": "D"}) == {"q": {"D": -1}}
+
+
+def test_judgements_at_refuses_an_unknown_qrels_unit_instead_of_lifting_it():
+    # only chunk qrels are lifted; qrels declared at any other unit are refused by the unit rule
+    with pytest.raises(ConfigError) as e:
+        judgements_at(Qrels({"q": {"D#1": 1}}, unit="passage"), "doc", {"D#1": "D"})
+    assert (e.value.key, e.value.value) == ("qrels.unit", "passage")

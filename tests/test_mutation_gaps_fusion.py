@@ -70,13 +70,16 @@ def test_fused_run_name_and_meta_record_the_fusion():
 def test_bad_params_name_the_key_and_the_usual_default():
     with pytest.raises(ConfigError) as e:
         rrf_scores([["a"]], k=-0.5)
-    assert e.value.key == "rrf.k" and e.value.value == -0.5 and "(60 is the usual default)" in str(e.value)
+    assert e.value.key == "rrf.k" and e.value.value == -0.5
+    assert (
+        str(e.value) == "rrf.k=-0.5 is not valid; it must be a finite number >= 0 (60 is the usual default)"
+    )
     with pytest.raises(ConfigError) as e:
         rrf([_run("a", ["x"])], window=0)
     assert e.value.key == "retrieval.window" and e.value.value == 0
     with pytest.raises(ConfigError) as e:
         RRF(k=-1)
-    assert e.value.key == "rrf.k" and "(60 is the usual default)" in str(e.value)
+    assert str(e.value) == "rrf.k=-1 is not valid; it must be a finite number >= 0 (60 is the usual default)"
     with pytest.raises(ConfigError) as e:
         RRF(name="hyb", k=-1)
     assert e.value.key == "hyb.k"
