@@ -14,7 +14,8 @@ import pytest
 from ablate.cache import Cache
 from ablate.data.types import Hit, Run, rank_hits
 from ablate.errors import ConfigError, InputError, ModelUnavailableError
-from ablate.stages.rerank.cross_encoder import SCORE_KIND, CrossEncoderReranker, CrossEncoderScorer
+from ablate.stages.rerank.cross_encoder import CrossEncoderReranker, CrossEncoderScorer
+from ablate.stages.rerank.pair_scores import SCORE_KIND, CachedPairScorer
 from ablate.stages.rerank.training import train_cross_encoder
 from ablate.testing.contracts import RerankerContract
 
@@ -225,3 +226,41 @@ class TestCrossEncoderContract(RerankerContract):
 
     def make(self, **params):
         return CrossEncoderReranker(**{"model": self.model, "depth": 3, **params})
+
+
+class _Flaky(CachedPairScorer):
+    """Scores by passage length; raises once it reaches a passage containing "boom" (an interrupted model)."""
+
+    model_label = "flaky"
+    flush_pairs = 1
+
+    def fingerprint(self) -> dict[str, object]:
+        return {"kind": "flaky-test-scorer"}
+
+    def _predict(self, pairs):
+        if any("boom" in p for _, p in pairs):
+            raise KeyboardInterrupt
+        self.stats.setdefault("calls", 0)
+        self.stats["calls"] += 1
+        return [float(len(p)) for _, p in pairs]
+
+
+def test_an_interrupted_scorer_keeps_every_query_it_finished(tmp_path):
+    texts = {"q1": "first", "q2": "second", "q3": "third"}
+    chunks = {"a": "aa", "b": "bbbb", "c": "boom"}
+    run = Run(
+        "r",
+        {
+            "q1": [Hit("a", "d", 2.0), Hit("b", "d", 1.0)],
+            "q2": [Hit("b", "d", 2.0), Hit("a", "d", 1.0)],
+            "q3": [Hit("c", "d", 2.0), Hit("a", "d", 1.0)],
+        },
+    )
+    with pytest.raises(KeyboardInterrupt):
+        _Flaky(Cache(tmp_path)).rerank(run, texts, chunks, depth=2)
+    again = _Flaky(Cache(tmp_path))
+    out = again.rerank(Run("r", {q: run.results[q] for q in ("q1", "q2")}), texts, chunks, depth=2)
+    assert (
+        again.stats["pairs_scored"] == 0 and again.stats["pairs_cached"] == 4
+    )  # q1, q2 survived the interrupt
+    assert [h.chunk_id for h in out.results["q1"]] == ["b", "a"]
