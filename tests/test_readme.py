@@ -28,14 +28,16 @@ def _compose(overrides: list[str]):
 
 
 DEFAULT = _compose([])
-GENERIC = _compose(["corpus=beir", "corpus.path=/x", "variant=D", "retrievers=[bm25,dense,rm3]"])
+GENERIC = _compose(
+    ["corpus=beir", "corpus.path=/x", "variant=D", "retrievers=[bm25,dense,rm3]", "generator=llama_cpp"]
+)
 DEMO = _compose(["variant=D"])
 ROWS = _table()
 _ABSENT = object()
 
 
 def _value(cfg, key: str) -> object:
-    if key in ("variant", "corpus"):
+    if key in ("variant", "corpus", "generator"):
         return DEFAULT.hydra.runtime.choices[key]
     value = OmegaConf.select(cfg, key, default=_ABSENT, throw_on_missing=False)
     return OmegaConf.to_container(value) if OmegaConf.is_config(value) else value
@@ -78,7 +80,7 @@ def test_every_key_and_default_in_the_readme_is_the_config(row):
             assert _same(demo.group(1), _value(DEMO, key)), f"{key} on the demo: README says {demo.group(1)}"
     # every `name=value` the row quotes is the config's default too
     for name, value in re.findall(r"`([\w.]+)=([^`\s]+)`", " ".join(row[1:])):
-        if name in ("retrievers", "fusion", "reranker", "variant", "corpus"):
+        if name in ("retrievers", "fusion", "reranker", "variant", "corpus", "generator"):
             continue  # choosing a group option, not a default
         full = name if "." in name else f"{block or key.split('.')[0]}.{name}"
         if full.startswith(("corpus.path", "corpus.split")):

@@ -27,8 +27,14 @@ P_VARIANT = "variant"
 P_RETRIEVERS = "pipeline.retrievers"
 P_FUSER = "pipeline.fuser"
 P_RERANKER = "pipeline.reranker"
+P_GENERATOR = "pipeline.generator"
 #: The pipeline's shape: what ``conf/variant/*.yaml`` sets. Together they are one factor, "the variant".
-PIPELINE_PARAMS: dict[str, str] = {P_RETRIEVERS: "retrievers", P_FUSER: "fusion", P_RERANKER: "reranker"}
+PIPELINE_PARAMS: dict[str, str] = {
+    P_RETRIEVERS: "retrievers",
+    P_FUSER: "fusion",
+    P_RERANKER: "reranker",
+    P_GENERATOR: "generator",
+}
 NONE = "none"
 P_SPLIT = "corpus.split"
 P_CORPUS_NAME = "corpus.name"
@@ -95,6 +101,29 @@ def slice_metric(tag: str, metric: str) -> str:
     return f"slice_{tag.replace('(', '').replace(')', '')}/{metric}"
 
 
+FUNNEL_PREFIX = "funnel/"
+
+
+def funnel_metric(position: int, stage: str, what: str) -> str:
+    """``funnel/<position>_<stage>_<what>`` (``what``: ``recall`` or ``depth``); the position keeps stage order."""
+    return f"{FUNNEL_PREFIX}{position}_{stage}_{what}"
+
+
+def parse_funnel(metrics: Mapping[str, float]) -> list[tuple[str, float, float]]:
+    """``[(stage, recall, depth), ...]`` in stage order from a run's ``funnel/*`` metrics (NaN where not logged)."""
+    import math
+
+    found: dict[tuple[int, str], dict[str, float]] = {}
+    for key, value in metrics.items():
+        m = re.fullmatch(re.escape(FUNNEL_PREFIX) + r"(\d+)_(.+)_(recall|depth)", key)
+        if m:
+            found.setdefault((int(m.group(1)), m.group(2)), {})[m.group(3)] = float(value)
+    return [
+        (stage, v.get("recall", math.nan), v.get("depth", math.nan))
+        for (_, stage), v in sorted(found.items())
+    ]
+
+
 # -- artifacts ------------------------------------------------------------------------------------------------------
 A_CONFIG = "config.yaml"
 A_RUN = "run.trec"
@@ -106,6 +135,9 @@ A_UNJUDGED = "unjudged.csv"
 A_SLICES = "slices.csv"
 A_ABSTENTION = "abstention.json"
 A_SUMMARY = "summary.md"
+A_ANSWERS = "answers.csv"
+A_PROMPT = "prompt.txt"
+A_FUNNEL = "funnel.csv"
 REPORT_DIR = "report"
 
 
@@ -161,7 +193,7 @@ class RecordedRun:
     def stages(self) -> list[str]:
         """Names of the stages that ran (from the pipeline params)."""
         out = list(json_list(self.params.get(P_RETRIEVERS)))
-        for key in (P_FUSER, P_RERANKER):
+        for key in (P_FUSER, P_RERANKER, P_GENERATOR):
             v = self.params.get(key)
             if v and v != NONE:
                 out.append(v)

@@ -119,6 +119,13 @@ def _terminate_as_exit() -> None:
 
 def _fail(message: str, code: int) -> None:
     print(message, file=sys.stderr)
+    if code == EXIT_INTERRUPTED:
+        # The run was already ended FAILED ("interrupted by the user") where the interrupt passed through it. Leave
+        # now: an interrupt that lands while the interpreter unwinds C extensions' state could otherwise turn the
+        # exit into a death by SIGINT (-2) after the message was printed.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
     sys.exit(code)
 
 

@@ -149,6 +149,7 @@ def build_pipeline(cfg: DictConfig, notes: list[str] | None = None) -> tuple[Pip
     retrievers: list[Any] = []
     fusers: list[Any] = []
     rerankers: list[Any] = []
+    generators: list[Any] = []
     keys: list[str] = []
     for key in cfg:
         key = str(key)
@@ -172,12 +173,19 @@ def build_pipeline(cfg: DictConfig, notes: list[str] | None = None) -> tuple[Pip
             )
         stage = build_stage(key, node)
         keys.append(key)
-        {"retriever": retrievers, "fuser": fusers, "reranker": rerankers}[kind_of(stage)].append(stage)
-    for kind, found in (("fuser", fusers), ("reranker", rerankers)):
+        {"retriever": retrievers, "fuser": fusers, "reranker": rerankers, "generator": generators}[
+            kind_of(stage)
+        ].append(stage)
+    for kind, found in (("fuser", fusers), ("reranker", rerankers), ("generator", generators)):
         if len(found) > 1:
             names = ", ".join(s.name for s in found)
             raise ConfigError(kind, names, f"a pipeline has at most one {kind}; choose one")
-    pipe = Pipeline(tuple(retrievers), fusers[0] if fusers else None, rerankers[0] if rerankers else None)
+    pipe = Pipeline(
+        tuple(retrievers),
+        fusers[0] if fusers else None,
+        rerankers[0] if rerankers else None,
+        generators[0] if generators else None,
+    )
     return pipe, keys
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from ablate.app.paths import CONF_DIR, group_options
+from ablate.app.paths import CONF_DIR, STAGE_GROUPS, group_options
 
 INTRO = """\
 ablate: which part of a RAG retrieval stack helps, and by how much.
@@ -76,7 +76,7 @@ def help_text() -> str:
     lines += _section(
         "Corpus (corpus=demo; corpus.*):", key_docs(CONF_DIR / "corpus" / "demo.yaml", "corpus.")
     )
-    for group in ("retrievers", "fusion", "reranker"):
+    for group in STAGE_GROUPS:
         for f in sorted((CONF_DIR / group).glob("*.yaml")):
             rows = key_docs(f)
             if rows:

@@ -6,6 +6,8 @@ import os
 from pathlib import Path
 
 PACKAGE_DIR = Path(__file__).resolve().parents[1]
+#: Config groups whose options are stages (each option file puts one block with ``_target_`` at the top level).
+STAGE_GROUPS = ("retrievers", "fusion", "reranker", "generator")
 REPO_DIR = PACKAGE_DIR.parent.parent
 CONF_DIR = (REPO_DIR / "conf").resolve()
 
@@ -35,6 +37,8 @@ def register_resolvers() -> None:
         OmegaConf.register_new_resolver("ablate_corpora", lambda name: str(corpora_dir() / name))
     if not OmegaConf.has_resolver("ablate_datasets"):
         OmegaConf.register_new_resolver("ablate_datasets", lambda name: str(datasets_dir() / name))
+    if not OmegaConf.has_resolver("ablate_conf"):
+        OmegaConf.register_new_resolver("ablate_conf", lambda name: str(CONF_DIR / name))
 
 
 def group_options() -> dict[str, list[str]]:
@@ -52,7 +56,7 @@ def stage_blocks() -> dict[str, str]:
     import yaml
 
     out: dict[str, str] = {}
-    for group in ("retrievers", "fusion", "reranker"):
+    for group in STAGE_GROUPS:
         for f in sorted((CONF_DIR / group).glob("*.yaml")):
             data = yaml.safe_load(f.read_text(encoding="utf-8")) or {}
             if isinstance(data, dict):

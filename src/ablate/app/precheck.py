@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from ablate.app.paths import CONF_DIR, group_options, register_resolvers, stage_blocks
+from ablate.app.paths import CONF_DIR, STAGE_GROUPS, group_options, register_resolvers, stage_blocks
 from ablate.errors import AblateError, ConfigError
 
 NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,99}")
@@ -64,7 +64,7 @@ def known_keys() -> list[str]:
     keys: set[str] = set()
     data = yaml.safe_load((CONF_DIR / "config.yaml").read_text(encoding="utf-8")) or {}
     keys.update(k for k in flatten({k: v for k, v in data.items() if k not in ("defaults", "hydra")}))
-    for group in ("retrievers", "fusion", "reranker", "corpus"):
+    for group in (*STAGE_GROUPS, "corpus"):
         for f in (CONF_DIR / group).glob("*.yaml"):
             d = yaml.safe_load(f.read_text(encoding="utf-8")) or {}
             if group == "corpus":

@@ -26,6 +26,7 @@ def params_for(
         R.P_RETRIEVERS: [r.name for r in pipe.retrievers],
         R.P_FUSER: pipe.fuser.name if pipe.fuser is not None else R.NONE,
         R.P_RERANKER: pipe.reranker.name if pipe.reranker is not None else R.NONE,
+        R.P_GENERATOR: pipe.generator.name if pipe.generator is not None else R.NONE,
     }
     for stage in pipe.stages:
         params.update(R.flatten(stage.params(), stage.name))
@@ -112,6 +113,13 @@ def metrics_for(result: Any, bootstrap: int = 1000, seed: int = 0) -> dict[str, 
     m["permission_hidden_judgements"] = float(perm.get("hidden_judgements", 0))
     m["permission_queries_made_unanswerable"] = float(perm.get("queries_made_unanswerable", 0))
     m["permission_leaks"] = float(perm.get("leaks", 0))
+    for i, (stage, row) in enumerate(result.funnel.items(), 1):  # numbered: MLflow lists them in stage order
+        m[R.funnel_metric(i, stage, "recall")] = row["recall"]
+        m[R.funnel_metric(i, stage, "depth")] = float(row["depth"])
+    if result.answers is not None and result.pipeline.generator is not None:
+        from ablate.runner.answers import answer_metrics
+
+        m.update(answer_metrics(result.answers, result.pipeline.generator, bootstrap, seed))
     return m
 
 
@@ -132,6 +140,16 @@ def artifacts_for(
 ) -> dict[str, str]:
     ev = result.evaluation
     pq = ev.per_query.copy()
+    if (
+        result.answers is not None
+    ):  # the answer scores join the per-question table (the report reads them there)
+        a = result.answers
+        for col in ("correct", "em", "f1", "refused", "citations_support", "diagnosis"):
+            pq[f"answer_{col}"] = a[col].reindex(pq.index)
+        unscored = ~a["answerable"].reindex(pq.index, fill_value=False).astype(
+            bool
+        )  # no-answer, or no gold answer
+        pq.loc[unscored.to_numpy(), ["answer_correct", "answer_em", "answer_f1"]] = float("nan")
     pq.insert(
         0, "tags", [";".join(snapshot.queries[q].tags) if q in snapshot.queries else "" for q in pq.index]
     )
@@ -142,7 +160,11 @@ def artifacts_for(
         R.A_MANIFEST: json.dumps(snapshot.manifest_record(), indent=2, ensure_ascii=False),
         R.A_COMPONENTS: json.dumps(result.components, indent=2, ensure_ascii=False, default=str),
         R.A_ACCOUNTING: json.dumps(
-            {"accounting": ev.accounting, "permissions": result.permissions},
+            {
+                "accounting": ev.accounting,
+                "permissions": result.permissions,
+                "metrics_undefined": list(undefined or []),  # not logged: no finite value (e.g. no citations)
+            },
             indent=2,
             ensure_ascii=False,
             default=str,
@@ -155,6 +177,15 @@ def artifacts_for(
         if result.threshold_choice is not None:
             abst["chosen_on_dev"] = asdict(result.threshold_choice)
         files[R.A_ABSTENTION] = json.dumps(abst, indent=2, default=str)
+    if result.answers is not None and result.pipeline.generator is not None:
+        files[R.A_ANSWERS] = result.answers.to_csv(index=True, index_label="qid")
+        files[R.A_PROMPT] = result.pipeline.generator.template.text
+    if result.funnel:
+        rows = [
+            "stage,depth,recall",
+            *(f"{k},{v['depth']},{v['recall']!r}" for k, v in result.funnel.items()),
+        ]
+        files[R.A_FUNNEL] = "\n".join(rows) + "\n"
     return files
 
 
@@ -179,6 +210,19 @@ def print_run_summary(
         f"{k}={v}" for k, v in acc.items() if isinstance(v, (int, float)) and not isinstance(v, bool)
     )
     print(f"queries ({result.split}): {counts}", file=stream)
+    if result.answers is not None:
+        a = result.answers
+        scored = a[a["answerable"]]
+        diag = scored["diagnosis"].value_counts()
+        na = a[a["no_answer"]]
+        print(
+            f"answers: correct {scored['correct'].mean():.3f} of {len(scored)} answerable; citations support "
+            f"{scored['citations_support'].mean():.3f}; no-answer questions refused {int(na['refused'].sum())}/{len(na)}"
+            f"; wrong: {int(diag.get('generation_failure', 0))} with the evidence in the context (generation), "
+            f"{int(diag.get('retrieval_failure', 0))} without it (retrieval); latency p50 "
+            f"{a['latency_s'].median():.2f}s",
+            file=stream,
+        )
     print(f"mlflow run {run_id} in experiment {experiment!r} at {uri}", file=stream)
     if artifacts:
         print(f"artifacts (run.trec, per_query.csv, ...): {artifacts}", file=stream)

@@ -17,7 +17,7 @@ from typing import IO, Any
 from ablate import record as R
 from ablate.cache import Cache
 from ablate.data.corpus import Snapshot
-from ablate.runner.emit import artifacts_for, metrics_for, params_for, print_run_summary
+from ablate.runner.emit import artifacts_for, metrics_for, params_for, print_run_summary, split_defined
 from ablate.runner.heldout import (
     HELD_OUT_SPLITS,
     HeldOutVerdict,
@@ -169,10 +169,11 @@ def run_job(
             if verdict.message:
                 print(verdict.message, file=sys.stderr)
         tracker.set_tags(run_id, tags)
-        tracker.log_metrics(
-            run_id, metrics_for(result, bootstrap=job.settings.bootstrap, seed=job.settings.seed)
+        metrics, undefined = split_defined(
+            metrics_for(result, bootstrap=job.settings.bootstrap, seed=job.settings.seed)
         )
-        tracker.log_files(run_id, artifacts_for(result, snapshot, job.config_yaml))
+        tracker.log_metrics(run_id, metrics)
+        tracker.log_files(run_id, artifacts_for(result, snapshot, job.config_yaml, undefined))
         print_run_summary(
             result,
             run_id,

@@ -17,25 +17,31 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import pandas as pd
+
 from ablate.cache import Cache, key_of
 from ablate.data.corpus import Snapshot
 from ablate.data.types import TIE_RULE, Qrels, Run
 from ablate.errors import ConfigError
 from ablate.evaluation import EvalResult
 from ablate.evaluation.abstention import AbstentionReport, ThresholdChoice
+from ablate.runner.answers import answer_questions
 from ablate.runner.candidates import CandidateSource
+from ablate.runner.funnel import funnel
 from ablate.runner.session import Session
 from ablate.runner.settings import RunSettings
-from ablate.stages.base import Fuser, Reranker, Retriever, delta
+from ablate.stages.base import Fuser, Generator, Reranker, Retriever, delta
 
 
 @dataclass(frozen=True)
 class Pipeline:
-    """The stages of one cell: one or more retrievers, a fuser when there is more than one, an optional reranker."""
+    """The stages of one cell: one or more retrievers, a fuser when there is more than one, an optional reranker,
+    an optional generator (the answer stage)."""
 
     retrievers: tuple[Retriever, ...]
     fuser: Fuser | None = None
     reranker: Reranker | None = None
+    generator: Generator | None = None
 
     def __post_init__(self) -> None:
         if not self.retrievers:
@@ -59,6 +65,8 @@ class Pipeline:
             out.append(self.fuser)
         if self.reranker is not None:
             out.append(self.reranker)
+        if self.generator is not None:
+            out.append(self.generator)
         return out
 
     def bind(self, snapshot: Snapshot, split: str) -> Pipeline:
@@ -67,6 +75,7 @@ class Pipeline:
             tuple(r.bind(snapshot, split) for r in self.retrievers),
             self.fuser,
             self.reranker.bind(snapshot, split) if self.reranker is not None else None,
+            self.generator.bind(snapshot, split) if self.generator is not None else None,
         )
 
 
@@ -88,6 +97,8 @@ class RunResult:
     abstention: AbstentionReport | None = None
     threshold_choice: ThresholdChoice | None = None
     slices: dict[str, dict[str, float]] = field(default_factory=dict)
+    answers: pd.DataFrame | None = None  # one row per question when the pipeline has a generator
+    funnel: dict[str, dict[str, float]] = field(default_factory=dict)  # stage -> recall of the gold evidence
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -174,7 +185,8 @@ def _rank(
     source: CandidateSource,
     groups: list[str] | None,
 ) -> tuple[Run, dict[str, Run], dict[str, float]]:
-    """Candidates -> fusion -> rerank -> the final ranking (cut at ``settings.depth``), for one bound pipeline."""
+    """Candidates -> fusion -> rerank -> the final ranking (cut at ``settings.depth``), for one bound pipeline.
+    Returns the final run, every stage's list in order (the funnel reads them) and timings."""
     queries = [snapshot.queries[q] for q in snapshot.split_qids(split)]
     timings: dict[str, float] = {}
     fuser, reranker = pipeline.fuser, pipeline.reranker
@@ -190,6 +202,9 @@ def _rank(
     else:
         run = next(iter(cands.values()))
     timings["fusion_seconds"] = time.perf_counter() - t0
+    lists = dict(cands)
+    if fuser is not None:
+        lists[fuser.name] = run
     if reranker is not None:
         t0 = time.perf_counter()
         reranker = source.session.prepared(reranker, snapshot, source.cache, source.show_progress)
@@ -197,8 +212,10 @@ def _rank(
         t0 = time.perf_counter()
         run = reranker.rerank(run, {q.qid: q.text for q in queries}, snapshot.chunk_text)
         timings["rerank_seconds"] = time.perf_counter() - t0
+        lists[reranker.name] = run
     run = run.truncated(settings.depth)
-    return run, cands, timings
+    lists["final"] = run
+    return run, lists, timings
 
 
 def run_pipeline(
@@ -225,9 +242,10 @@ def run_pipeline(
     source = CandidateSource(snapshot, cache, session, show_progress)
     groups = identity_groups(snapshot, identity)
     bound = pipeline.bind(snapshot, split)
-    before = {s.name: dict(s.stats) for s in bound.stages}
+    before = session.stage_stats(bound.stages)
     cache_before = (cache.stats.hits, cache.stats.misses)
-    run, cands, timings = _rank(snapshot, split, bound, settings, source, groups)
+    run, lists, timings = _rank(snapshot, split, bound, settings, source, groups)
+    cands = {r.name: lists[r.name] for r in bound.retrievers}
     run.name = variant or run.name
     run.meta.update({"tie_rule": TIE_RULE, "snapshot": snapshot.fingerprint})
 
@@ -240,16 +258,22 @@ def run_pipeline(
 
     abst, choice = _abstention(snapshot, split, pipeline, settings, source, groups, result, run)
     add_answer_in_context(result, run, snapshot, qids, settings.eval.ks)
+    answers, stage_funnel = _answers_and_funnel(
+        snapshot,
+        split,
+        bound,
+        run,
+        lists,
+        result,
+        eval_qrels,
+        settings,
+        cache,
+        session,
+        show_progress,
+        timings,
+    )
 
-    counters: dict[str, float] = dict(source.counters)
-    for (
-        stage
-    ) in bound.stages:  # what this job's stages did (prepared stages are shared across a sweep's jobs)
-        for k, v in delta(stage.stats, before.get(stage.name, {})).items():
-            if not k.endswith("_seconds"):
-                counters[f"{stage.name}.{k}"] = v
-    counters["cache.hits"] = float(cache.stats.hits - cache_before[0])
-    counters["cache.misses"] = float(cache.stats.misses - cache_before[1])
+    counters = _counters(source, bound, before, cache, cache_before)
     timings.update(source.timings)
     timings["total_seconds"] = time.perf_counter() - t_start
     comps = components_of(snapshot, split, bound, identity, settings)
@@ -268,7 +292,59 @@ def run_pipeline(
         abstention=abst,
         threshold_choice=choice,
         slices=slice_means(result, snapshot.queries),
+        answers=answers,
+        funnel=stage_funnel,
     )
+
+
+def _counters(
+    source: CandidateSource,
+    bound: Pipeline,
+    before: dict[int, tuple[str, dict[str, float]]],
+    cache: Cache,
+    cache_before: tuple[int, int],
+) -> dict[str, float]:
+    """What this job's stages did: the increase of every counter of the instances that did the work (this job's own,
+    or the prepared instance an earlier job of the sweep left in the session), summed per stage name."""
+    counters: dict[str, float] = dict(source.counters)
+    names = {s.name for s in bound.stages}
+    for sid, (name, stats) in source.session.stage_stats(bound.stages).items():
+        if name not in names:
+            continue
+        for k, v in delta(stats, before.get(sid, (name, {}))[1]).items():
+            if not k.endswith("_seconds"):
+                key = f"{name}.{k}"
+                counters[key] = counters.get(key, 0.0) + v
+    counters["cache.hits"] = float(cache.stats.hits - cache_before[0])
+    counters["cache.misses"] = float(cache.stats.misses - cache_before[1])
+    return counters
+
+
+def _answers_and_funnel(
+    snapshot: Snapshot,
+    split: str,
+    bound: Pipeline,
+    run: Run,
+    lists: dict[str, Run],
+    result: EvalResult,
+    eval_qrels: Qrels,
+    settings: RunSettings,
+    cache: Cache,
+    session: Session,
+    show_progress: bool,
+    timings: dict[str, float],
+) -> tuple[pd.DataFrame | None, dict[str, dict[str, float]]]:
+    """The answer stage (when the pipeline has a generator) and the funnel of the gold evidence over every stage."""
+    answers = None
+    level = settings.eval.relevance_level
+    if bound.generator is not None:
+        t0 = time.perf_counter()
+        answers = answer_questions(
+            snapshot, split, bound.generator, run, result, eval_qrels, level, cache, session, show_progress
+        )
+        timings["generate_seconds"] = time.perf_counter() - t0
+        lists["context"] = run.truncated(bound.generator.context_k)
+    return answers, funnel(lists, result, eval_qrels, snapshot.chunk_to_doc, level)
 
 
 def _abstention(

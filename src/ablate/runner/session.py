@@ -80,6 +80,13 @@ class Session:
         self._stages[key] = stage
         return stage
 
+    def stage_stats(self, extra: Any = ()) -> dict[int, tuple[str, dict[str, float]]]:
+        """``id(stage) -> (name, a copy of its stats)`` for every prepared stage and ``extra`` ones: a job compares
+        two of these to count what *it* did, whichever instance (its own or one an earlier job prepared) did it."""
+        out = {id(s): (s.name, dict(s.stats)) for s in self._stages.values()}
+        out.update({id(s): (s.name, dict(s.stats)) for s in extra})
+        return out
+
 
 _SHARED: Session | None = None
 

@@ -51,6 +51,7 @@ KINDS: dict[str, str] = {
     "retriever": "query -> ranked chunks of the snapshot (permission mask applied inside)",
     "fuser": "several ranked lists -> one list",
     "reranker": "a ranked list -> the same candidates reordered",
+    "generator": "a question and the first context_k passages -> an answer that cites them",
 }
 
 
@@ -185,6 +186,24 @@ class Reranker(Stage, Protocol):
     def prepare(self, context: StageContext) -> None: ...
 
     def rerank(self, run: Run, query_text: Mapping[str, str], chunk_text: Mapping[str, str]) -> Run: ...
+
+
+@runtime_checkable
+class Generator(Stage, Protocol):
+    """Answers each question from the first ``context_k`` passages of the final ranking (the answer stage)."""
+
+    context_k: int
+    repeats: int
+
+    def bind(self, snapshot: Snapshot, split: str) -> Generator: ...
+
+    def prepare(self, context: StageContext) -> None: ...
+
+    def generate(
+        self, prompts: Sequence[Any], cache: Cache, show_progress: bool = False
+    ) -> list[list[Any]]: ...
+
+    def cost(self, tokens_in: int, tokens_out: int) -> float | None: ...
 
 
 def kind_of(stage: object) -> str:

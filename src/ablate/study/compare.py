@@ -237,7 +237,7 @@ def _variant_words(a: RecordedRun, b: RecordedRun, axes: list[str]) -> list[str]
     if "retrievers" in axes:
         ra, rb = set(_shape(a, R.P_RETRIEVERS)), set(_shape(b, R.P_RETRIEVERS))
         words += [f"-{r}" for r in sorted(ra - rb)] + [f"+{r}" for r in sorted(rb - ra)]
-    for key, axis in ((R.P_FUSER, "fusion"), (R.P_RERANKER, "reranker")):
+    for key, axis in ((R.P_FUSER, "fusion"), (R.P_RERANKER, "reranker"), (R.P_GENERATOR, "generator")):
         if axis not in axes:
             continue
         sa, sb = _shape(a, key), _shape(b, key)

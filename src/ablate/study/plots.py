@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from ablate.record import metric_key
+from ablate.record import metric_key, parse_funnel
 from ablate.study.fetch import RunRecord
 from ablate.tables import as_number
 
@@ -138,3 +138,41 @@ def _sweep_curves(
 
 def _value(r: RunRecord, key: str) -> str:
     return r.variant if key == "variant" else str(r.params.get(key, ""))
+
+
+def funnel_plots(ordered: list[RunRecord], labels: dict[str, str]) -> dict[str, bytes]:
+    """``funnel_<run>.png`` per run that logged a funnel: recall of the gold evidence after each stage (each
+    retriever's candidates, the fused list, the reranked list, the final ranking, the generator's context), with the
+    list depth under each stage, so a drop shows where evidence is lost."""
+    from matplotlib.figure import Figure
+
+    out: dict[str, bytes] = {}
+    for r in ordered:
+        stages = parse_funnel(r.metrics)
+        if not stages:
+            continue
+        names = [s for s, _, _ in stages]
+        recall = np.array([v for _, v, _ in stages], dtype=float)
+        depth = [d for _, _, d in stages]
+        fig = Figure(figsize=(1.2 + 1.1 * len(stages), 3.6))
+        ax = fig.subplots()
+        x = np.arange(len(stages))
+        ax.bar(x, np.nan_to_num(recall), color="#4c72b0", width=0.6)
+        for xi, v in zip(x, recall, strict=True):
+            ax.text(
+                float(xi),
+                (0 if np.isnan(v) else v) + 0.02,
+                "-" if np.isnan(v) else f"{v:.2f}",
+                ha="center",
+                fontsize=8,
+            )
+        ax.set_xticks(
+            x, [f"{n}\n@{int(d)}" if d == d else n for n, d in zip(names, depth, strict=True)], fontsize=8
+        )
+        ax.set_ylim(0, 1.1)
+        ax.set_ylabel("recall of gold evidence")
+        ax.set_title(f"stage funnel: {labels.get(r.run_id, r.name)}", fontsize=9)
+        ax.grid(axis="y", alpha=0.3)
+        fig.subplots_adjust(bottom=0.2)
+        out[f"funnel_{_safe(labels.get(r.run_id, r.name))}.png"] = _png(fig)
+    return out

@@ -34,8 +34,10 @@ from ablate import record as R
 from ablate.errors import ConfigError, InputError
 from ablate.evaluation import stats
 from ablate.record import RecordedRun
+from ablate.study.answers import AnswerSection, answer_section
 from ablate.study.compare import ComparisonCheck, check_comparison, norm_value, varying_params
 from ablate.study.fetch import ReportError, RunRecord, Source, fetch_runs
+from ablate.study.plots import funnel_plots
 from ablate.study.plots import plots as make_plots
 from ablate.study.slices import DEFAULT_CONTRAST, scored_ids, slices
 from ablate.tables import fmt, format_table
@@ -80,15 +82,18 @@ class Report:
     checks: dict[str, ComparisonCheck]  # run id -> comparison with the baseline
     warnings: list[str] = field(default_factory=list)
     console: str = ""  # the narrow table printed at the end of a sweep (the full one is in the files)
+    answers: AnswerSection | None = None  # runs with a generator: correctness, refusals, the diagnosis split
 
     def files(self) -> dict[str, str | bytes]:
-        return {
+        files: dict[str, str | bytes] = {
             "ablation.md": self.markdown,
             "ablation.csv": self.table.to_csv(index=False),
             "slices.md": self.slices_markdown,
             "slices.csv": self.slices.to_csv(index=False),
-            **self.plots,
         }
+        if self.answers is not None:
+            files["answers.csv"] = self.answers.table.to_csv(index=False)
+        return {**files, **self.plots}
 
     def write(self, out: str | os.PathLike[str]) -> list[Path]:
         d = Path(out)
@@ -471,14 +476,7 @@ def build_report(
     plan = _plan(records, swept)
     base, warnings = _pick_baseline(plan.ordered, plan.kind, baseline, plan.labels)
     warnings += _split_warnings(plan.ordered, plan.kind)
-    checks = {
-        r.run_id: (
-            ComparisonCheck(True, [], False, "", [], "(baseline)")
-            if r.run_id == base.run_id
-            else check_comparison(base, r, plan.factor, force=force, order=plan.order_keys)
-        )
-        for r in plan.ordered
-    }  # may raise ComparisonRefused
+    checks = _checks(plan, base, force)  # may raise ComparisonRefused
     scored = {rid: scored_ids(pq, cols) for rid, pq in tables.items()}
     cis = _cis(plan, tables, scored, metrics, cols, bootstrap, seed, warnings)
     results, paired_n = _paired(plan, base, tables, scored, cols, checks, test, n_resamples, seed)
@@ -489,12 +487,17 @@ def build_report(
     parts = [header, format_table(md_rows, list(md_rows[0].keys()))]
     if footnotes:
         parts.append("Flags:\n\n" + "\n".join(f"{i}. {f}" for i, f in enumerate(footnotes, 1)))
-    if warnings:
-        parts.append("Warnings:\n\n" + "\n".join(f"- {w}" for w in warnings))
-    if skipped:
-        parts.append("Left out:\n\n" + "\n".join(f"- {s}" for s in skipped))
+    answers = answer_section(plan.ordered, plan.labels, base, TESTS[test], n_resamples, seed, bootstrap)
+    for title_, lines in (("Warnings", warnings), ("Left out", skipped)):
+        if lines:
+            parts.append(f"{title_}:\n\n" + "\n".join(f"- {x}" for x in lines))
+    if answers is not None:
+        parts.append(answers.markdown.rstrip("\n"))
     slice_table, slices_md = slices(plan.ordered, tables, metrics, cols, plan.labels, base, contrast)
     console = _console(csv_rows, metrics[0], footnotes, warnings, skipped)
+    if answers is not None:
+        console += "\n" + answers.console
+    figures = _figures(plan, cis, metrics, cols, base) if plots else {}
     return Report(
         kind=plan.kind,
         baseline=base.run_id,
@@ -505,11 +508,38 @@ def build_report(
         markdown="\n\n".join(parts) + "\n",
         slices=slice_table,
         slices_markdown=slices_md,
-        plots=make_plots(plan.ordered, cis, metrics, cols, plan.labels, base, plan.swept) if plots else {},
+        plots=figures,
         checks=checks,
         warnings=warnings,
         console=console,
+        answers=answers,
     )
+
+
+def _checks(plan: _Plan, base: RunRecord, force: bool) -> dict[str, ComparisonCheck]:
+    """Each run's comparison with the baseline (one factor per row; same labels, documents and split)."""
+    return {
+        r.run_id: (
+            ComparisonCheck(True, [], False, "", [], "(baseline)")
+            if r.run_id == base.run_id
+            else check_comparison(base, r, plan.factor, force=force, order=plan.order_keys)
+        )
+        for r in plan.ordered
+    }
+
+
+def _figures(
+    plan: _Plan,
+    cis: dict[str, dict[str, tuple[float, float, float]]],
+    metrics: list[str],
+    cols: list[str],
+    base: RunRecord,
+) -> dict[str, bytes]:
+    """The metric bars, the sweep curves and one stage funnel per run."""
+    return {
+        **make_plots(plan.ordered, cis, metrics, cols, plan.labels, base, plan.swept),
+        **funnel_plots(plan.ordered, plan.labels),
+    }
 
 
 def _console(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Mapping
 from typing import IO, Any
 
 from ablate import record as R
@@ -23,11 +24,33 @@ def ordered_children(tracker: Tracker, parent_run_id: str) -> list[RecordedRun]:
 COMPACT: tuple[str, ...] = ("ndcg@10", "recall@10", "mrr@10", "hit@10")
 
 
+ANSWER_COLS: tuple[str, ...] = ("correct", "wrong: gen/retr", "refused n/a")
+
+
+def _answer_cells(m: Mapping[str, float]) -> dict[str, str]:
+    """Answer correctness with its interval, the diagnosis split of wrong answers (generation / retrieval failures)
+    and the refusals of no-answer questions, from a run's logged answer metrics."""
+    lo, hi = m.get("answer_correct_ci_low"), m.get("answer_correct_ci_high")
+    ci = f" [{fmt(lo, 2)}, {fmt(hi, 2)}]" if lo is not None and hi is not None else ""
+    n_na = m.get("answer_no_answer_questions")
+    refused = m.get("answer_correct_refusal_rate")
+    return {
+        "correct": fmt(m.get("answer_correct")) + ci if "answer_correct" in m else "-",
+        "wrong: gen/retr": (
+            f"{int(m['diagnosis_generation_failure_count'])}/{int(m['diagnosis_retrieval_failure_count'])}"
+            if "diagnosis_generation_failure_count" in m and "diagnosis_retrieval_failure_count" in m
+            else "-"
+        ),
+        "refused n/a": f"{round(refused * n_na)}/{int(n_na)}" if n_na and refused is not None else "-",
+    }
+
+
 def summary_table(runs: list[RecordedRun]) -> str:
     """One compact row per run: its label (the name, plus the swept values that tell runs apart), the headline
     metrics (nDCG@10 with its 95% interval) and its status."""
     labels = run_labels(runs, varying_params(runs))
-    cols = ["run", *COMPACT, "status"]
+    answers = any("answer_correct" in r.metrics for r in runs)
+    cols = ["run", *COMPACT, *(ANSWER_COLS if answers else ()), "status"]
     rows: list[dict[str, Any]] = []
     for r in runs:
         row: dict[str, Any] = {"run": labels[r.run_id], "status": r.status}
@@ -40,6 +63,8 @@ def summary_table(runs: list[RecordedRun]) -> str:
                 else ""
             )
             row[h] = fmt(r.metrics.get(key)) + ci
+        if answers:
+            row.update(_answer_cells(r.metrics))
         rows.append(row)
     return format_table(rows, cols)
 

@@ -310,3 +310,44 @@ class FuserContract(_StageContract):
         assert len(out) <= 4 and {h.chunk_id for h in out} <= window
         assert out == rank_hits(out)
         assert stage.fuse(runs, 4).get("q") == out  # deterministic
+
+
+class GeneratorContract(_StageContract):
+    """The contract of a generator: one answer per prompt (per repeat), deterministic when greedy, served from the
+    cache the second time, regenerated when the template changes."""
+
+    def prompts(self, stage: Any, snapshot: Snapshot) -> list[Any]:
+        q = snapshot.queries["q1"]
+        return [
+            stage.template.render(q.text, ["Invoice INV-102 from Acme Ltd, amount 1,250 yuan, paid."]),
+            stage.template.render("What is 2 + 2?", ["Two plus two is four."]),
+        ]
+
+    def test_is_a_named_generator(self) -> None:
+        from ablate.stages.base import Generator
+
+        stage = self.make()
+        assert isinstance(stage, Generator) and type(stage).kind == "generator" and stage.name
+        assert stage.context_k >= 1 and stage.repeats >= 1
+
+    def test_generates_once_and_then_serves_the_cache(self, snapshot: Snapshot, tmp_path: Path) -> None:
+        cache = Cache(tmp_path / "gen")
+        stage = self.bound(snapshot)
+        stage.prepare(StageContext(snapshot, cache))
+        first = stage.generate(self.prompts(stage, snapshot), cache)
+        assert [len(row) for row in first] == [stage.repeats, stage.repeats]
+        assert all(isinstance(g.text, str) and g.tokens_in > 0 and not g.cached for row in first for g in row)
+        again = self.bound(snapshot)
+        again.prepare(StageContext(snapshot, cache))
+        second = again.generate(self.prompts(again, snapshot), cache)
+        assert all(g.cached for row in second for g in row) and again.stats["generated"] == 0
+        assert [g.text for row in second for g in row] == [g.text for row in first for g in row]
+
+    def test_deterministic_when_greedy(self, snapshot: Snapshot, tmp_path: Path) -> None:
+        a = self.bound(snapshot)
+        a.prepare(StageContext(snapshot, Cache(tmp_path / "a")))
+        b = self.bound(snapshot)
+        b.prepare(StageContext(snapshot, Cache(tmp_path / "b")))
+        pa = a.generate(self.prompts(a, snapshot), Cache(tmp_path / "a"))
+        pb = b.generate(self.prompts(b, snapshot), Cache(tmp_path / "b"))
+        assert [g.text for row in pa for g in row] == [g.text for row in pb for g in row]

@@ -1,0 +1,1 @@
+"""Generators: evidence -> an answer that cites it (the answer stage)."""

@@ -1,0 +1,173 @@
+"""What every generator shares: its decoding parameters, its prompt template, and the content cache of generations.
+
+A generator turns (question, context passages) into an answer. Subclasses say how one chat completion is made
+(:meth:`GeneratorBase._complete`) and what identifies their model (:meth:`GeneratorBase.model_identity`); this base
+does the rest:
+
+* **Parameters** (checked at construction): ``prompt`` (a template file, :mod:`ablate.stages.generate.prompt`),
+  ``context_k`` (how many of the final ranking's passages go in), ``max_tokens``, ``temperature`` (0 = greedy),
+  ``seed``, ``repeats`` (``> 1`` measures consistency; intervals still resample questions), and optional prices per
+  1,000 input / output tokens for the cost figure.
+* **Cache**: every generation is stored by ``key_of("generation/v1", fingerprint key, sha256 of the rendered chat
+  messages, repeat)``: the fingerprint holds the model's identity (a GGUF's full sha256), the decoding parameters,
+  the template's sha256, library and code versions. Re-running a variant, or a sweep that reorders retrieval without
+  changing a question's context, generates nothing; a changed template regenerates everything. A cached answer keeps
+  the latency and token counts it was generated with.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from typing import Any, ClassVar
+
+from ablate.cache import Cache, key_of
+from ablate.progress import Progress
+from ablate.stages.base import Fingerprint, StageContext, check_float, check_int, check_str, fingerprint_of
+from ablate.stages.generate.prompt import PromptTemplate
+
+Messages = list[dict[str, str]]
+KIND = "generations"
+
+
+@dataclass(frozen=True)
+class Generation:
+    text: str
+    tokens_in: int
+    tokens_out: int
+    latency_s: float
+    cached: bool = False
+
+
+class GeneratorBase:
+    """See the module docstring. Subclasses implement :meth:`_complete` and :meth:`model_identity`."""
+
+    kind: ClassVar[str] = "generator"
+    libraries: ClassVar[tuple[str, ...]] = ()
+
+    def __init__(
+        self,
+        name: str = "generator",
+        prompt: str = "",
+        context_k: int = 5,
+        max_tokens: int = 128,
+        temperature: float = 0.0,
+        seed: int = 0,
+        repeats: int = 1,
+        price_in_per_1k: float | None = None,
+        price_out_per_1k: float | None = None,
+    ) -> None:
+        self.name = name
+        self.prompt_path = str(check_str(f"{name}.prompt", prompt))
+        self.template = PromptTemplate.load(self.prompt_path, f"{name}.prompt")
+        self.context_k = check_int(f"{name}.context_k", context_k, 1, 100)
+        self.max_tokens = check_int(f"{name}.max_tokens", max_tokens, 1, 8192)
+        self.temperature = check_float(f"{name}.temperature", temperature, 0.0, 2.0)
+        self.seed = check_int(f"{name}.seed", seed, 0)
+        self.repeats = check_int(f"{name}.repeats", repeats, 1, 20)
+        self.price_in = (
+            None if price_in_per_1k is None else check_float(f"{name}.price_in_per_1k", price_in_per_1k, 0.0)
+        )
+        self.price_out = (
+            None
+            if price_out_per_1k is None
+            else check_float(f"{name}.price_out_per_1k", price_out_per_1k, 0.0)
+        )
+        self.stats: dict[str, float] = {"generated": 0.0, "cached": 0.0}
+
+    # -- identity ---------------------------------------------------------------------------------------------------
+    def model_identity(self) -> dict[str, Any]:  # pragma: no cover - subclasses
+        raise NotImplementedError
+
+    def backend_params(self) -> dict[str, Any]:
+        return {}
+
+    def params(self) -> dict[str, Any]:
+        return {
+            **self.backend_params(),
+            "prompt": self.prompt_path,
+            "prompt_sha256": self.template.sha256,
+            "context_k": self.context_k,
+            "max_tokens": self.max_tokens,
+            "temperature": self.temperature,
+            "seed": self.seed,
+            "repeats": self.repeats,
+            "price_in_per_1k": self.price_in,
+            "price_out_per_1k": self.price_out,
+        }
+
+    def fingerprint(self) -> Fingerprint:
+        params = {
+            k: v for k, v in self.params().items() if k != "prompt"
+        }  # the path is where, the sha256 is what
+        return fingerprint_of(
+            self,
+            params,
+            libraries=self.libraries,
+            resources={"model": self.model_identity(), "prompt_sha256": self.template.sha256},
+        )
+
+    def generation_identity(self) -> dict[str, Any]:
+        """What determines one generation: the model, the decoding parameters, the template, libraries and code.
+        Prices and ``repeats`` are left out (they do not change an answer; a repeat has its own index in the key)."""
+        fp = self.fingerprint().as_dict()
+        fp.pop("stage")
+        fp["params"] = {k: v for k, v in fp["params"].items() if not k.startswith(("price_", "repeats"))}
+        return fp
+
+    def bind(self, snapshot: Any, split: str) -> GeneratorBase:
+        return self
+
+    def prepare(self, context: StageContext) -> None:
+        """Load the model (subclasses); the base has nothing to prepare."""
+
+    # -- generating -------------------------------------------------------------------------------------------------
+    def _complete(self, messages: Messages, seed: int) -> Generation:  # pragma: no cover - subclasses
+        raise NotImplementedError
+
+    def warm(self) -> None:
+        """Load what the first generation needs (a model), so its latency measures answering, not loading."""
+
+    def cost(self, tokens_in: int, tokens_out: int) -> float | None:
+        if self.price_in is None and self.price_out is None:
+            return None
+        return tokens_in / 1000 * (self.price_in or 0.0) + tokens_out / 1000 * (self.price_out or 0.0)
+
+    def generate(
+        self, prompts: Sequence[Messages], cache: Cache, show_progress: bool = False
+    ) -> list[list[Generation]]:
+        """``repeats`` generations per prompt, from the cache when it has them."""
+        fp = key_of(self.generation_identity())
+        out: list[list[Generation]] = []
+        with Progress(
+            f"generate ({self.name})", len(prompts) * self.repeats, unit="answers", enabled=show_progress
+        ) as progress:
+            for messages in prompts:
+                msg_sha = hashlib.sha256(json.dumps(messages, ensure_ascii=False).encode("utf-8")).hexdigest()
+                row = []
+                for r in range(self.repeats):
+                    key = key_of("generation/v1", fp, msg_sha, r)
+                    stored = cache.load_json(KIND, key)
+                    if isinstance(stored, dict) and isinstance(stored.get("text"), str):
+                        gen = Generation(
+                            stored["text"],
+                            int(stored["tokens_in"]),
+                            int(stored["tokens_out"]),
+                            float(stored["latency_s"]),
+                            cached=True,
+                        )
+                        self.stats["cached"] += 1
+                    else:
+                        self.warm()
+                        t0 = time.perf_counter()
+                        gen = self._complete(messages, self.seed + r)
+                        gen = Generation(gen.text, gen.tokens_in, gen.tokens_out, time.perf_counter() - t0)
+                        cache.save_json(KIND, key, {k: v for k, v in asdict(gen).items() if k != "cached"})
+                        self.stats["generated"] += 1
+                    row.append(gen)
+                    progress.update(1)
+                out.append(row)
+        return out

@@ -1,0 +1,98 @@
+"""A local GGUF model through llama-cpp-python (``conf/generator/llama_cpp.yaml``).
+
+``model``: a shipped name (``qwen2.5-coder-1.5b-instruct``, the default; ``smollm2-135m-instruct``) or a ``.gguf``
+path, resolved offline (:mod:`ablate.stages.generate.gguf`); its full sha256 is the model's identity. ``n_ctx``: the
+context window in tokens; ``n_threads``: CPU threads. Chat completion through the model's own chat template, greedy
+by default (``temperature: 0``), with a fixed seed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from typing import Any, ClassVar
+
+from ablate.errors import AblateError
+from ablate.stages.base import StageContext, check_int, check_str
+from ablate.stages.generate.base import Generation, GeneratorBase, Messages
+from ablate.stages.generate.gguf import QWEN, ResolvedGGUF, identify_gguf, resolve_gguf
+
+#: Bump when how a completion is requested changes (part of the fingerprint and of every generation's cache key).
+CODE_VERSION = "ablate-llama-cpp/1"
+
+
+def open_llama(path: str, n_ctx: int, n_threads: int, seed: int, what: str) -> Any:
+    """A ``llama_cpp.Llama`` on ``path`` (CPU; ``n_threads`` 0 = all cores), its load chatter silenced; ``what``
+    names the setting that needs it in the message when llama-cpp-python is missing."""
+    try:
+        from llama_cpp import Llama
+    except ImportError:
+        raise AblateError(
+            f"{what} needs llama-cpp-python. Fix: make setup (or pip install "
+            "'llama-cpp-python[server]==0.3.36'; it builds from source in a few minutes)"
+        ) from None
+    threads = n_threads or max(1, os.cpu_count() or 1)
+    with open(os.devnull, "w") as null, contextlib.redirect_stderr(null):
+        return Llama(model_path=path, n_ctx=n_ctx, n_threads=threads, seed=seed, verbose=False)
+
+
+class LlamaCppGenerator(GeneratorBase):
+    """See the module docstring; the parameters of :class:`~ablate.stages.generate.base.GeneratorBase` apply."""
+
+    libraries: ClassVar[tuple[str, ...]] = ("llama-cpp-python",)
+
+    def __init__(
+        self,
+        name: str = "generator",
+        model: str = QWEN,
+        n_ctx: int = 4096,
+        n_threads: int = 0,
+        **common: Any,
+    ) -> None:
+        super().__init__(name=name, **common)
+        self.model = str(check_str(f"{name}.model", model))
+        self.n_ctx = check_int(f"{name}.n_ctx", n_ctx, 256, 131072)
+        self.n_threads = check_int(f"{name}.n_threads", n_threads, 0, 256)
+        self._sha256 = identify_gguf(
+            self.model, f"{name}.model"
+        )  # fails now, before any work, when it is missing
+        self._resolved: ResolvedGGUF | None = None
+        self._llm: Any = None
+
+    def backend_params(self) -> dict[str, Any]:
+        return {"model": self.model, "n_ctx": self.n_ctx, "n_threads": self.n_threads}
+
+    def model_identity(self) -> dict[str, Any]:
+        return {"gguf_sha256": self._sha256}
+
+    def prepare(self, context: StageContext) -> None:
+        """Resolve (for a shipped Qwen: assemble once into the cache) the GGUF; the model loads on first use."""
+        if self._resolved is None:
+            self._resolved = resolve_gguf(self.model, context.cache, f"{self.name}.model")
+
+    def warm(self) -> None:
+        self._load()
+
+    def _load(self) -> Any:
+        if self._llm is None:
+            if self._resolved is None:
+                raise RuntimeError(f"stage {self.name}: prepare() before generating")
+            self._llm = open_llama(
+                self._resolved.path, self.n_ctx, self.n_threads, self.seed, "generator=llama_cpp"
+            )
+        return self._llm
+
+    def _complete(self, messages: Messages, seed: int) -> Generation:
+        llm = self._load()
+        out = llm.create_chat_completion(
+            messages=messages,
+            max_tokens=self.max_tokens,
+            temperature=self.temperature,
+            top_k=1 if self.temperature == 0 else 40,
+            seed=seed,
+        )
+        usage = out.get("usage") or {}
+        text = out["choices"][0]["message"].get("content") or ""
+        return Generation(
+            text, int(usage.get("prompt_tokens", 0)), int(usage.get("completion_tokens", 0)), 0.0
+        )

