@@ -27,7 +27,8 @@ def _job(overrides, notes=None):
 def test_groups_are_the_documented_contract():
     assert GROUPS["variant"] == ["A", "B", "C", "D", "oracle"]
     assert {"demo", "beir"} <= set(GROUPS["corpus"])
-    assert set(GROUPS["reranker"]) == {"none", "cross_encoder"}
+    assert set(GROUPS["reranker"]) == {"none", "cross_encoder", "llm"}
+    assert set(GROUPS["generator"]) == {"none", "llama_cpp", "openai"}
     assert {"bm25", "dense", "oracle"} <= set(GROUPS["retrievers"])  # plugins add more
     assert set(GROUPS["fusion"]) == {"none", "rrf"}
 
