@@ -153,8 +153,8 @@ def _oracle_note(rows: list[dict[str, Any]]) -> list[str]:
         gap = o["correct"] - r["correct"]
         notes.append(
             f"{r['run']}: {r['retrieval_failures']} wrong answers lacked the evidence (retrieval), "
-            f"{r['generation_failures']} had it (generation); the Oracle is {gap:+.3f} above it in correctness, "
-            "the most better retrieval could add with this generator."
+            f"{r['generation_failures']} had it (generation); the Oracle is {gap:+.3f} above it in correctness "
+            "(what gold evidence alone adds with this generator)."
         )
     return notes
 
@@ -239,11 +239,12 @@ def answer_section(
     notes = _oracle_note(rows)
     text = [
         "## Answers",
-        "Correctness over the answerable questions with gold answers (normalised exact match, or numbers equal with "
-        "their unit), 95% bootstrap interval over questions; Δ and the paired test against the baseline on the "
-        "questions both scored (Holm over the runs). A wrong answer is a *generation* failure when a gold passage "
-        "was in the context, else a *retrieval* failure (counts, share of the scored questions, 95% Wilson "
-        "interval). No-answer questions are scored apart: refused / asked.",
+        "Correctness over the answerable questions with gold answers (the normalised gold answer occurs in the "
+        "answer; numbers are compared as numbers with their unit), 95% bootstrap interval over questions; Δ and the "
+        "paired test against the baseline on the questions both scored (Holm over the runs). A wrong or refused "
+        "answer is a *generation* failure when the evidence (a gold passage or a gold answer string) was in the "
+        "context, else a *retrieval* failure (counts, share of the scored questions, 95% Wilson interval). "
+        "No-answer questions are scored apart: refused / asked.",
         table_md,
     ]
     if notes:
