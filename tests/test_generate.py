@@ -99,6 +99,9 @@ def test_answers_are_scored_a_second_run_generates_nothing_and_a_new_prompt_rege
     }
     assert a.loc["q4", "no_answer"]  # its only evidence is finance-only: no answer for the employee
     assert first.funnel["final"]["recall"] >= first.funnel["context"]["recall"]
+    # read at the context size, the final ranking's head is exactly the context the generator saw
+    assert first.funnel["final"]["topk"] >= first.funnel["context"]["depth"]  # the context may hold fewer
+    assert first.funnel["final"]["topkrecall"] == first.funnel["context"]["recall"]
     again = run(PROMPT)
     assert again.counters["generator.generated"] == 0 and again.counters["generator.cached"] == 4
     assert list(again.answers["answer"]) == list(a["answer"])

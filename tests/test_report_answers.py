@@ -8,7 +8,7 @@ import dataclasses
 import numpy as np
 
 from ablate.evaluation import stats
-from ablate.record import funnel_metric, parse_funnel
+from ablate.record import funnel_metric, parse_funnel, parse_funnel_head
 from ablate.study import report
 from ablate.study.sweep_summary import summary_table
 from test_report import ablation_runs, record
@@ -38,6 +38,8 @@ def with_answers(rec: report.RunRecord, seed: int, oracle: bool = False) -> repo
         funnel_metric(2, "final", "depth"): 10.0,
         funnel_metric(3, "context", "recall"): 0.5,
         funnel_metric(3, "context", "depth"): 5.0,
+        funnel_metric(1, "bm25", "topkrecall"): 0.6,
+        funnel_metric(1, "bm25", "topk"): 5.0,
     }
     return dataclasses.replace(rec, per_query=pq, metrics=metrics)
 
@@ -110,6 +112,17 @@ def test_parse_funnel_keeps_stage_order():
     got = parse_funnel(metrics)
     assert [s for s, _, _ in got] == ["bm25_x", "dense_b", "context"]
     assert got[1][1:] == (0.8, 50.0) and np.isnan(got[0][2])
+    metrics[funnel_metric(2, "dense_b", "topkrecall")] = 0.25
+    metrics[funnel_metric(2, "dense_b", "topk")] = 5.0
+    metrics[funnel_metric(1, "bm25_x", "topk")] = 5.0
+    assert [s for s, _, _ in parse_funnel(metrics)] == [
+        "bm25_x",
+        "dense_b",
+        "context",
+    ]  # head keys are no stages
+    head = parse_funnel_head(metrics)
+    assert [s for s, _, _ in head] == ["bm25_x", "dense_b", "context"]
+    assert head[1][1:] == (0.25, 5.0) and np.isnan(head[0][1]) and head[0][2] == 5.0
 
 
 def test_sweep_summary_answer_columns():

@@ -105,23 +105,33 @@ FUNNEL_PREFIX = "funnel/"
 
 
 def funnel_metric(position: int, stage: str, what: str) -> str:
-    """``funnel/<position>_<stage>_<what>`` (``what``: ``recall`` or ``depth``); the position keeps stage order."""
+    """``funnel/<position>_<stage>_<what>``; the position keeps stage order. ``what``: ``recall`` (the whole list),
+    ``depth`` (its length), ``topkrecall`` (recall in its first ``topk``), ``topk``."""
     return f"{FUNNEL_PREFIX}{position}_{stage}_{what}"
+
+
+_FUNNEL_KEY = re.compile(re.escape(FUNNEL_PREFIX) + r"(\d+)_(.+)_(recall|depth|topkrecall|topk)")
+
+
+def _funnel_rows(metrics: Mapping[str, float]) -> list[tuple[str, dict[str, float]]]:
+    found: dict[tuple[int, str], dict[str, float]] = {}
+    for key, value in metrics.items():
+        m = _FUNNEL_KEY.fullmatch(key)
+        if m:
+            found.setdefault((int(m.group(1)), m.group(2)), {})[m.group(3)] = float(value)
+    return [(stage, v) for (_, stage), v in sorted(found.items())]
 
 
 def parse_funnel(metrics: Mapping[str, float]) -> list[tuple[str, float, float]]:
     """``[(stage, recall, depth), ...]`` in stage order from a run's ``funnel/*`` metrics (NaN where not logged)."""
-    import math
+    nan = float("nan")
+    return [(stage, v.get("recall", nan), v.get("depth", nan)) for stage, v in _funnel_rows(metrics)]
 
-    found: dict[tuple[int, str], dict[str, float]] = {}
-    for key, value in metrics.items():
-        m = re.fullmatch(re.escape(FUNNEL_PREFIX) + r"(\d+)_(.+)_(recall|depth)", key)
-        if m:
-            found.setdefault((int(m.group(1)), m.group(2)), {})[m.group(3)] = float(value)
-    return [
-        (stage, v.get("recall", math.nan), v.get("depth", math.nan))
-        for (_, stage), v in sorted(found.items())
-    ]
+
+def parse_funnel_head(metrics: Mapping[str, float]) -> list[tuple[str, float, float]]:
+    """``[(stage, recall in the first topk, topk), ...]`` in stage order (NaN where not logged)."""
+    nan = float("nan")
+    return [(stage, v.get("topkrecall", nan), v.get("topk", nan)) for stage, v in _funnel_rows(metrics)]
 
 
 # -- artifacts ------------------------------------------------------------------------------------------------------

@@ -116,6 +116,8 @@ def metrics_for(result: Any, bootstrap: int = 1000, seed: int = 0) -> dict[str, 
     for i, (stage, row) in enumerate(result.funnel.items(), 1):  # numbered: MLflow lists them in stage order
         m[R.funnel_metric(i, stage, "recall")] = row["recall"]
         m[R.funnel_metric(i, stage, "depth")] = float(row["depth"])
+        m[R.funnel_metric(i, stage, "topkrecall")] = row["topkrecall"]
+        m[R.funnel_metric(i, stage, "topk")] = float(row["topk"])
     if result.answers is not None and result.pipeline.generator is not None:
         from ablate.runner.answers import answer_metrics
 
@@ -182,8 +184,11 @@ def artifacts_for(
         files[R.A_PROMPT] = result.pipeline.generator.template.text
     if result.funnel:
         rows = [
-            "stage,depth,recall",
-            *(f"{k},{v['depth']},{v['recall']!r}" for k, v in result.funnel.items()),
+            "stage,depth,recall,topk,topk_recall",
+            *(
+                f"{k},{v['depth']},{v['recall']!r},{v['topk']},{v['topkrecall']!r}"
+                for k, v in result.funnel.items()
+            ),
         ]
         files[R.A_FUNNEL] = "\n".join(rows) + "\n"
     return files

@@ -344,7 +344,8 @@ def _answers_and_funnel(
         )
         timings["generate_seconds"] = time.perf_counter() - t0
         lists["context"] = run.truncated(bound.generator.context_k)
-    return answers, funnel(lists, result, eval_qrels, snapshot.chunk_to_doc, level)
+    top_k = bound.generator.context_k if bound.generator is not None else 10
+    return answers, funnel(lists, result, eval_qrels, snapshot.chunk_to_doc, level, top_k)
 
 
 def _abstention(

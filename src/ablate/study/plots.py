@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from ablate.record import metric_key, parse_funnel
+from ablate.record import metric_key, parse_funnel, parse_funnel_head
 from ablate.study.fetch import RunRecord
 from ablate.tables import as_number
 
@@ -142,8 +142,8 @@ def _value(r: RunRecord, key: str) -> str:
 
 def funnel_plots(ordered: list[RunRecord], labels: dict[str, str]) -> dict[str, bytes]:
     """``funnel_<run>.png`` per run that logged a funnel: recall of the gold evidence after each stage (each
-    retriever's candidates, the fused list, the reranked list, the final ranking, the generator's context), with the
-    list depth under each stage, so a drop shows where evidence is lost."""
+    retriever's candidates, the fused list, the reranked list, the final ranking, the generator's context), at the
+    list's full depth and in its first ``topk`` results (the context size), so a drop shows where evidence is lost."""
     from matplotlib.figure import Figure
 
     out: dict[str, bytes] = {}
@@ -151,28 +151,38 @@ def funnel_plots(ordered: list[RunRecord], labels: dict[str, str]) -> dict[str, 
         stages = parse_funnel(r.metrics)
         if not stages:
             continue
+        heads = {s: (v, k) for s, v, k in parse_funnel_head(r.metrics)}
         names = [s for s, _, _ in stages]
-        recall = np.array([v for _, v, _ in stages], dtype=float)
+        full = np.array([v for _, v, _ in stages], dtype=float)
+        head = np.array([heads.get(s, (np.nan, np.nan))[0] for s in names], dtype=float)
+        topk = next((k for _, k in heads.values() if k == k), None)
         depth = [d for _, _, d in stages]
-        fig = Figure(figsize=(1.2 + 1.1 * len(stages), 3.6))
+        fig = Figure(figsize=(1.6 + 1.2 * len(stages), 3.8))
         ax = fig.subplots()
-        x = np.arange(len(stages))
-        ax.bar(x, np.nan_to_num(recall), color="#4c72b0", width=0.6)
-        for xi, v in zip(x, recall, strict=True):
-            ax.text(
-                float(xi),
-                (0 if np.isnan(v) else v) + 0.02,
-                "-" if np.isnan(v) else f"{v:.2f}",
-                ha="center",
-                fontsize=8,
-            )
+        x = np.arange(len(stages), dtype=float)
+        series = [(full, -0.2, "#4c72b0", "whole list")]
+        if topk is not None:
+            series.append((head, 0.2, "#dd8452", f"first {int(topk)}"))
+        width = 0.38 if topk is not None else 0.6
+        for values, shift, color, label in series:
+            xs = x + (shift if topk is not None else 0.0)
+            ax.bar(xs, np.nan_to_num(values), color=color, width=width, label=label)
+            for xi, v in zip(xs, values, strict=True):
+                ax.text(
+                    float(xi),
+                    (0 if np.isnan(v) else v) + 0.02,
+                    "-" if np.isnan(v) else f"{v:.2f}",
+                    ha="center",
+                    fontsize=7,
+                )
         ax.set_xticks(
             x, [f"{n}\n@{int(d)}" if d == d else n for n, d in zip(names, depth, strict=True)], fontsize=8
         )
-        ax.set_ylim(0, 1.1)
+        ax.set_ylim(0, 1.15)
         ax.set_ylabel("recall of gold evidence")
-        ax.set_title(f"stage funnel: {labels.get(r.run_id, r.name)}", fontsize=9)
+        ax.set_title(f"stage funnel: {labels.get(r.run_id, r.name)}", fontsize=9, loc="left")
         ax.grid(axis="y", alpha=0.3)
+        ax.legend(fontsize=7, ncol=2, loc="lower right", bbox_to_anchor=(1.0, 1.0), frameon=False)
         fig.subplots_adjust(bottom=0.2)
         out[f"funnel_{_safe(labels.get(r.run_id, r.name))}.png"] = _png(fig)
     return out
