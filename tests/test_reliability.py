@@ -117,6 +117,10 @@ def test_ctrl_c_is_one_line_and_the_run_ends_failed_with_the_reason(tmp_path):
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        # A shell starts background jobs with SIGINT ignored and children inherit that; a test suite launched that
+        # way (`make test &`) would otherwise see a child that never gets the interrupt. A terminal's Ctrl-C reaches
+        # a process whose SIGINT is at its default, which is what this test is about.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     run_id = _wait_for_running(store)
     p.send_signal(signal.SIGINT)
