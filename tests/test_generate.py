@@ -98,6 +98,14 @@ def test_answers_are_scored_a_second_run_generates_nothing_and_a_new_prompt_rege
         "wrong_answer",
     }
     assert a.loc["q4", "no_answer"]  # its only evidence is finance-only: no answer for the employee
+    for tag, qids in {
+        "exact-id": ["q1"],
+        "paraphrase": ["q2"],
+    }.items():  # the tiny corpus tags one question each
+        sub = a.loc[qids]
+        assert first.slices[tag]["answer_n"] == sub["answerable"].sum()
+        want = sub.loc[sub["answerable"], "correct"].mean()
+        assert first.slices[tag]["answer_correct"] == pytest.approx(want, nan_ok=True)
     assert first.funnel["final"]["recall"] >= first.funnel["context"]["recall"]
     # read at the context size, the final ranking's head is exactly the context the generator saw
     assert first.funnel["final"]["topk"] >= first.funnel["context"]["depth"]  # the context may hold fewer

@@ -147,3 +147,28 @@ def test_sweep_summary_answer_columns():
     assert "wrong: gen/retr" in table and " 3/4 " in row and " 2/4 " in row and "[0.10, 0.90]" in row
     plain = summary_table(ablation_runs())
     assert "correct" not in plain
+
+
+def test_answer_slices_are_means_over_each_tags_answerable_questions():
+    import pandas as pd
+
+    from ablate.runner.answers import answer_slices
+
+    answers = pd.DataFrame(
+        {
+            "answerable": [True, True, True, False],
+            "correct": [1.0, 0.0, 0.0, 0.0],
+            "f1": [1.0, 0.5, 0.0, 0.0],
+            "citations_support": [1.0, 1.0, 0.0, 0.0],
+            "diagnosis": ["correct", "generation_failure", "retrieval_failure", "correct_refusal"],
+        },
+        index=["q1", "q2", "q3", "q4"],
+    )
+    got = answer_slices(answers, {"numeric": ["q1", "q2", "q4"], "table": ["q3"], "none": ["q9"]})
+    assert got["numeric"]["answer_n"] == 2 and got["numeric"]["answer_correct"] == 0.5  # q4 is not answerable
+    assert got["numeric"]["answer_f1"] == 0.75 and got["numeric"]["answer_citations_support"] == 1.0
+    assert (
+        got["numeric"]["answer_generation_failures"] == 1 and got["numeric"]["answer_retrieval_failures"] == 0
+    )
+    assert got["table"]["answer_retrieval_failures"] == 1 and got["table"]["answer_correct"] == 0.0
+    assert got["none"]["answer_n"] == 0 and np.isnan(got["none"]["answer_correct"])

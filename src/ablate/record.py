@@ -81,6 +81,15 @@ T_REPORT_BASELINE = "ablate.report_baseline"
 HEADLINE: tuple[str, ...] = ("ndcg@10", "recall@10", "hit@10", "mrr@10", "recall@100")
 #: Metrics reported per question tag.
 SLICE_METRICS: tuple[str, ...] = ("ndcg@10", "recall@10", "hit@10", "mrr@10")
+#: Answer metrics reported per question tag (runs with a generator).
+ANSWER_SLICE_METRICS: tuple[str, ...] = (
+    "answer_correct",
+    "answer_f1",
+    "answer_citations_support",
+    "answer_generation_failures",
+    "answer_retrieval_failures",
+    "answer_n",
+)
 CI_LOW, CI_HIGH = "_ci_low", "_ci_high"
 WILSON_LOW, WILSON_HIGH = "_wilson_low", "_wilson_high"
 _BAD = re.compile(r"[^A-Za-z0-9_\-. /:]")

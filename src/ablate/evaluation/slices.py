@@ -8,7 +8,7 @@ the same), so a slice of no-answer questions has NaN means and is read from its 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 from ablate.data.types import Query
 from ablate.evaluation.core import EvalResult, means_of
@@ -16,16 +16,23 @@ from ablate.evaluation.core import EvalResult, means_of
 UNTAGGED = "(untagged)"
 
 
-def slice_means(result: EvalResult, queries: Mapping[str, Query]) -> dict[str, dict[str, float]]:
-    """``tag -> {metric key: mean, ..., "n": queries, "n_answerable": .., "n_scored": .., "n_no_answer": ..,
-    "n_idcg_zero": .., "n_missing_from_run": ..}``, tags in sorted order (``"(untagged)"`` last)."""
-    pq = result.per_query
+def slice_members(qids: Iterable[str], queries: Mapping[str, Query]) -> dict[str, list[str]]:
+    """``tag -> question ids`` (a question with several tags is in each; untagged ones under ``"(untagged)"``), tags
+    sorted with ``"(untagged)"`` last."""
     members: dict[str, list[str]] = {}
-    for qid in pq.index:
+    for qid in qids:
         q = queries.get(qid)
         tags = tuple(dict.fromkeys(q.tags)) if q is not None and q.tags else (UNTAGGED,)
         for t in tags:
             members.setdefault(t, []).append(qid)
+    return {t: members[t] for t in sorted(members, key=lambda t: (t == UNTAGGED, t))}
+
+
+def slice_means(result: EvalResult, queries: Mapping[str, Query]) -> dict[str, dict[str, float]]:
+    """``tag -> {metric key: mean, ..., "n": queries, "n_answerable": .., "n_scored": .., "n_no_answer": ..,
+    "n_idcg_zero": .., "n_missing_from_run": ..}``, tags in sorted order (``"(untagged)"`` last)."""
+    pq = result.per_query
+    members = slice_members(pq.index, queries)
     out: dict[str, dict[str, float]] = {}
     first_k = result.settings.ks[0]
     for tag in sorted(members, key=lambda t: (t == UNTAGGED, t)):

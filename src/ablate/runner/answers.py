@@ -7,7 +7,7 @@ should refuse them). Scoring rules: :mod:`ablate.evaluation.generation`. A conte
 
 :func:`answer_metrics` turns the per-question table into the run's answer metrics (means over the answerable
 questions that have gold answers, refusals over no-answer questions, the diagnosis split with Wilson intervals,
-latency percentiles, tokens and cost).
+latency percentiles, tokens and cost); :func:`answer_slices` gives the same means per question tag.
 """
 
 from __future__ import annotations
@@ -90,6 +90,23 @@ def answer_questions(
             }
         )
     return pd.DataFrame(rows).set_index("qid")
+
+
+def answer_slices(answers: pd.DataFrame, members: dict[str, list[str]]) -> dict[str, dict[str, float]]:
+    """Per question tag (``tag -> question ids``): ``answer_correct``, ``answer_f1`` and ``answer_citations_support``
+    (means over the tag's answerable questions, NaN when it has none), the diagnosis counts
+    ``answer_generation_failures`` / ``answer_retrieval_failures``, and ``answer_n`` (questions scored)."""
+    out: dict[str, dict[str, float]] = {}
+    for tag, qids in members.items():
+        sub = answers.loc[[q for q in qids if q in answers.index]]
+        scored = sub[sub["answerable"].astype(bool)] if len(sub) else sub
+        row: dict[str, float] = {"answer_n": float(len(scored))}
+        for col in ("correct", "f1", "citations_support"):
+            row[f"answer_{col}"] = float(scored[col].mean()) if len(scored) else math.nan
+        for label in FAILURES:
+            row[f"answer_{label}s"] = float((scored["diagnosis"] == label).sum()) if len(scored) else 0.0
+        out[tag] = row
+    return out
 
 
 def _wilson(k: int, n: int) -> tuple[float, float]:

@@ -100,7 +100,7 @@ def metrics_for(result: Any, bootstrap: int = 1000, seed: int = 0) -> dict[str, 
                 m[f"abstain_{key}"] = f
         m["abstain_n_no_answer"] = float(ab.n_no_answer)
     for tag, row in result.slices.items():
-        for key in R.SLICE_METRICS:
+        for key in (*R.SLICE_METRICS, *R.ANSWER_SLICE_METRICS):
             f = as_number(row.get(key))
             if f is not None:
                 m[R.slice_metric(tag, key)] = f

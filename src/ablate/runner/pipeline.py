@@ -25,7 +25,8 @@ from ablate.data.types import TIE_RULE, Qrels, Run
 from ablate.errors import ConfigError
 from ablate.evaluation import EvalResult
 from ablate.evaluation.abstention import AbstentionReport, ThresholdChoice
-from ablate.runner.answers import answer_questions
+from ablate.evaluation.slices import slice_means, slice_members
+from ablate.runner.answers import answer_questions, answer_slices
 from ablate.runner.candidates import CandidateSource
 from ablate.runner.funnel import funnel
 from ablate.runner.session import Session
@@ -235,7 +236,7 @@ def run_pipeline(
     The abstention threshold ``"dev"`` is chosen on ``settings.tune_split`` with the same pipeline (balanced
     accuracy) and applied unchanged here.
     """
-    from ablate.evaluation import evaluate, slice_means
+    from ablate.evaluation import evaluate
 
     t_start = time.perf_counter()
     session = session or Session()
@@ -291,7 +292,7 @@ def run_pipeline(
         candidates=cands,
         abstention=abst,
         threshold_choice=choice,
-        slices=slice_means(result, snapshot.queries),
+        slices=_slices(result, snapshot, answers),
         answers=answers,
         funnel=stage_funnel,
     )
@@ -318,6 +319,18 @@ def _counters(
     counters["cache.hits"] = float(cache.stats.hits - cache_before[0])
     counters["cache.misses"] = float(cache.stats.misses - cache_before[1])
     return counters
+
+
+def _slices(
+    result: EvalResult, snapshot: Snapshot, answers: pd.DataFrame | None
+) -> dict[str, dict[str, float]]:
+    """Retrieval means per question tag, with the answer metrics beside them when the run generated answers."""
+    slices = slice_means(result, snapshot.queries)
+    if answers is not None:
+        members = slice_members(result.per_query.index, snapshot.queries)
+        for tag, row in answer_slices(answers, members).items():
+            slices.setdefault(tag, {}).update(row)
+    return slices
 
 
 def _answers_and_funnel(
