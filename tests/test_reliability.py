@@ -133,6 +133,50 @@ def test_ctrl_c_is_one_line_and_the_run_ends_failed_with_the_reason(tmp_path):
     assert run is not None and run.status == "FAILED" and run.failure == "interrupted by the user"
 
 
+@pytest.mark.parametrize(
+    "sig, reason", [(signal.SIGINT, "interrupted by the user"), (signal.SIGTERM, "terminated")]
+)
+def test_an_interrupted_sweep_ends_its_parent_and_the_running_job_failed(tmp_path, sig, reason):
+    from ablate.record import ROLE_SWEEP_PARENT, T_ROLE
+
+    store = tmp_path / "m.db"
+    args = [
+        "-m",
+        "variant=D,B",
+        f"tracking.uri=sqlite:///{store}",
+        "tracking.experiment=sweep-stop",
+        "progress=false",
+    ]
+    p = subprocess.Popen(
+        [sys.executable, "-m", "ablate", *args],
+        cwd=tmp_path,
+        env=_env(tmp_path / "cache"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+    t = None
+    deadline = time.time() + 120
+    while time.time() < deadline:  # wait for the first job's run (the parent is RUNNING before it)
+        if store.exists():
+            t = Tracker(f"sqlite:///{store}")
+            running = t.find_runs(None, "attributes.status = 'RUNNING'")
+            if any(r.tags.get(T_ROLE) != ROLE_SWEEP_PARENT for r in running):
+                break
+        time.sleep(0.2)
+    else:
+        raise AssertionError("no job started")
+    p.send_signal(sig)
+    _, err = p.communicate(timeout=120)
+    assert p.returncode != 0 and "Traceback" not in err, err
+    assert t is not None
+    runs = t.find_runs(None)
+    parent = [r for r in runs if r.tags.get(T_ROLE) == ROLE_SWEEP_PARENT]
+    assert len(parent) == 1 and parent[0].status == "FAILED" and reason in parent[0].failure
+    assert all(r.status == "FAILED" for r in runs)  # no run is left RUNNING for the orphan sweep to find
+
+
 def test_evaluate_reproduces_a_runs_own_figures_from_its_run_file(tiny_corpus, tmp_path, capsys):
     from ablate.app.evaluate import main as evaluate
 

@@ -16,7 +16,7 @@ from typing import Any
 from hydra.experimental.callback import Callback
 
 from ablate import record as R
-from ablate.app.cli import ENV_PARENT, ENV_SIZE, PARENT_FILE, SWEEP_OUTCOME
+from ablate.app.cli import ENV_PARENT, ENV_SIZE, PARENT_FILE, SWEEP_ABORT, SWEEP_OUTCOME
 from ablate.tracking import Tracker
 
 
@@ -53,6 +53,7 @@ class SweepCallback(Callback):
             )
             os.environ[ENV_PARENT] = self.parent
             (self.sweep_dir / PARENT_FILE).write_text(self.parent)
+            SWEEP_ABORT.append(self.abort)
         except Exception as e:  # noqa: BLE001 - a sweep still runs without a parent
             print(f"warning: could not create the sweep's parent run: {e}", file=sys.stderr)
             self.parent = None
@@ -78,8 +79,20 @@ class SweepCallback(Callback):
             except AblateError as e:  # e.g. a refused comparison must not crash the end of the sweep
                 print(f"warning: no ablation report: {e}", file=sys.stderr)
         finally:
+            if self.abort in SWEEP_ABORT:
+                SWEEP_ABORT.remove(self.abort)
             self.tracker.end(self.parent, "FINISHED")
             self._outcome()
+
+    def abort(self, reason: str) -> None:
+        """End the open parent run FAILED with ``reason`` (the command was interrupted or terminated mid-sweep)."""
+        if self.abort in SWEEP_ABORT:
+            SWEEP_ABORT.remove(self.abort)
+        if self.tracker is not None and self.parent is not None:
+            try:
+                self.tracker.end(self.parent, "FAILED", reason)
+            except Exception:  # noqa: BLE001 - the orphan sweep of the next command closes it instead
+                pass
 
     def _outcome(self) -> None:
         assert self.tracker is not None and self.parent is not None

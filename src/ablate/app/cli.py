@@ -12,6 +12,7 @@ import logging
 import os
 import sys
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +30,14 @@ EXIT_CONFIG, EXIT_FAILED, EXIT_INTERRUPTED = 2, 1, 130
 
 #: Set by the sweep callback (in this process) when a sweep ends: {"jobs": n, "failed": n, "parent": run id}.
 SWEEP_OUTCOME: dict[str, Any] = {}
+#: Set by the sweep callback while its parent run is open: ends that run FAILED with a reason when the command is
+#: interrupted or terminated before the sweep ends (instead of leaving it RUNNING for the orphan sweep to find).
+SWEEP_ABORT: list[Callable[[str], None]] = []
+
+
+def _abort_sweep(reason: str) -> None:
+    for abort in list(SWEEP_ABORT):
+        abort(reason)
 
 
 def precheck_overrides(argv: list[str]) -> None:
@@ -120,6 +129,7 @@ def _terminate_as_exit() -> None:
 def _fail(message: str, code: int) -> None:
     print(message, file=sys.stderr)
     if code == EXIT_INTERRUPTED:
+        _abort_sweep("interrupted by the user")
         # The run was already ended FAILED ("interrupted by the user") where the interrupt passed through it. Leave
         # now: an interrupt that lands while the interpreter unwinds C extensions' state could otherwise turn the
         # exit into a death by SIGINT (-2) after the message was printed.
@@ -195,7 +205,14 @@ def main() -> None:
                 return {"error": str(e)}
             sys.exit(EXIT_FAILED)
 
-    _app()
+    try:
+        _app()
+    except (
+        BaseException
+    ) as e:  # e.g. SIGTERM (SystemExit) in the middle of a sweep: its parent run ends FAILED
+        if multirun:
+            _abort_sweep(str(e) or type(e).__name__)
+        raise
     failed = int(SWEEP_OUTCOME.get("failed", 0))
     if multirun and failed:
         jobs, parent = SWEEP_OUTCOME.get("jobs"), SWEEP_OUTCOME.get("parent")
