@@ -5,6 +5,7 @@
 Runs, through the real entry point and a throwaway MLflow store, alternating order per round:
   single: python -m ablate corpus=<c> corpus.split=<s> variant=C
   sweep:  python -m ablate -m corpus=<c> corpus.split=<s> variant=C rrf.k=1,10,60,100 retrieval.window=20,50,100
+          (with --confirm-test when <s> is the held-out split test)
 after one warm-up sweep that fills the cache. Prints wall seconds (median over rounds) and the ratio sweep / single,
 and also the in-process pipeline seconds per job (fusion + evaluation + logging), and writes
 experiments/results/bench_sweep.md.
@@ -57,6 +58,9 @@ def main(argv: list[str] | None = None) -> int:
     ]
     single = common
     sweep = ["-m", *common, "rrf.k=1,10,60,100", "retrieval.window=20,50,100"]
+    # a timing benchmark, not tuning; an unconfirmed sweep on the held-out split is refused
+    if a.split == "test":
+        sweep.append("--confirm-test")
     print("warm-up (fills the candidate and embedding caches, creates the store) ...", flush=True)
     warm = timed(sweep, env)
     times: dict[str, list[float]] = {"single": [], "sweep": []}

@@ -6,7 +6,8 @@
 
 1. With ``--tune-split``, RRF's k and the retrieval window are chosen on that split (never on the held-out split):
    a C sweep over rrf.k x retrieval.window, best nDCG@10 wins (ties: the smaller k, then the smaller window).
-2. The held-out split is run once: ``python -m ablate -m corpus=<name> variant=...`` with the chosen k and window.
+2. The held-out split is run once: ``python -m ablate -m corpus=<name> variant=... --confirm-test`` with the chosen k
+   and window (``--confirm-test``: a sweep on a held-out split is refused without it).
 3. The page lists the exact commands, wall times, every variant with 95% CIs, and the published figures beside ours.
 
 Everything goes through the real entry point and MLflow store (``--tracking-uri``, default ./mlflow.db).
@@ -118,6 +119,7 @@ def main(argv: list[str] | None = None) -> int:
         f"rrf.k={k}",
         f"retrieval.window={window}",
         *a.overrides,
+        "--confirm-test",  # the one final run on the held-out split, of settings chosen on --tune-split
     ]
     commands.append(("python -m ablate " + " ".join(args), ablate(args, uri)))
     parent, kids = latest_children(uri, name)

@@ -101,8 +101,27 @@ CASES = [
     Case("stage-target", ["rrf._target_=os.system"], "only classes under ablate."),
     Case("corpus-path-missing", ["corpus=beir"], "corpus.path='???'", base=False),
     Case("split", ["corpus.split=nope"], "corpus.split='nope'"),
+    Case(  # refused before the corpus is read (this corpus has no test split at all)
+        "test-sweep-unconfirmed",
+        ["-m", "corpus.split=test", "variant=A", "bm25.k1=0.9,1.2"],
+        "this sweep would run 2 cells on the held-out split 'test'",
+    ),
     Case(
         "identity", ["corpus.identity=ceo"], "corpus.identity='ceo' is not valid; identities of corpus 'tiny'"
+    ),
+    Case("identity-per-query-no-persona", ["corpus.identity=per_query"], "has no persona"),
+    Case("as-of-date", ["corpus.as_of=15/04/2026"], "corpus.as_of='15/04/2026' is not valid"),
+    Case("in-force-without-date", ["versions.policy=in_force"], "in_force needs a date"),
+    Case(
+        "query-as-of-date",
+        ["corpus.as_of=per_query"],
+        "as_of '2026-13-45' is not a date",
+        setup=_edit(
+            "queries.jsonl",
+            GOOD_QUERIES
+            + json.dumps({"_id": "q9", "text": "late", "split": "dev", "as_of": "2026-13-45"})
+            + "\n",
+        ),
     ),
     # -- where results and caches go ---------------------------------------------------------------------------------
     Case(

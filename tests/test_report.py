@@ -397,3 +397,108 @@ def test_report_cli_on_mlflow(mlflow_uri, tmp_path, capsys):
         == 2
     )
     assert "per_query.csv" in capsys.readouterr().err
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# held-out marking: dev-tuned vs test-tuned rows, dev-split rows beside held-out rows
+
+
+def on_test(variant: str, seed: int, reused: bool = False, name: str | None = None) -> report.RunRecord:
+    """A run on the held-out split; ``reused``: tagged ablate.test_reuse=true (its configuration was new to the
+    study after test had been run: test-tuned)."""
+    from dataclasses import replace
+
+    rec = record(variant, seed, name=name, split="test", qrels="t" * 64)
+    held = {"ablate.test_reuse": "true", "ablate.heldout": "reuse"} if reused else {"ablate.heldout": "first"}
+    return replace(rec, tags={**rec.tags, **held})
+
+
+def test_tuning_kinds():
+    assert report.tuning_of(record("A", 1)) == "dev-split"
+    assert report.tuning_of(on_test("A", 1)) == "dev-tuned"
+    assert report.tuning_of(on_test("A", 1, reused=True)) == "test-tuned"
+
+
+def test_a_table_mixing_dev_tuned_and_test_tuned_rows_is_marked():
+    runs = [on_test("A", 1), on_test("B", 2), on_test("C", 3, reused=True)]
+    rep = report.build_report(runs, n_resamples=200, plots=False)
+    by = {r.variant: r.run_id for r in runs}
+    assert rep.heldout is not None and rep.heldout.mixed
+    assert rep.heldout.kinds == {by["A"]: "dev-tuned", by["B"]: "dev-tuned", by["C"]: "test-tuned"}
+    line = rep.heldout.warning
+    assert line.startswith("HELD-OUT MIX: this table mixes dev-tuned and test-tuned settings")
+    assert "† test-tuned rows (C)" in line and "ablate.test_reuse=true" in line and "dev-tuned" in line
+    md = rep.markdown
+    assert md.index(line) < md.index("| run ")  # the line sits above the table
+    rows = [r for r in md.splitlines() if r.startswith("| ")]
+    assert any(r.startswith("| C † ") for r in rows) and any(r.startswith("| A (baseline) ") for r in rows)
+    assert not any(r.startswith(("| A †", "| B †")) for r in rows)
+    csv = rep.table.set_index("variant")["heldout"].to_dict()
+    assert csv == {"A": "dev-tuned", "B": "dev-tuned", "C": "test-tuned"}
+    console = rep.console.splitlines()
+    assert console[0] == f"warning: {line}" and any(r.startswith("| C † ") for r in console)
+    assert "| C † " in rep.slices_markdown  # every table of the report marks the row
+
+
+def test_dev_split_rows_beside_held_out_rows_are_marked():
+    runs = [record("A", 1), on_test("C", 3)]
+    rep = report.build_report(runs, n_resamples=200, plots=False)
+    assert rep.heldout is not None and rep.heldout.mixed
+    assert "mixes dev-split rows with held-out rows" in rep.heldout.warning
+    assert "‡ dev-split rows (A)" in rep.heldout.warning and "dev-tuned held-out rows" in rep.heldout.warning
+    rows = [r for r in rep.markdown.splitlines() if r.startswith("| ")]
+    assert any(r.startswith("| A ‡ (baseline) ") for r in rows)
+    assert any(r.startswith("| C ") for r in rows) and not any(r.startswith(("| C ‡", "| C †")) for r in rows)
+
+
+def test_runs_of_one_kind_are_not_marked_but_test_tuned_rows_always_are():
+    for runs in ([record("A", 1), record("C", 3)], [on_test("A", 1), on_test("C", 3)]):
+        rep = report.build_report(runs, n_resamples=200, plots=False)
+        assert rep.heldout is not None and rep.heldout.warning == "" and not rep.heldout.marks
+        assert "HELD-OUT" not in rep.markdown and "†" not in rep.markdown and "‡" not in rep.markdown
+    rep = report.build_report([on_test("A", 1, True), on_test("C", 3, True)], n_resamples=200, plots=False)
+    assert rep.heldout is not None and not rep.heldout.mixed
+    assert rep.heldout.warning.startswith("TEST-TUNED: † test-tuned rows (A, C)")
+    assert "| A † (baseline) " in rep.markdown and "| C † " in rep.markdown
+
+
+def test_report_cli_marks_test_tuned_rows_on_mlflow(mlflow_uri, tmp_path, capsys):
+    """Runs tracked in a real sqlite store: a sweep's dev-tuned test rows and a later test-tuned one."""
+    from ablate.study.sweep_summary import summary_table
+    from ablate.tracking import Tracker
+
+    t = Tracker(mlflow_uri)
+    exp = f"report-heldout-{uuid.uuid4().hex[:8]}"
+    parent = t.start(
+        exp, "sweep t", tags={"ablate.role": "sweep-parent", "ablate.overrides": "variant=A,B,C"}
+    )
+    runs = [on_test("A", 11), on_test("B", 12), on_test("C", 13, reused=True)]
+    ids = {r.variant: log_child(t, exp, parent, r) for r in runs}
+    out = tmp_path / "out"
+    assert report_cli.main(["--parent", parent, "--tracking-uri", mlflow_uri, "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "warning: HELD-OUT MIX: this table mixes dev-tuned and test-tuned settings" in printed
+    assert "| C † " in printed
+    md = (out / "ablation.md").read_text(encoding="utf-8")
+    assert md.index("HELD-OUT MIX") < md.index("| run ") and "| C † " in md
+    logged = t.download_artifact(parent, "report/ablation.md", tmp_path / "logged")
+    assert logged is not None and "HELD-OUT MIX" in Path(logged).read_text(encoding="utf-8")
+    # the compact table printed at the end of a sweep marks the same row
+    children = t.children(parent)
+    assert {r.run_id for r in children} == set(ids.values())
+    table = summary_table(children)
+    assert table.startswith("warning: HELD-OUT MIX") and "| C † " in table
+
+
+def test_metrics_defined_on_a_subset_of_questions_are_reported_on_their_own():
+    """A report scores every metric on the questions defined for all of them; mixing ndcg@10 (every answerable
+    question) with superseded_first@10 (conflict questions) would silently cut nDCG to the conflict questions."""
+    assert report.check_metrics(["superseded_first@10"]) == ["superseded_first@10"]
+    assert report.check_metrics(["subq_coverage@10", "subq_all@10"]) == ["subq_coverage@10", "subq_all@10"]
+    for mixed in (
+        ["ndcg@10", "superseded_first@10"],
+        ["subq_all@10", "recall@10"],
+        ["subq_all@5", "superseded_first@5"],
+    ):
+        with pytest.raises(ConfigError, match="on their own"):
+            report.check_metrics(mixed)

@@ -39,6 +39,8 @@ NONE = "none"
 P_SPLIT = "corpus.split"
 P_CORPUS_NAME = "corpus.name"
 P_IDENTITY = "corpus.identity"
+P_AS_OF = "corpus.as_of"
+P_VERSIONS_POLICY = "versions.policy"
 #: Params that never change a run's rankings or scores (prefixes end with "."): bookkeeping for comparisons.
 BOOKKEEPING_PARAMS: tuple[str, ...] = (P_VARIANT, "stats.", "corpus.path", P_SPLIT)
 
@@ -72,6 +74,12 @@ T_TEST_REUSE = "ablate.test_reuse"
 T_TEST_REUSE_PREVIOUS = "ablate.test_reuse_previous"
 T_TEST_REPEAT = "ablate.test_repeat"
 T_TEST_FIRST = "ablate.test_first"
+#: ``true`` on a held-out-split run launched with ``--confirm-test`` / ``heldout.confirm_test=true``: the user declared
+#: it the one final run of settings chosen on dev (a multirun on test is refused without it).
+T_TEST_CONFIRMED = "ablate.test_confirmed"
+#: Splits that are held out: tune on the others (dev), run these once. The runner's held-out rules and the report's
+#: "test-tuned" marking both read this.
+HELD_OUT_SPLITS: tuple[str, ...] = ("test",)
 T_CHILDREN = "ablate.children"
 T_FAILED_CHILDREN = "ablate.failed_children"
 T_REPORT_BASELINE = "ablate.report_baseline"
@@ -80,7 +88,14 @@ T_REPORT_BASELINE = "ablate.report_baseline"
 #: The headline metrics (library keys) shown in console tables.
 HEADLINE: tuple[str, ...] = ("ndcg@10", "recall@10", "hit@10", "mrr@10", "recall@100")
 #: Metrics reported per question tag.
-SLICE_METRICS: tuple[str, ...] = ("ndcg@10", "recall@10", "hit@10", "mrr@10")
+SLICE_METRICS: tuple[str, ...] = (
+    "ndcg@10",
+    "recall@10",
+    "hit@10",
+    "mrr@10",
+    "subq_coverage@10",  # only runs whose questions declare sub-questions have these two
+    "subq_all@10",
+)
 #: Answer metrics reported per question tag (runs with a generator).
 ANSWER_SLICE_METRICS: tuple[str, ...] = (
     "answer_correct",
@@ -89,6 +104,8 @@ ANSWER_SLICE_METRICS: tuple[str, ...] = (
     "answer_generation_failures",
     "answer_retrieval_failures",
     "answer_n",
+    "answer_parts_covered",  # only runs whose questions declare answer_parts have these two
+    "answer_parts_all",
 )
 CI_LOW, CI_HIGH = "_ci_low", "_ci_high"
 WILSON_LOW, WILSON_HIGH = "_wilson_low", "_wilson_high"

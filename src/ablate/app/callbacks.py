@@ -4,6 +4,7 @@ report printed (and attached to the parent) when the sweep ends.
 The parent run id is handed to the jobs through the environment (inherited by the workers of Hydra's joblib
 launcher) and a file in the sweep's own folder (unique per command), never through a folder two sweeps could share.
 At the end the callback counts the jobs that failed (FAILED runs, and jobs that never started one) for the exit code.
+A sweep on the held-out split that the user confirmed (``--confirm-test``) tags its parent ``ablate.test_confirmed=true``.
 """
 
 from __future__ import annotations
@@ -16,7 +17,14 @@ from typing import Any
 from hydra.experimental.callback import Callback
 
 from ablate import record as R
-from ablate.app.cli import ENV_PARENT, ENV_SIZE, PARENT_FILE, SWEEP_ABORT, SWEEP_OUTCOME
+from ablate.app.cli import (
+    ENV_PARENT,
+    ENV_SIZE,
+    ENV_TEST_CONFIRMED,
+    PARENT_FILE,
+    SWEEP_ABORT,
+    SWEEP_OUTCOME,
+)
 from ablate.tracking import Tracker
 
 
@@ -48,6 +56,7 @@ class SweepCallback(Callback):
                     R.T_OVERRIDES: " ".join(overrides),
                     R.T_GIT: git_commit(),
                     R.T_EXPECTED_CHILDREN: os.environ.get(ENV_SIZE, ""),
+                    **({R.T_TEST_CONFIRMED: "true"} if os.environ.get(ENV_TEST_CONFIRMED) == "1" else {}),
                     **process_tags(),
                 },
             )

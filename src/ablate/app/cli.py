@@ -26,6 +26,11 @@ PARENT_FILE = ".ablate_parent_run"
 #: Environment handed to every job of one command (inherited by launcher workers): a unique id for this command
 #: (it names the output folder), the number of jobs, and the sweep's parent run once it exists.
 ENV_INVOCATION, ENV_SIZE, ENV_PARENT = "ABLATE_INVOCATION", "ABLATE_SWEEP_SIZE", "ABLATE_SWEEP_PARENT"
+#: Set ("1") for the sweep callback when this command's cells on the held-out split were confirmed as the final run.
+ENV_TEST_CONFIRMED = "ABLATE_TEST_CONFIRMED"
+#: The command-line flag that confirms a sweep on the held-out split; it becomes the override below, so the config
+#: (and the run's recorded overrides) hold it like any other setting.
+CONFIRM_TEST_FLAG, CONFIRM_TEST_OVERRIDE = "--confirm-test", "heldout.confirm_test=true"
 EXIT_CONFIG, EXIT_FAILED, EXIT_INTERRUPTED = 2, 1, 130
 
 #: Set by the sweep callback (in this process) when a sweep ends: {"jobs": n, "failed": n, "parent": run id}.
@@ -43,6 +48,13 @@ def _abort_sweep(reason: str) -> None:
 def precheck_overrides(argv: list[str]) -> None:
     """Reject an unknown config-group option (``variant=X``) with one line (kept for callers of the old name)."""
     check_group_options(argv)
+
+
+def confirm_test_flag(argv: list[str]) -> list[str]:
+    """Strip ``--confirm-test`` (Hydra does not know it) and, when it was given, append ``heldout.confirm_test=true``
+    (last, so it wins over an earlier ``heldout.confirm_test=false``)."""
+    rest = [a for a in argv if a != CONFIRM_TEST_FLAG]
+    return [*rest, CONFIRM_TEST_OVERRIDE] if len(rest) != len(argv) else rest
 
 
 def stage_overrides_where_they_run(argv: list[str]) -> list[str]:
@@ -142,6 +154,7 @@ def _fail(message: str, code: int) -> None:
 def _prepare(argv: list[str], launch_dir: str) -> list[str]:
     """Validate the whole command line (nothing is created when it fails) and set the command's environment."""
     from ablate.app.precheck import check_command_line
+    from ablate.runner.heldout import HELD_OUT_SPLITS
     from ablate.runner.orphans import clean_orphans
     from ablate.tracking import Tracker
 
@@ -150,6 +163,10 @@ def _prepare(argv: list[str], launch_dir: str) -> list[str]:
     os.environ.setdefault(ENV_INVOCATION, uuid.uuid4().hex[:6])
     os.environ[ENV_SIZE] = str(len(jobs))
     os.environ.pop(ENV_PARENT, None)
+    if any(j.test_confirmed and j.corpus.split in HELD_OUT_SPLITS for j in jobs):
+        os.environ[ENV_TEST_CONFIRMED] = "1"
+    else:
+        os.environ.pop(ENV_TEST_CONFIRMED, None)
     for uri in dict.fromkeys(j.output.tracking_uri for j in jobs):
         report = clean_orphans(Tracker(uri))
         for run in report.closed:
@@ -164,7 +181,7 @@ def main() -> None:
     import hydra
 
     register_resolvers()
-    argv = sys.argv[1:]
+    sys.argv[1:] = argv = confirm_test_flag(sys.argv[1:])
     if any(a in ("-h", "--help") for a in argv):
         from ablate.app.help import print_help
 

@@ -37,10 +37,12 @@ from ablate.tracking import resolve_tracking_uri
 SETTINGS_KEYS = (
     "variant",
     "corpus",
+    "versions",
     "retrieval",
     "eval",
     "abstain",
     "stats",
+    "heldout",
     "tracking",
     "cache",
     "progress",
@@ -225,7 +227,7 @@ def job_from_config(
     register_resolvers()
     try:
         pipeline, stage_keys = build_pipeline(cfg, notes)
-        corpus = CorpusSpec.from_mapping(_plain(cfg, "corpus"))
+        corpus = CorpusSpec.from_mapping(_plain(cfg, "corpus"), _plain(cfg, "versions"))
         settings = RunSettings.from_mapping(
             _plain(cfg, "eval"), _plain(cfg, "retrieval"), _plain(cfg, "abstain"), _plain(cfg, "stats")
         )
@@ -238,6 +240,9 @@ def job_from_config(
             progress=cfg.get("progress", True),
         )
         variant = _plain(cfg, "variant")
+        confirm = _plain(cfg, "heldout").get("confirm_test", False)
+        if not isinstance(confirm, bool):
+            raise ConfigError("heldout.confirm_test", confirm, "it must be true or false")
     except MissingMandatoryValue as e:
         key = str(getattr(e, "full_key", "") or "a key")
         raise ConfigError(
@@ -260,6 +265,7 @@ def job_from_config(
         overrides=overrides,
         sweep_id=sweep_id,
         parent_run_id=parent_run_id,
+        test_confirmed=confirm,
     )
 
 

@@ -15,9 +15,9 @@ import sys
 import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import NoReturn
+from typing import Any, NoReturn
 
-from ablate.data.types import Qrels, Run
+from ablate.data.types import Qrels, Query, Run
 from ablate.errors import AblateError, ConfigError
 from ablate.evaluation import METRICS, EvalResult, EvalSettings, evaluate, mean_key
 from ablate.evaluation.io import TIE_RULES, read_qrels, read_trec_run
@@ -57,11 +57,7 @@ def _parser() -> argparse.ArgumentParser:
         "--corpus", metavar="DIR", help="corpus folder: chunk ids map to documents, labels per split"
     )
     p.add_argument("--split", default=None, help="the corpus split (with --corpus; default test)")
-    p.add_argument(
-        "--identity",
-        default=None,
-        help="score for this identity of the corpus: labels it cannot see are dropped",
-    )
+    _access_arguments(p)
     p.add_argument("--ks", default=None, help="cutoffs, comma separated (default 1,3,5,10,20,50,100)")
     p.add_argument(
         "--gain",
@@ -103,6 +99,27 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+def _access_arguments(p: argparse.ArgumentParser) -> None:
+    """Who asked and when (with --corpus; --from-run reads them from the run's params)."""
+    p.add_argument(
+        "--identity",
+        default=None,
+        help="score for this identity of the corpus (or per_query: each question's persona): labels it cannot see "
+        "are dropped",
+    )
+    p.add_argument(
+        "--as-of",
+        default=None,
+        help="per_query or a date YYYY-MM-DD: labels of versions out of force on the question's date are re-graded 0",
+    )
+    p.add_argument(
+        "--versions",
+        choices=("all", "in_force"),
+        default="all",
+        help="the run's versions.policy (with --as-of)",
+    )
+
+
 def _ks(text: str | None) -> tuple[int, ...] | None:
     if text is None:
         return None
@@ -139,7 +156,10 @@ def render(result: EvalResult, run_path: str, qrels_path: str) -> str:
             "fewer_than_k",
             "missing_from_run",
             "not_in_query_set",
+            "with_subquestions",
+            "without_subquestions",
         )
+        if k in acc
     )
     lines = [
         f"run: {result.run_name} ({run_path})   qrels: {qrels_path}",
@@ -152,6 +172,11 @@ def render(result: EvalResult, run_path: str, qrels_path: str) -> str:
     header = ["metric", *(f"@{k}" for k in s.ks)]
     rows = [
         [mean_key(m, 1).split("@")[0], *(_fmt(result.means[mean_key(m, k)]) for k in s.ks)] for m in METRICS
+    ]
+    rows += [  # multi-condition questions (ablate.evaluation.subquestions), when the corpus declares them
+        [m, *(_fmt(result.means[f"{m}@{k}"]) for k in s.ks)]
+        for m in ("subq_coverage", "subq_all")
+        if f"{m}@{s.ks[0]}" in result.means
     ]
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
     for r in [header, *rows]:
@@ -171,6 +196,10 @@ class Inputs:
     settings: EvalSettings
     chunk_to_doc: dict[str, str] | None
     note: str
+    queries: dict[str, Query] | None = None  # with a corpus: its questions (sub-question coverage)
+    labels_unit: str = "doc"
+    resolver: Any = None  # with a corpus and dates: ablate.runner.access.Resolver (superseded_first@K)
+    raw_qrels: Qrels | None = None  # the labels before the date rule
 
 
 def _settings(args: argparse.Namespace, logged: dict[str, str] | None = None) -> EvalSettings:
@@ -204,16 +233,26 @@ def _from_corpus(
     split: str,
     identity: str | None,
     settings: EvalSettings,
+    as_of: str | None = None,
+    policy: str = "all",
+    split_file: str | None = None,
 ) -> Inputs:
     """Score like a tracked run: chunk ids map to documents through the corpus, the query set is the whole split
-    (no-answer questions scored apart), and labels the identity cannot see are dropped."""
+    (no-answer questions scored apart), labels are restricted per question to what its identity may see and, with a
+    date, re-graded by the version in force (:mod:`ablate.runner.access`)."""
     from ablate.data.corpus import load_corpus
-    from ablate.runner.pipeline import identity_groups, visible_qrels
+    from ablate.runner.access import Access, Resolver
 
     snap = load_corpus(corpus)
+    if split_file:  # the run used a leakage-safe split (python -m ablate.split)
+        from ablate.data.splitting import apply_split_file
+
+        snap = apply_split_file(snap, split_file)
     qids = snap.split_qids(split)
-    qrels = read_qrels(args.qrels, unit=snap.qrels_unit) if args.qrels else snap.split_qrels(split)
-    qrels, perm = visible_qrels(snap, qrels, identity_groups(snap, identity))
+    raw_qrels = read_qrels(args.qrels, unit=snap.qrels_unit) if args.qrels else snap.split_qrels(split)
+    resolver = Resolver(snap, Access(identity, as_of, policy))
+    resolver.check(qids)
+    qrels, perm = resolver.labels(raw_qrels, qids)
     raw = read_trec_run(run_path, ties=args.ties)
     c2d = snap.chunk_to_doc
     unknown = [h.chunk_id for hits in raw.results.values() for h in hits if h.chunk_id not in c2d]
@@ -232,7 +271,20 @@ def _from_corpus(
         f"{perm['hidden_judgements']} hidden judgements dropped, {perm['queries_made_unanswerable']} questions left "
         "without visible evidence (scored as no-answer)"
     )
-    return Inputs(run, qrels, qids, settings, c2d, note)
+    if as_of is not None:
+        note += f"; dates: as_of {as_of}, versions.policy {policy}, {perm['regraded_out_of_force']} judgements re-graded"
+    return Inputs(
+        run,
+        qrels,
+        qids,
+        settings,
+        c2d,
+        note,
+        snap.queries,
+        snap.qrels_unit,
+        resolver if as_of is not None else None,
+        raw_qrels,
+    )
 
 
 def _inputs(args: argparse.Namespace) -> Inputs:
@@ -256,14 +308,32 @@ def _inputs(args: argparse.Namespace) -> Inputs:
             run_path = str(got)
         p = rec.params
         identity = None if p.get("corpus.identity") in (None, "null", "None") else p["corpus.identity"]
+        as_of = None if p.get("corpus.as_of") in (None, "null", "None") else p["corpus.as_of"]
         return _from_corpus(
-            args, run_path, p["corpus.path"], p["corpus.split"], identity, _settings(args, dict(p))
+            args,
+            run_path,
+            p["corpus.path"],
+            p["corpus.split"],
+            identity,
+            _settings(args, dict(p)),
+            as_of,
+            p.get("versions.policy", "all"),
+            None if p.get("corpus.split_file") in (None, "null", "None") else p["corpus.split_file"],
         )
     if args.run is None:
         raise AblateError("no run file. Fix: python -m ablate.evaluate RUN QRELS, or --from-run RUN_ID")
     settings = _settings(args)
     if args.corpus:
-        return _from_corpus(args, args.run, args.corpus, args.split or "test", args.identity, settings)
+        return _from_corpus(
+            args,
+            args.run,
+            args.corpus,
+            args.split or "test",
+            args.identity,
+            settings,
+            args.as_of,
+            args.versions,
+        )
     if args.qrels is None:
         raise AblateError(
             "no qrels file. Fix: python -m ablate.evaluate RUN QRELS, or --corpus DIR --split S"
@@ -288,6 +358,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         inp = _inputs(args)
         result = evaluate(inp.run, inp.qrels, inp.qids, inp.settings, chunk_to_doc=inp.chunk_to_doc)
+        if inp.resolver is not None and inp.raw_qrels is not None:
+            from ablate.runner.pipeline import add_superseded_first
+
+            add_superseded_first(result, inp.run, inp.raw_qrels, inp.resolver, inp.qids, inp.settings)
+        if inp.queries is not None:
+            from ablate.evaluation.subquestions import add_subquestion_coverage
+
+            add_subquestion_coverage(
+                result, inp.run, inp.queries, inp.qids, inp.chunk_to_doc, inp.labels_unit
+            )
         if args.unjudged_csv:
             try:
                 result.unjudged.to_csv(args.unjudged_csv, index=False)

@@ -8,6 +8,9 @@ What is refused here, with one line naming the key, value or file and the fix:
 * a ``variant.name`` that would turn Hydra's output folder into a path outside ``outputs/`` or ``multirun/``;
 * a ``hydra.callbacks`` override that is not an ``ablate.`` class (command-line overrides are trusted input: they
   may name classes to build, so callbacks are kept to ours);
+* a sweep (``-m``, more than one cell) with cells on the held-out split (``corpus.split=test``) unless it is
+  confirmed as the one final run of settings chosen on dev (``--confirm-test``, which the CLI turns into
+  ``heldout.confirm_test=true``): :func:`ablate.runner.heldout.check_test_sweep`;
 * the corpus (files, split, identity, usable labels), the cache folder and the tracking store, once per distinct
   value across the sweep.
 """
@@ -134,6 +137,7 @@ def check_command_line(argv: list[str], launch_dir: str) -> list[Any]:
     """Validate everything ``argv`` would run; returns the jobs (:class:`~ablate.runner.job.JobSpec`). Raises the
     first :class:`~ablate.errors.AblateError`."""
     from ablate.app.config import job_from_config
+    from ablate.runner.heldout import check_test_sweep
     from ablate.runner.inputs import check_inputs
 
     register_resolvers()
@@ -145,17 +149,22 @@ def check_command_line(argv: list[str], launch_dir: str) -> list[Any]:
             if key.split(".", 1)[0] not in stage_blocks() and key not in known_keys():
                 raise unknown_key_error(key, value)
     jobs = []
-    checked: set[tuple[Any, ...]] = set()
     with _hydra():
         for overrides in cells(argv):
             cfg = compose_cell(overrides)
             check_variant_name(cfg)
-            job = job_from_config(cfg, launch_dir)
-            seen = (job.corpus, job.output.tracking_uri, job.output.cache_dir, job.output.cache_enabled)
-            if seen not in checked:
-                check_inputs(job.corpus, job.output, job.pipeline, job.settings.eval.relevance_level)
-                checked.add(seen)
-            jobs.append(job)
+            jobs.append(job_from_config(cfg, launch_dir))
+    check_test_sweep(
+        [j.corpus.split for j in jobs],
+        [j.test_confirmed for j in jobs],
+        multirun=any(a in ("-m", "--multirun") for a in argv),
+    )
+    checked: set[tuple[Any, ...]] = set()
+    for job in jobs:  # the inputs last: they read the corpus, which the checks above never need
+        seen = (job.corpus, job.output.tracking_uri, job.output.cache_dir, job.output.cache_enabled)
+        if seen not in checked:
+            check_inputs(job.corpus, job.output, job.pipeline, job.settings.eval.relevance_level)
+            checked.add(seen)
     return jobs
 
 

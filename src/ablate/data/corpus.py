@@ -25,7 +25,7 @@ import yaml
 from ablate.data.chunking import ChunkerSpec, chunk_corpus
 from ablate.data.language import detect_language
 from ablate.data.qrels import read_qrels, read_text_lines
-from ablate.data.types import Chunk, Document, Qrels, Query, Section, Unit
+from ablate.data.types import Chunk, Document, Qrels, Query, Section, SubQuestion, Unit
 from ablate.errors import ConfigError, InputError
 
 FORMAT_VERSION = "ablate-corpus-1"
@@ -268,10 +268,93 @@ def load_queries(path: Path) -> dict[str, Query]:
             answers=_str_list(obj, "answers", where) or _str_list(meta, "answers", where),
             split=_opt_str(obj, "split"),
             group=_opt_str(obj, "group"),
+            **_subquestions(obj, qid, where),
         )
     if not queries:
         raise InputError(str(path), "contains no queries", "add at least one JSON line with _id and text")
     return queries
+
+
+_SUBQ_FORM = '"subquestions": [{"id": "s1", "text": "...", "evidence": ["<unit id>", ...]}, ...]'
+
+
+def _subquestions(obj: dict[str, Any], qid: str, where: str) -> dict[str, Any]:
+    """``subquestions`` and ``answer_parts`` of one queries.jsonl line, validated (empty when absent)."""
+    raw = obj.get("subquestions")
+    parts = obj.get("answer_parts")
+    if raw is None and parts is None:
+        return {}
+    if raw is None:
+        raw = []
+    if not isinstance(raw, list):
+        raise InputError(where, f"query {qid!r}: 'subquestions' is not a list", f"write {_SUBQ_FORM}")
+    subs: list[SubQuestion] = []
+    for i, s in enumerate(raw, start=1):
+        at = f"{where} (sub-question {i})"
+        if not isinstance(s, dict):
+            raise InputError(at, f"query {qid!r}: a sub-question is not an object", f"write {_SUBQ_FORM}")
+        sid = _req_id(s, at, "id")
+        if any(x.sid == sid for x in subs):
+            raise InputError(
+                at, f"query {qid!r}: duplicate sub-question id {sid!r}", "make sub-question ids unique"
+            )
+        if "evidence" not in s or s["evidence"] is None:
+            raise InputError(
+                at,
+                f"query {qid!r}, sub-question {sid!r}: no 'evidence'",
+                'list the units (at the labels\' unit) that answer it: "evidence": ["DOC#4.2-a"]',
+            )
+        evidence = tuple(dict.fromkeys(_str_list(s, "evidence", at)))
+        if not evidence or not all(e.strip() for e in evidence):
+            raise InputError(
+                at,
+                f"query {qid!r}, sub-question {sid!r}: empty 'evidence'",
+                "give at least one unit id that answers it (any one of them covers the sub-question); a part "
+                "without evidence cannot be scored, so leave it out or label it",
+            )
+        text = s.get("text")
+        subs.append(SubQuestion(sid=sid, text=text if isinstance(text, str) else "", evidence=evidence))
+    out: dict[str, Any] = {"subquestions": tuple(subs)}
+    if parts is not None:
+        if not isinstance(parts, list) or not all(isinstance(x, (str, int, float)) for x in parts):
+            raise InputError(
+                where,
+                f"query {qid!r}: 'answer_parts' must be a list of strings",
+                'write one gold answer per sub-question, e.g. "answer_parts": ["1,500 yuan", "department head"]',
+            )
+        if len(parts) != len(subs):
+            raise InputError(
+                where,
+                f"query {qid!r}: {len(parts)} answer_parts for {len(subs)} subquestions",
+                "give exactly one answer part per sub-question, in the same order",
+            )
+        out["answer_parts"] = tuple(str(x) for x in parts)
+    return out
+
+
+def _query_line(path: Path, qid: str) -> int | None:
+    """The line of ``path`` (queries.jsonl) that declares ``qid`` (for error messages only)."""
+    for lineno, obj in _read_jsonl(path):
+        if str(obj.get("_id")) == qid:
+            return lineno
+    return None
+
+
+def check_subquestion_evidence(path: Path, queries: dict[str, Query], known: set[str], unit: str) -> None:
+    """Every sub-question's evidence id is a unit of the snapshot at the labels' unit (doc ids for
+    ``qrels_unit: doc``, chunk ids for ``chunk``), else :class:`InputError` naming queries.jsonl:line and the id."""
+    what = "document" if unit == "doc" else "chunk"
+    for q in queries.values():
+        for s in q.subquestions:
+            bad = next((e for e in s.evidence if e not in known), None)
+            if bad is not None:
+                raise InputError(
+                    f"{path}:{_query_line(path, q.qid) or '?'}",
+                    f"query {q.qid!r}, sub-question {s.sid!r}: evidence {bad!r} is not a {what} id of this corpus "
+                    f"(evidence is given at the labels' unit, qrels_unit: {unit})",
+                    "use the ids the qrels use"
+                    + (" (the chunker's DOC#section ids)" if unit == "chunk" else " (document _id)"),
+                )
 
 
 def load_qrels_tsv(
@@ -436,6 +519,7 @@ def load_corpus(
         seen.add(c.chunk_id)
 
     known = set(docs) if unit == "doc" else seen
+    check_subquestion_evidence(root / "queries.jsonl", queries, known, unit)
     qrels = {f.stem: load_qrels_tsv(f, unit, queries, known, f.stem) for f in qfiles}  # type: ignore[arg-type]
     extra = list(extra_qrels) or list(manifest.get("extra_qrels") or [])
     extra_files = _merge_extra_qrels(root, extra, qrels, unit, queries, known)

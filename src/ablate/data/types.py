@@ -72,6 +72,17 @@ class Chunk:
 
 
 @dataclass(frozen=True)
+class SubQuestion:
+    """One condition of a multi-condition question (seed 003: "every sub-question has evidence" is not "all relevant
+    material found"). It is covered by any ONE of its ``evidence`` units (ids at the labels' unit: doc ids for
+    ``qrels_unit: doc``, chunk ids for ``qrels_unit: chunk``; lifted to documents like qrels)."""
+
+    sid: str
+    text: str
+    evidence: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class Query:
     qid: str
     text: str
@@ -81,6 +92,8 @@ class Query:
     answers: tuple[str, ...] = ()
     split: str | None = None
     group: str | None = None  # near-duplicate group (same answer location); keeps splits leakage-safe
+    subquestions: tuple[SubQuestion, ...] = ()  # multi-condition questions: what every part needs as evidence
+    answer_parts: tuple[str, ...] = ()  # one gold answer per sub-question (aligned with ``subquestions``)
 
 
 @dataclass(frozen=True, slots=True)

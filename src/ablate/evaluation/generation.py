@@ -12,6 +12,9 @@ Per question (:func:`score_answer`), against the gold answers (alternatives: mat
 * **Correct** (``correct``): when a gold answer holds quantities, every one of them appears in the answer (value
   equal, unit equal when the gold has one); otherwise the normalised gold answer occurs in the normalised answer.
   LLM answers are sentences, so exact match alone would read almost every right answer as wrong; both are reported.
+* **Answer parts** (:func:`score_parts`, questions with ``answer_parts``, one gold answer per sub-question):
+  ``parts_covered`` = share of the parts the answer contains by the ``correct`` rule, ``parts_all`` = 1 when it
+  contains every part (``answers`` are alternatives, any one is enough; parts are all needed). A refusal covers none.
 * **Refusal** (``refused``): the answer holds the prompt's refusal marker (``NO_ANSWER``) or a plain refusal ("I don't
   know", "cannot be answered", "无法回答", ...).
 * **Citations** (:func:`citations`): ``[1]``, ``[1][3]``, ``[1, 3]`` name context passages (1-based). Citation
@@ -176,6 +179,28 @@ def numbers_match(answer: str, gold: str) -> bool | None:
     return True
 
 
+def answer_contains(answer: str, gold: str) -> bool:
+    """The ``correct`` rule for one gold string (refusals aside): when ``gold`` holds quantities, every one of them
+    appears in ``answer``; otherwise the normalised gold occurs in the normalised answer. An empty gold never
+    matches."""
+    if not normalize_answer(gold):
+        return False
+    nm = numbers_match(answer, gold)
+    return nm if nm is not None else normalize_answer(gold) in normalize_answer(answer)
+
+
+def score_parts(answer: str, parts: Sequence[str]) -> tuple[float, float]:
+    """``(parts_covered, parts_all)`` of a multi-condition question's ``answer_parts`` (one gold answer per
+    sub-question): the share of parts the answer contains by the ``correct`` rule (:func:`answer_contains`), and 1.0
+    when it contains all of them. A refusal covers no part. ``(nan, nan)`` when there are no parts."""
+    if not parts:
+        return float("nan"), float("nan")
+    if is_refusal(answer):
+        return 0.0, 0.0
+    found = [answer_contains(answer, p) for p in parts]
+    return sum(found) / len(found), float(all(found))
+
+
 @dataclass(frozen=True)
 class AnswerScore:
     em: float
@@ -206,14 +231,7 @@ def score_answer(
     refused = is_refusal(answer)
     em = max((float(normalize_answer(answer) == normalize_answer(g)) for g in golds), default=0.0)
     f1 = max((token_f1(answer, g) for g in golds), default=0.0)
-    correct = 0.0
-    if not refused:
-        for g in golds:
-            nm = numbers_match(answer, g)
-            ok = nm if nm is not None else normalize_answer(g) in normalize_answer(answer)
-            if ok and normalize_answer(g):
-                correct = 1.0
-                break
+    correct = 0.0 if refused else float(any(answer_contains(answer, g) for g in golds))
     cited = [n for n in citations(answer) if 1 <= n <= len(context_gold)]
     cited_gold = sum(1 for n in cited if context_gold[n - 1])
     normalized_context = [normalize_answer(t) for t in context_text]

@@ -10,35 +10,59 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
+import pandas as pd
+
 from ablate.data.types import Query
 from ablate.evaluation.core import EvalResult, means_of
 
 UNTAGGED = "(untagged)"
+PERSONA_PREFIX = "persona:"
 
 
-def slice_members(qids: Iterable[str], queries: Mapping[str, Query]) -> dict[str, list[str]]:
+def slice_members(
+    qids: Iterable[str], queries: Mapping[str, Query], personas: bool = False
+) -> dict[str, list[str]]:
     """``tag -> question ids`` (a question with several tags is in each; untagged ones under ``"(untagged)"``), tags
-    sorted with ``"(untagged)"`` last."""
+    sorted with ``"(untagged)"`` last. ``personas``: also a slice ``persona:<name>`` per asking persona (when each
+    question runs as its own persona)."""
     members: dict[str, list[str]] = {}
     for qid in qids:
         q = queries.get(qid)
         tags = tuple(dict.fromkeys(q.tags)) if q is not None and q.tags else (UNTAGGED,)
+        if personas and q is not None and q.persona:
+            tags = (*tags, f"{PERSONA_PREFIX}{q.persona}")
         for t in tags:
             members.setdefault(t, []).append(qid)
     return {t: members[t] for t in sorted(members, key=lambda t: (t == UNTAGGED, t))}
 
 
-def slice_means(result: EvalResult, queries: Mapping[str, Query]) -> dict[str, dict[str, float]]:
+def _subquestion_means(sub: pd.DataFrame, answerable: pd.Series) -> dict[str, float]:
+    """The slice's sub-question coverage means (:mod:`ablate.evaluation.subquestions`; same rule as the run's: scored
+    answerable questions with sub-questions) and ``n_with_subquestions``; empty when the run has no such columns."""
+    if "n_subq" not in sub:
+        return {}
+    cols = [c for c in sub.columns if str(c).startswith("subq_") and "@" in str(c)]
+    scored = sub[answerable & (sub["n_subq"] > 0) & sub[cols[0]].notna()] if cols else sub.iloc[:0]
+    out = {c: float(scored[c].mean()) if len(scored) else float("nan") for c in cols}
+    out["n_with_subquestions"] = int((sub["n_subq"] > 0).sum())
+    return out
+
+
+def slice_means(
+    result: EvalResult, queries: Mapping[str, Query], personas: bool = False
+) -> dict[str, dict[str, float]]:
     """``tag -> {metric key: mean, ..., "n": queries, "n_answerable": .., "n_scored": .., "n_no_answer": ..,
-    "n_idcg_zero": .., "n_missing_from_run": ..}``, tags in sorted order (``"(untagged)"`` last)."""
+    "n_idcg_zero": .., "n_missing_from_run": ..}`` (plus ``subq_coverage@K``, ``subq_all@K`` and
+    ``n_with_subquestions`` when the run has sub-question coverage), tags in sorted order (``"(untagged)"`` last)."""
     pq = result.per_query
-    members = slice_members(pq.index, queries)
+    members = slice_members(pq.index, queries, personas)
     out: dict[str, dict[str, float]] = {}
     first_k = result.settings.ks[0]
     for tag in sorted(members, key=lambda t: (t == UNTAGGED, t)):
         sub = pq.loc[members[tag]]
         row: dict[str, float] = dict(means_of(sub, result.settings.ks))
         answerable = sub["category"] == "answerable"
+        row.update(_subquestion_means(sub, answerable))
         row.update(
             {
                 "n": len(sub),

@@ -7,7 +7,9 @@ should refuse them). Scoring rules: :mod:`ablate.evaluation.generation`. A conte
 
 :func:`answer_metrics` turns the per-question table into the run's answer metrics (means over the answerable
 questions that have gold answers, refusals over no-answer questions, the diagnosis split with Wilson intervals,
-latency percentiles, tokens and cost); :func:`answer_slices` gives the same means per question tag.
+latency percentiles, tokens and cost; for multi-condition questions with ``answer_parts``, ``answer_parts_covered``
+and ``answer_parts_all`` over the answerable questions that have parts); :func:`answer_slices` gives the same means
+per question tag.
 """
 
 from __future__ import annotations
@@ -22,12 +24,14 @@ from ablate.cache import Cache
 from ablate.data.corpus import Snapshot
 from ablate.data.types import Qrels, Run
 from ablate.evaluation import EvalResult, judgements_at
-from ablate.evaluation.generation import diagnosis, normalize_answer, score_answer
+from ablate.evaluation.generation import diagnosis, normalize_answer, score_answer, score_parts
 from ablate.runner.session import Session
 from ablate.stages.base import Generator
 
 #: Diagnosis labels of answerable questions (see :func:`ablate.evaluation.generation.diagnosis`).
 FAILURES = ("generation_failure", "retrieval_failure")
+#: Answer-part scores of multi-condition questions (:func:`ablate.evaluation.generation.score_parts`).
+PART_COLUMNS = ("parts_covered", "parts_all")
 
 
 def answer_questions(
@@ -62,6 +66,9 @@ def answer_questions(
         golds = list(snapshot.queries[qid].answers)
         answerable = category.get(qid) == "answerable"
         scores = [score_answer(g.text, golds, gold, texts) for g in gens]
+        parts = np.asarray(
+            [score_parts(g.text, snapshot.queries[qid].answer_parts) for g in gens], dtype=float
+        )
         first, score = gens[0], scores[0]
         rows.append(
             {
@@ -75,6 +82,8 @@ def answer_questions(
                 "correct": float(np.mean([s.correct for s in scores])),
                 "em": float(np.mean([s.em for s in scores])),
                 "f1": float(np.mean([s.f1 for s in scores])),
+                "parts_covered": float(parts[:, 0].mean()),  # NaN: the question has no answer_parts
+                "parts_all": float(parts[:, 1].mean()),
                 "refused": score.refused,
                 "cited": score.cited,
                 "cited_gold": score.cited_gold,
@@ -105,6 +114,10 @@ def answer_slices(answers: pd.DataFrame, members: dict[str, list[str]]) -> dict[
             row[f"answer_{col}"] = float(scored[col].mean()) if len(scored) else math.nan
         for label in FAILURES:
             row[f"answer_{label}s"] = float((scored["diagnosis"] == label).sum()) if len(scored) else 0.0
+        if "parts_covered" in sub:
+            with_parts = scored[scored["parts_covered"].notna()]
+            for col in PART_COLUMNS:
+                row[f"answer_{col}"] = float(with_parts[col].mean()) if len(with_parts) else math.nan
         out[tag] = row
     return out
 
@@ -116,6 +129,28 @@ def _wilson(k: int, n: int) -> tuple[float, float]:
         return math.nan, math.nan
     _, lo, hi = wilson_interval(k, n)
     return lo, hi
+
+
+def _part_metrics(scored: pd.DataFrame, bootstrap: int, seed: int) -> dict[str, float]:
+    """``answer_parts_covered`` / ``answer_parts_all`` (means over the scored answerable questions that have
+    ``answer_parts``, with bootstrap intervals) and ``answer_parts_questions``; nothing when no question has parts."""
+    from ablate.evaluation.stats import bootstrap_cis
+
+    if "parts_covered" not in scored:
+        return {}
+    rows = scored[scored["parts_covered"].notna()]
+    if not len(rows):
+        return {}
+    m: dict[str, float] = {"answer_parts_questions": float(len(rows))}
+    for col in PART_COLUMNS:
+        m[f"answer_{col}"] = float(rows[col].mean())
+    if bootstrap > 0:
+        table = rows[list(PART_COLUMNS)].astype(float)
+        for name, (_, lo, hi) in bootstrap_cis(
+            table, list(PART_COLUMNS), n_resamples=bootstrap, seed=seed
+        ).items():
+            m[f"answer_{name!s}_ci_low"], m[f"answer_{name!s}_ci_high"] = float(lo), float(hi)
+    return m
 
 
 def answer_metrics(
@@ -139,6 +174,7 @@ def answer_metrics(
             for name, (_, lo, hi) in cis.items():
                 m[f"answer_{name!s}_ci_low"], m[f"answer_{name!s}_ci_high"] = float(lo), float(hi)
         m["answer_false_refusal_rate"] = float(scored["refused"].mean())
+        m.update(_part_metrics(scored, bootstrap, seed))
         for label in FAILURES:
             k = int((scored["diagnosis"] == label).sum())
             lo, hi = _wilson(k, n)

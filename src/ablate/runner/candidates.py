@@ -5,8 +5,9 @@ later stage reads it, so it is computed once at ``cache_depth`` (at least the de
 cache (kind ``candidates``) and in the session, and a shallower request takes its prefix. That is what makes a sweep
 over windows and fusion constants cheap: only fusion and evaluation re-run.
 
-Key: ``key_of("candidates/v2", snapshot fingerprint, retriever fingerprint key, identity groups, sha256 of the
-queries' ids and texts)``. The retriever fingerprint carries its class, parameters, library and code versions and
+Key: ``key_of("candidates/v2", snapshot fingerprint, retriever fingerprint key, visibility, sha256 of the queries'
+ids and texts)``; the visibility is the identity's groups, plus the documents filtered as out of force when
+``versions.policy=in_force`` filters any (:class:`ablate.runner.access.Cohort`). The retriever fingerprint carries its class, parameters, library and code versions and
 the content of the models and tokenizer rules it uses, so no entry outlives a change to any of them.
 """
 
@@ -15,6 +16,8 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from typing import Any
+
+import numpy as np
 
 from ablate.cache import Cache, key_of, sha256_text
 from ablate.data.corpus import Snapshot
@@ -66,11 +69,15 @@ class CandidateSource:
         retriever: Retriever,
         queries: Sequence[Query],
         depth: int,
-        groups: list[str] | None,
+        groups: Any,
         cache_depth: int,
+        mask: np.ndarray | None = None,
     ) -> Run:
-        """``retriever``'s top ``depth`` for ``queries`` as the identity holding ``groups`` (None = no filter)."""
-        mask = self.snapshot.allowed_mask(groups)
+        """``retriever``'s top ``depth`` for ``queries`` inside a visibility: ``groups`` keys it (the identity's
+        groups, or a cohort's key from :class:`ablate.runner.access.Cohort`; None = no filter) and ``mask`` (when
+        given) is it, else the mask of an identity holding ``groups``."""
+        if mask is None and groups is not None:
+            mask = self.snapshot.allowed_mask(groups)
         if not retriever.cacheable:
             return self._prepared(retriever).search(queries, depth, mask)
         ckey = key_of(

@@ -36,6 +36,9 @@ def params_for(
             "corpus.path": str(snapshot.root),
             R.P_SPLIT: result.split,
             R.P_IDENTITY: corpus.identity,
+            R.P_AS_OF: corpus.as_of,
+            R.P_VERSIONS_POLICY: corpus.version_policy,
+            "corpus.split_file": corpus.split_file,
             "corpus.language": snapshot.language,
             "corpus.chunker": snapshot.chunker.params(),
         }
@@ -113,6 +116,12 @@ def metrics_for(result: Any, bootstrap: int = 1000, seed: int = 0) -> dict[str, 
     m["permission_hidden_judgements"] = float(perm.get("hidden_judgements", 0))
     m["permission_queries_made_unanswerable"] = float(perm.get("queries_made_unanswerable", 0))
     m["permission_leaks"] = float(perm.get("leaks", 0))
+    if perm.get("as_of") is not None:  # the date rule (ablate.runner.access): what it changed
+        m["versions_queries_dated"] = float(perm.get("queries_dated", 0))
+        m["versions_regraded_out_of_force"] = float(perm.get("regraded_out_of_force", 0))
+        m["versions_queries_without_evidence_in_force"] = float(
+            perm.get("queries_without_evidence_in_force", 0)
+        )
     for i, (stage, row) in enumerate(result.funnel.items(), 1):  # numbered: MLflow lists them in stage order
         m[R.funnel_metric(i, stage, "recall")] = row["recall"]
         m[R.funnel_metric(i, stage, "depth")] = float(row["depth"])
@@ -148,12 +157,21 @@ def artifacts_for(
         a = result.answers
         for col in ("correct", "em", "f1", "refused", "citations_support", "diagnosis"):
             pq[f"answer_{col}"] = a[col].reindex(pq.index)
+        for col in ("parts_covered", "parts_all"):  # questions with answer_parts only (NaN elsewhere)
+            if col in a:
+                pq[f"answer_{col}"] = a[col].reindex(pq.index)
         unscored = ~a["answerable"].reindex(pq.index, fill_value=False).astype(
             bool
         )  # no-answer, or no gold answer
         pq.loc[unscored.to_numpy(), ["answer_correct", "answer_em", "answer_f1"]] = float("nan")
     pq.insert(
         0, "tags", [";".join(snapshot.queries[q].tags) if q in snapshot.queries else "" for q in pq.index]
+    )
+    pq.insert(
+        1, "persona", [snapshot.queries[q].persona or "" if q in snapshot.queries else "" for q in pq.index]
+    )
+    pq.insert(
+        2, "as_of", [snapshot.queries[q].as_of or "" if q in snapshot.queries else "" for q in pq.index]
     )
     files = {
         R.A_CONFIG: config_yaml,

@@ -7,6 +7,12 @@ configuration is a repeat, tagged ``ablate.test_repeat=true`` (same numbers, no 
 
 A study is one MLflow experiment on one corpus snapshot and one label version. A configuration is identified by
 :func:`config_fingerprint`: every component's fingerprint except the split itself.
+
+A *sweep* (``-m``, more than one cell) with any cell on a held-out split is tuning on test unless the user says it is
+the one final run of settings chosen on dev: :func:`check_test_sweep` refuses it before anything runs unless it is
+confirmed (``--confirm-test`` on the command line, or ``heldout.confirm_test=true``). A single run on test needs no
+confirmation: it is the "run once" case, and a later changed configuration is caught by the reuse tagging above.
+Confirmed test runs are tagged ``ablate.test_confirmed=true``.
 """
 
 from __future__ import annotations
@@ -17,8 +23,50 @@ from typing import Any
 
 from ablate import record as R
 from ablate.cache import key_of
+from ablate.errors import AblateError
+from ablate.record import HELD_OUT_SPLITS
 
-HELD_OUT_SPLITS = ("test",)
+__all__ = [
+    "HELD_OUT_SPLITS",
+    "HeldOutSweepRefused",
+    "HeldOutVerdict",
+    "PriorTestRun",
+    "check_test_sweep",
+    "config_fingerprint",
+    "confirmed_tags",
+    "judge_test_run",
+]
+
+
+class HeldOutSweepRefused(AblateError):
+    """A sweep on the held-out split that the user did not confirm as the final run."""
+
+
+def check_test_sweep(splits: Sequence[str], confirmed: Sequence[bool], multirun: bool) -> None:
+    """Refuse a sweep that would run cells on a held-out split without confirmation.
+
+    ``splits``/``confirmed``: each cell's ``corpus.split`` and whether that cell was confirmed (``--confirm-test`` or
+    ``heldout.confirm_test=true``). Refused when ``multirun`` and there is more than one cell and some held-out cell is
+    not confirmed. A single run (or a one-cell ``-m``) is never refused: that is running test once.
+    """
+    if not multirun or len(splits) < 2:
+        return
+    held = [i for i, s in enumerate(splits) if s in HELD_OUT_SPLITS]
+    if not held or all(confirmed[i] for i in held):
+        return
+    split = splits[held[0]]
+    of = f"{len(held)} cells" if len(held) == len(splits) else f"{len(held)} of its {len(splits)} cells"
+    raise HeldOutSweepRefused(
+        f"corpus.split={split}: this sweep would run {of} on the held-out split {split!r}; picking settings by their "
+        "scores on test is tuning on test, and its scores then read high. Fix: tune on dev (corpus.split=dev) and "
+        "pass --confirm-test (or set heldout.confirm_test=true) only when this is the one final run of settings "
+        "chosen on dev"
+    )
+
+
+def confirmed_tags(split: str, confirmed: bool) -> dict[str, str]:
+    """``{ablate.test_confirmed: "true"}`` for a confirmed run on a held-out split, else nothing."""
+    return {R.T_TEST_CONFIRMED: "true"} if confirmed and split in HELD_OUT_SPLITS else {}
 
 
 def config_fingerprint(components: Mapping[str, Mapping[str, Any]], eval_settings: Mapping[str, Any]) -> str:

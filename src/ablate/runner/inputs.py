@@ -9,7 +9,8 @@ from __future__ import annotations
 from ablate.cache import Cache
 from ablate.data.corpus import Snapshot
 from ablate.errors import InputError
-from ablate.runner.pipeline import Pipeline, identity_groups
+from ablate.runner.access import Resolver
+from ablate.runner.pipeline import Pipeline
 from ablate.runner.session import Session, shared_session
 from ablate.runner.settings import CorpusSpec, OutputSpec
 from ablate.tracking import check_uri
@@ -58,6 +59,6 @@ def check_inputs(
         cache.sweep_orphans()
     snapshot = (session or shared_session()).snapshot(corpus)
     check_labels(snapshot, corpus.split, relevance_level)
-    identity_groups(snapshot, corpus.identity)
+    Resolver(snapshot, corpus.access).check(snapshot.split_qids(corpus.split))
     pipeline.bind(snapshot, corpus.split)  # stages check what they need from the corpus (e.g. a train split)
     return snapshot

@@ -17,12 +17,14 @@ from typing import IO, Any
 from ablate import record as R
 from ablate.cache import Cache
 from ablate.data.corpus import Snapshot
+from ablate.data.splitting import mark_used_by_test
 from ablate.runner.emit import artifacts_for, metrics_for, params_for, print_run_summary, split_defined
 from ablate.runner.heldout import (
     HELD_OUT_SPLITS,
     HeldOutVerdict,
     PriorTestRun,
     config_fingerprint,
+    confirmed_tags,
     judge_test_run,
 )
 from ablate.runner.inputs import check_inputs
@@ -40,7 +42,8 @@ class JobSpec:
     """Everything one job needs, validated. ``variant``: the name the user chose (logged as the ``variant`` param);
     ``variant_order``: its place in the ablation table; ``config_yaml``: the composed config, attached as an artifact;
     ``param_sources``: config keys that feed a stage parameter (``retrieval.window`` -> ``rrf.window``);
-    ``overrides``: this job's command-line overrides; ``sweep_id``/``parent_run_id``: the sweep it belongs to."""
+    ``overrides``: this job's command-line overrides; ``sweep_id``/``parent_run_id``: the sweep it belongs to;
+    ``test_confirmed``: the user confirmed a run on the held-out split as the final one (tagged on test runs)."""
 
     variant: str
     pipeline: Pipeline
@@ -53,6 +56,7 @@ class JobSpec:
     overrides: tuple[str, ...] = ()
     sweep_id: str | None = None
     parent_run_id: str | None = None
+    test_confirmed: bool = False
 
 
 @dataclass(frozen=True)
@@ -156,16 +160,22 @@ def run_job(
             cache,
             variant=job.variant,
             identity=job.corpus.identity,
+            access=job.corpus.access,
             session=session,
             show_progress=job.output.progress,
         )
+        # a split file a held-out run used may no longer be redrawn
+        if result.split in HELD_OUT_SPLITS and job.corpus.split_file:
+            mark_used_by_test(job.corpus.split_file, run_id, result.split)
         tracker.log_params(run_id, params_for(job.variant, result, snapshot, job.corpus, job.settings))
         tags = result_tags(result, snapshot, job.corpus)
         if result.split in HELD_OUT_SPLITS:
             cfp, verdict = heldout_verdict(
                 tracker, job.output.experiment, run_id, result, snapshot, job.settings, job.sweep_id
             )
-            tags.update({R.T_CONFIG_FP: cfp, **verdict.tags()})
+            tags.update(
+                {R.T_CONFIG_FP: cfp, **verdict.tags(), **confirmed_tags(result.split, job.test_confirmed)}
+            )
             if verdict.message:
                 print(verdict.message, file=sys.stderr)
         tracker.set_tags(run_id, tags)

@@ -7,25 +7,29 @@ from config by :mod:`ablate.app.config`, or by hand) and :class:`~ablate.runner.
 Order of work: every stage is bound to the snapshot and split first (cheap; resolves corpus-dependent parameters and
 fixes its fingerprint); retrievers are prepared only when their candidates are not cached
 (:mod:`ablate.runner.candidates`); the reranker is prepared (trained, loaded) before reranking. Permission filtering
-happens inside every retriever for the job's identity; labels the identity may not see are dropped before scoring.
+happens inside every retriever for each question's identity (and, under ``versions.policy=in_force``, its date); labels
+are restricted per question before scoring (:mod:`ablate.runner.access`).
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import pandas as pd
 
 from ablate.cache import Cache, key_of
 from ablate.data.corpus import Snapshot
-from ablate.data.types import TIE_RULE, Qrels, Run
+from ablate.data.types import TIE_RULE, Qrels, Query, Run
 from ablate.errors import ConfigError
-from ablate.evaluation import EvalResult
+from ablate.evaluation import EvalResult, EvalSettings
 from ablate.evaluation.abstention import AbstentionReport, ThresholdChoice
+from ablate.evaluation.conflicts import superseded_first
 from ablate.evaluation.slices import slice_means, slice_members
+from ablate.evaluation.subquestions import add_subquestion_coverage
+from ablate.runner.access import Access, Resolver, access_rules
 from ablate.runner.answers import answer_questions, answer_slices
 from ablate.runner.candidates import CandidateSource
 from ablate.runner.funnel import funnel
@@ -106,24 +110,16 @@ class RunResult:
 # identities and components
 
 
-def identity_groups(snapshot: Snapshot, identity: str | None) -> list[str] | None:
-    if identity is None:
-        return None
-    ids = snapshot.identities
-    if identity not in ids:
-        opts = ", ".join(sorted(ids)) if ids else "none (this corpus declares no identities; use null)"
-        raise ConfigError(
-            "corpus.identity",
-            identity,
-            f"identities of corpus {snapshot.name!r}: {opts}; choose one (null: no filter)",
-        )
-    return sorted(str(g) for g in ids[identity])
-
-
 def components_of(
-    snapshot: Snapshot, split: str, pipeline: Pipeline, identity: str | None, settings: RunSettings
+    snapshot: Snapshot,
+    split: str,
+    pipeline: Pipeline,
+    identity: str | None,
+    settings: RunSettings,
+    access: Access | None = None,
 ) -> dict[str, dict[str, Any]]:
-    """What a run's one-factor check compares: every stage's fingerprint, the snapshot, the identity, the rules."""
+    """What a run's one-factor check compares: every stage's fingerprint, the snapshot, the identity, the dates and
+    version policy (when dates are used), the rules."""
     comps: dict[str, dict[str, Any]] = {
         "snapshot": {
             "fingerprint": snapshot.fingerprint,
@@ -133,10 +129,15 @@ def components_of(
             "split": split,
             "qrels": snapshot.split_qrels(split).content_hash(),
         },
-        "identity": {"name": identity, "groups": identity_groups(snapshot, identity)},
+        "identity": {
+            "name": identity,
+            "groups": Resolver(snapshot, Access(identity=identity)).groups_record(),
+        },
         "eval": settings.eval.as_dict(),
         "abstain": {"threshold": settings.abstain_threshold},
     }
+    if access is not None and access.as_of is not None:
+        comps["dates"] = {"as_of": access.as_of, "versions_policy": access.policy}
     for stage in pipeline.stages:
         comps[stage.name] = stage.fingerprint().as_dict()
     return comps
@@ -151,31 +152,24 @@ def fingerprint_keys(pipeline: Pipeline, components: dict[str, dict[str, Any]]) 
 # the run
 
 
-def visible_qrels(snapshot: Snapshot, qrels: Qrels, groups: list[str] | None) -> tuple[Qrels, dict[str, Any]]:
-    """Drop judgements of units the identity may not see: for this identity they cannot be retrieved (seed 000:
-    evaluate what the fixed identity is allowed to get). Queries left without a positive become no-answer for it."""
-    if groups is None:
-        return qrels, {"identity_groups": None, "hidden_judgements": 0, "queries_made_unanswerable": 0}
-    if qrels.unit == "doc":
-        visible = {d for d, doc in snapshot.documents.items() if doc.visible_to(groups)}
-    else:
-        visible = {c.chunk_id for c in snapshot.chunks if c.visible_to(groups)}
-    out: dict[str, dict[str, int]] = {}
-    hidden = 0
-    made_unanswerable: list[str] = []
-    for qid, judged in qrels.judgements.items():
-        keep = {u: g for u, g in judged.items() if u in visible}
-        hidden += len(judged) - len(keep)
-        if any(g >= 1 for g in judged.values()) and not any(g >= 1 for g in keep.values()):
-            made_unanswerable.append(qid)
-        out[qid] = keep
-    info = {
-        "identity_groups": groups,
-        "hidden_judgements": hidden,
-        "queries_made_unanswerable": len(made_unanswerable),
-        "unanswerable_qids": made_unanswerable,
+_CACHED = ("fingerprint", "content_fingerprint", "chunk_to_doc", "chunk_version", "chunk_text", "chunk_index")
+
+
+def relabelled(snapshot: Snapshot, resolver: Resolver) -> Snapshot:
+    """``snapshot`` with every split's labels re-graded by the date rule (what stages that read labels use: the
+    oracle, a reranker trained on the train split). Only the date changes what a label means; permissions change
+    what an asker can retrieve, which the retrievers' masks enforce, so training labels do not depend on who asks.
+    Files, fingerprints and chunks are the same objects. Without dates: ``snapshot`` itself."""
+    access = resolver.access
+    if access.as_of is None:
+        return snapshot
+    dated = Resolver(snapshot, Access(None, access.as_of, access.policy))
+    qrels = {
+        s: dated.labels(q, snapshot.splits.get(s, list(q.judgements)))[0] for s, q in snapshot.qrels.items()
     }
-    return Qrels(out, unit=qrels.unit, name=qrels.name, source_sha256=qrels.source_sha256), info
+    new = replace(snapshot, qrels=qrels)
+    new.__dict__.update({k: v for k, v in snapshot.__dict__.items() if k in _CACHED})
+    return new
 
 
 def _rank(
@@ -184,18 +178,30 @@ def _rank(
     pipeline: Pipeline,
     settings: RunSettings,
     source: CandidateSource,
-    groups: list[str] | None,
+    resolver: Resolver,
 ) -> tuple[Run, dict[str, Run], dict[str, float]]:
     """Candidates -> fusion -> rerank -> the final ranking (cut at ``settings.depth``), for one bound pipeline.
-    Returns the final run, every stage's list in order (the funnel reads them) and timings."""
+    Returns the final run, every stage's list in order (the funnel reads them) and timings. Each cohort of questions
+    (same visibility) is searched inside its own visibility; their lists are merged in question order."""
     queries = [snapshot.queries[q] for q in snapshot.split_qids(split)]
     timings: dict[str, float] = {}
     fuser, reranker = pipeline.fuser, pipeline.reranker
     first_depth = fuser.window if fuser is not None else settings.depth
-    cands = {
-        r.name: source.candidates(r, queries, first_depth, groups, settings.cache_depth)
-        for r in pipeline.retrievers
-    }
+    cohorts = resolver.cohorts(queries)
+    cands: dict[str, Run] = {}
+    for r in pipeline.retrievers:
+        parts = [
+            source.candidates(
+                r,
+                [snapshot.queries[q] for q in c.qids],
+                first_depth,
+                c.key,
+                settings.cache_depth,
+                resolver.mask(c),
+            )
+            for c in cohorts
+        ]
+        cands[r.name] = _merged(parts, [q.qid for q in queries])
     t0 = time.perf_counter()
     if fuser is not None:
         depth = max(settings.depth, reranker.depth if reranker is not None else 0)
@@ -219,6 +225,16 @@ def _rank(
     return run, lists, timings
 
 
+def _merged(parts: list[Run], order: list[str]) -> Run:
+    """One run from the cohorts' runs, questions in split order."""
+    if len(parts) == 1:
+        return parts[0]
+    results = {}
+    for p in parts:
+        results.update(p.results)
+    return Run(parts[0].name, {q: results[q] for q in order if q in results}, dict(parts[0].meta))
+
+
 def run_pipeline(
     snapshot: Snapshot,
     split: str,
@@ -228,37 +244,37 @@ def run_pipeline(
     *,
     variant: str = "",
     identity: str | None = None,
+    access: Access | None = None,
     session: Session | None = None,
     show_progress: bool = False,
 ) -> RunResult:
-    """Run ``pipeline`` on ``split`` as ``identity`` and score it by ``settings``.
+    """Run ``pipeline`` on ``split`` as ``identity`` (or as ``access`` says: per-question identities, dates and the
+    version policy) and score it by ``settings``.
 
     The abstention threshold ``"dev"`` is chosen on ``settings.tune_split`` with the same pipeline (balanced
     accuracy) and applied unchanged here.
     """
-    from ablate.evaluation import evaluate
-
     t_start = time.perf_counter()
     session = session or Session()
     source = CandidateSource(snapshot, cache, session, show_progress)
-    groups = identity_groups(snapshot, identity)
-    bound = pipeline.bind(snapshot, split)
+    access = access if access is not None else Access(identity=identity)
+    identity = access.identity
+    resolver = Resolver(snapshot, access)
+    qids = snapshot.split_qids(split)
+    raw_qrels = snapshot.split_qrels(split)
+    eval_qrels, perm = resolver.labels(raw_qrels, qids)
+    work = relabelled(snapshot, resolver)
+    bound = pipeline.bind(work, split)
     before = session.stage_stats(bound.stages)
     cache_before = (cache.stats.hits, cache.stats.misses)
-    run, lists, timings = _rank(snapshot, split, bound, settings, source, groups)
+    run, lists, timings = _rank(work, split, bound, settings, source, resolver)
     cands = {r.name: lists[r.name] for r in bound.retrievers}
     run.name = variant or run.name
     run.meta.update({"tie_rule": TIE_RULE, "snapshot": snapshot.fingerprint})
 
-    qids = snapshot.split_qids(split)
-    eval_qrels, perm = visible_qrels(snapshot, snapshot.split_qrels(split), groups)
-    t0 = time.perf_counter()
-    result = evaluate(run, eval_qrels, qids, settings.eval, chunk_to_doc=snapshot.chunk_to_doc)
-    timings["eval_seconds"] = time.perf_counter() - t0
-    perm["leaks"] = permission_leaks(snapshot, run, groups)
-
-    abst, choice = _abstention(snapshot, split, pipeline, settings, source, groups, result, run)
-    add_answer_in_context(result, run, snapshot, qids, settings.eval.ks)
+    result = _score(run, eval_qrels, raw_qrels, qids, settings, resolver, timings)
+    perm["leaks"] = resolver.leaks(run)
+    abst, choice = _abstention(work, split, pipeline, settings, source, resolver, result, run)
     answers, stage_funnel = _answers_and_funnel(
         snapshot,
         split,
@@ -277,7 +293,7 @@ def run_pipeline(
     counters = _counters(source, bound, before, cache, cache_before)
     timings.update(source.timings)
     timings["total_seconds"] = time.perf_counter() - t_start
-    comps = components_of(snapshot, split, bound, identity, settings)
+    comps = components_of(snapshot, split, bound, identity, settings, access)
     return RunResult(
         variant=variant,
         split=split,
@@ -292,10 +308,54 @@ def run_pipeline(
         candidates=cands,
         abstention=abst,
         threshold_choice=choice,
-        slices=_slices(result, snapshot, answers),
+        slices=_slices(result, snapshot, answers, access.per_query_identity),
         answers=answers,
         funnel=stage_funnel,
     )
+
+
+def _score(
+    run: Run,
+    eval_qrels: Qrels,
+    raw_qrels: Qrels,
+    qids: Sequence[str],
+    settings: RunSettings,
+    resolver: Resolver,
+    timings: dict[str, float],
+) -> EvalResult:
+    """Every retrieval score of the final ranking: the evaluation by its rules, then the metrics beside it
+    (``superseded_first@K`` with dates, ``answer_in_context@K``)."""
+    from ablate.evaluation import evaluate
+
+    snapshot, access = resolver.snapshot, resolver.access
+    t0 = time.perf_counter()
+    result = evaluate(run, eval_qrels, qids, settings.eval, chunk_to_doc=snapshot.chunk_to_doc)
+    result.accounting["rules"].update(access_rules(access))
+    if access.as_of is not None:
+        add_superseded_first(result, run, raw_qrels, resolver, qids, settings.eval)
+    add_answer_in_context(result, run, snapshot, qids, settings.eval.ks)
+    queries = dated_evidence(resolver, qids) if access.as_of is not None else snapshot.queries
+    add_subquestion_coverage(result, run, queries, qids, snapshot.chunk_to_doc, snapshot.qrels_unit)
+    timings["eval_seconds"] = time.perf_counter() - t0
+    return result
+
+
+def dated_evidence(resolver: Resolver, qids: Sequence[str]) -> dict[str, Query]:
+    """The questions with each sub-question's evidence cut to units in force on the question's date (a superseded
+    clause does not cover a sub-question asked after it was replaced)."""
+    snap = resolver.snapshot
+    doc_of = (lambda u: u) if snap.qrels_unit == "doc" else snap.chunk_to_doc.__getitem__
+    out = dict(snap.queries)
+    for q in qids:
+        query = snap.queries[q]
+        off = resolver.out_of_force(q) if query.subquestions else frozenset()
+        if off:
+            subs = tuple(
+                replace(sq, evidence=tuple(u for u in sq.evidence if doc_of(u) not in off))
+                for sq in query.subquestions
+            )
+            out[q] = replace(query, subquestions=subs)
+    return out
 
 
 def _counters(
@@ -322,12 +382,13 @@ def _counters(
 
 
 def _slices(
-    result: EvalResult, snapshot: Snapshot, answers: pd.DataFrame | None
+    result: EvalResult, snapshot: Snapshot, answers: pd.DataFrame | None, personas: bool = False
 ) -> dict[str, dict[str, float]]:
-    """Retrieval means per question tag, with the answer metrics beside them when the run generated answers."""
-    slices = slice_means(result, snapshot.queries)
+    """Retrieval means per question tag (and per persona when each question runs as its own), with the answer
+    metrics beside them when the run generated answers."""
+    slices = slice_means(result, snapshot.queries, personas=personas)
     if answers is not None:
-        members = slice_members(result.per_query.index, snapshot.queries)
+        members = slice_members(result.per_query.index, snapshot.queries, personas=personas)
         for tag, row in answer_slices(answers, members).items():
             slices.setdefault(tag, {}).update(row)
     return slices
@@ -367,7 +428,7 @@ def _abstention(
     pipeline: Pipeline,
     settings: RunSettings,
     source: CandidateSource,
-    groups: list[str] | None,
+    resolver: Resolver,
     result: EvalResult,
     run: Run,
 ) -> tuple[AbstentionReport, ThresholdChoice | None]:
@@ -382,14 +443,42 @@ def _abstention(
         tuned, tuned_run = result, run
     else:
         tune = settings.tune_split
-        tuned_run, _, _ = _rank(snapshot, tune, pipeline.bind(snapshot, tune), settings, source, groups)
-        tq, _ = visible_qrels(snapshot, snapshot.split_qrels(tune), groups)
+        tq, _ = resolver.labels(
+            snapshot.split_qrels(tune), snapshot.split_qids(tune)
+        )  # dated already: as asked
+        tuned_run, _, _ = _rank(snapshot, tune, pipeline.bind(snapshot, tune), settings, source, resolver)
         tuned = evaluate(
             tuned_run, tq, snapshot.split_qids(tune), settings.eval, chunk_to_doc=snapshot.chunk_to_doc
         )
     cats = tuned.per_query["category"].to_dict()
     choice = choose_threshold(top_scores(tuned_run, cats), cats)
     return abstention_report(result, run, choice.threshold), choice
+
+
+def add_superseded_first(
+    result: EvalResult, run: Run, raw_qrels: Qrels, resolver: Resolver, qids: Sequence[str], ev: EvalSettings
+) -> None:
+    """Per-query ``superseded_first@K`` columns (:mod:`ablate.evaluation.conflicts`) and their means over the
+    questions in conflict that are answerable on their date; ``accounting["in_conflict"]`` counts them."""
+    off = {q: resolver.out_of_force(q) for q in qids}
+    df = superseded_first(
+        run,
+        raw_qrels,
+        off,
+        qids,
+        ev.ks,
+        result.unit,
+        ev.budget,
+        resolver.snapshot.chunk_to_doc,
+        ev.relevance_level,
+    )
+    pq = result.per_query
+    answerable = pq["category"] == "answerable"
+    for col in df.columns:
+        pq[col] = df[col].where(answerable)
+        vals = pq[col].dropna()
+        result.means[col] = float(vals.mean()) if len(vals) else float("nan")
+    result.accounting["in_conflict"] = int(pq[df.columns[0]].notna().sum())
 
 
 def add_answer_in_context(
@@ -410,12 +499,3 @@ def add_answer_in_context(
         if len(scored):
             result.means[col] = float(scored.mean())
     result.accounting["with_answers"] = len(answers)
-
-
-def permission_leaks(snapshot: Snapshot, run: Run, groups: list[str] | None) -> int:
-    """Results the identity may not see (must be 0: filtering happens inside retrieval)."""
-    mask = snapshot.allowed_mask(groups)
-    if mask is None:
-        return 0
-    idx = snapshot.chunk_index
-    return sum(1 for hits in run.results.values() for h in hits if not mask[idx[h.chunk_id]])

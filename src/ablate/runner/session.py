@@ -13,6 +13,7 @@ from typing import Any, Protocol, TypeVar
 
 from ablate.cache import Cache
 from ablate.data.corpus import Snapshot, load_corpus
+from ablate.data.splitting import apply_split_file, file_stamp
 from ablate.data.types import Run
 from ablate.runner.settings import CorpusSpec
 from ablate.stages.base import Fingerprint, StageContext
@@ -54,6 +55,8 @@ class Session:
             corpus.name,
             corpus.extra_qrels,
             _stamp(root),
+            corpus.split_file,
+            file_stamp(corpus.split_file),
         )
         if key != self._snapshot_key or self._snapshot is None:
             snap = load_corpus(
@@ -63,6 +66,9 @@ class Session:
                 name=corpus.name,
                 extra_qrels=corpus.extra_qrels,
             )
+            # a leakage-safe split (python -m ablate.split) reassigns questions and labels
+            if corpus.split_file:
+                snap = apply_split_file(snap, corpus.split_file)
             self._snapshot_key, self._snapshot = key, snap
             self._stages.clear()  # one corpus at a time keeps memory bounded across corpus sweeps
             self.candidates.clear()

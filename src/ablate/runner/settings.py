@@ -10,11 +10,13 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from ablate.data.chunking import ChunkerSpec
 from ablate.errors import ConfigError
 from ablate.evaluation import EvalSettings
+from ablate.runner.access import Access
 from ablate.stages.base import check_bool, check_int, check_str
 
 ABSTAIN_OPTIONS = (
@@ -25,8 +27,9 @@ ABSTAIN_OPTIONS = (
 @dataclass(frozen=True)
 class CorpusSpec:
     """Which corpus folder a job reads and how: ``path``, the ``split`` it runs, the ``identity`` retrieval runs for
-    (``None`` = no permission filtering), the chunker and language (``None`` = the folder's own), and extra judgement
-    files (e.g. RGB's judged negatives)."""
+    (``None`` = no permission filtering; ``per_query`` = each question's persona), the chunker and language (``None`` =
+    the folder's own), extra judgement files (e.g. RGB's judged negatives), the questions' date ``as_of`` and the
+    policy for out-of-force versions (:mod:`ablate.runner.access`)."""
 
     path: str
     split: str = "test"
@@ -35,9 +38,22 @@ class CorpusSpec:
     chunker: ChunkerSpec | None = None
     language: str | None = None
     extra_qrels: tuple[str, ...] = ()
+    as_of: str | None = None  # None (dates ignored) | "per_query" | a date YYYY-MM-DD
+    version_policy: str = "all"  # versions.policy: all | in_force
+    split_file: str | None = (
+        None  # python -m ablate.split's split.tsv (absolute): reassigns questions and labels
+    )
+
+    def __post_init__(self) -> None:
+        self.access  # validates identity/as_of/policy together  # noqa: B018
+
+    @property
+    def access(self) -> Access:
+        """Who asks and when (:mod:`ablate.runner.access`)."""
+        return Access(identity=self.identity, as_of=self.as_of, policy=self.version_policy)
 
     @classmethod
-    def from_mapping(cls, c: Mapping[str, Any]) -> CorpusSpec:
+    def from_mapping(cls, c: Mapping[str, Any], versions: Mapping[str, Any] | None = None) -> CorpusSpec:
         path = c.get("path")
         if path in (None, "", "???"):
             raise ConfigError(
@@ -63,6 +79,11 @@ class CorpusSpec:
             chunker=chunker,
             language=_opt_str(c.get("language")),
             extra_qrels=tuple(str(x) for x in extra),
+            as_of=_opt_str(c.get("as_of")),
+            version_policy=str((versions or {}).get("policy", "all")),
+            split_file=str(Path(sf).expanduser().resolve())
+            if (sf := _opt_str(c.get("split_file")))
+            else None,
         )
 
 

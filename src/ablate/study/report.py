@@ -11,6 +11,11 @@ What the numbers are (measured, never pre-filled; the spec: "跑出来是多少�
 * Holm: the p-values of every (run x metric) comparison in the table form one family
   (:func:`ablate.evaluation.stats.holm`).
 * Flags: :func:`ablate.study.compare.check_comparison` (one factor per row; same labels, documents and split).
+* Held-out marking (:func:`heldout_marking`): a row on a held-out split is *test-tuned* when its run carries
+  ``ablate.test_reuse=true`` (its configuration was changed after the test split had been seen in the study), else
+  *dev-tuned*; a row on any other split is a *dev-split* row. A table that mixes dev-tuned and test-tuned rows, or
+  dev-split rows with held-out rows, gets a ``HELD-OUT MIX`` line above it naming the rows and why; test-tuned rows
+  are marked ``†`` (always) and dev-split rows ``‡`` (in a table with held-out rows).
 
 :func:`build_report` is a pure function of :class:`~ablate.study.fetch.RunRecord` s (no MLflow);
 :func:`attach_report` fetches them (:mod:`ablate.study.fetch`), writes the files and logs them to the sweep's parent.
@@ -46,11 +51,14 @@ from ablate.tracking import Tracker
 __all__ = [
     "DEFAULT_METRICS",
     "TESTS",
+    "HeldOutMarking",
     "Report",
     "ReportError",
     "RunRecord",
     "attach_report",
     "build_report",
+    "heldout_marking",
+    "tuning_of",
 ]
 
 DEFAULT_METRICS: tuple[str, ...] = ("ndcg@10", "recall@10", "mrr@10", "hit@10")
@@ -63,6 +71,30 @@ TEST_NAMES = {
     "randomization": "paired randomization test (sign flips; Fisher 1935)",
     "bootstrap": "paired studentized bootstrap test (shifted null; Efron & Tibshirani 1993 §16.4)",
 }
+
+
+#: Row markers of the held-out marking (:func:`heldout_marking`).
+TEST_TUNED_MARK, DEV_SPLIT_MARK = "†", "‡"
+DEV_SPLIT, DEV_TUNED, TEST_TUNED = "dev-split", "dev-tuned", "test-tuned"
+
+
+@dataclass(frozen=True)
+class HeldOutMarking:
+    """How each row of a table stands to the held-out split (:func:`heldout_marking`)."""
+
+    kinds: dict[str, str]  # run id -> "dev-split" | "dev-tuned" | "test-tuned" | "" (split unknown)
+    marks: dict[str, str]  # run id -> "", " †" (test-tuned) or " ‡" (dev-split row beside held-out rows)
+    warning: str = ""  # the line printed above the table ("" when nothing is mixed and nothing is test-tuned)
+
+    @property
+    def mixed(self) -> bool:
+        return self.warning.startswith("HELD-OUT MIX")
+
+    def label(self, run_id: str, label: str) -> str:
+        return label + self.marks.get(run_id, "")
+
+    def labels(self, labels: dict[str, str]) -> dict[str, str]:
+        return {rid: self.label(rid, lab) for rid, lab in labels.items()}
 
 
 @dataclass
@@ -83,6 +115,7 @@ class Report:
     warnings: list[str] = field(default_factory=list)
     console: str = ""  # the narrow table printed at the end of a sweep (the full one is in the files)
     answers: AnswerSection | None = None  # runs with a generator: correctness, refusals, the diagnosis split
+    heldout: HeldOutMarking | None = None  # dev-tuned / test-tuned rows and the line above the table
 
     def files(self) -> dict[str, str | bytes]:
         files: dict[str, str | bytes] = {
@@ -128,7 +161,24 @@ def check_metrics(metrics: Sequence[str]) -> list[str]:
         out.append(m)
     if not out:
         raise ConfigError("--metrics", ",".join(metrics), "name at least one, e.g. ndcg@10")
+    families = {_domain(m) for m in out}
+    if len(families) > 1:
+        raise ConfigError(
+            "--metrics",
+            ",".join(out),
+            "superseded_first@K (questions in a version conflict) and subq_*@K (questions with sub-questions) are "
+            "defined on a subset of the questions, and a report scores every metric on the same questions; report "
+            "them on their own, e.g. --metrics superseded_first@10 or --metrics subq_coverage@10,subq_all@10",
+        )
     return list(dict.fromkeys(out))
+
+
+def _domain(metric: str) -> str:
+    """Which questions a metric is defined on: all answerable ones, or a subset (conflicts, sub-questions)."""
+    name = metric.partition("@")[0]
+    if name == "superseded_first":
+        return "conflict"
+    return "subquestions" if name.startswith("subq_") else "answerable"
 
 
 def _prepare(rec: RunRecord, cols: list[str]) -> pd.DataFrame:
@@ -251,6 +301,71 @@ def _distinct(values: Sequence[Any]) -> str:
     return ", ".join(dict.fromkeys(vals))
 
 
+def tuning_of(run: RecordedRun) -> str:
+    """``"test-tuned"``: a run on a held-out split (:data:`ablate.record.HELD_OUT_SPLITS`) that carries
+    ``ablate.test_reuse=true`` (the runner tags a test run whose configuration is new to the study after test had
+    been run: its settings were changed after its test scores had been seen); ``"dev-tuned"``: any other run on a
+    held-out split (the first test run or sweep of the study, or a repeat of it); ``"dev-split"``: a run on any other
+    split; ``""``: the run records no split."""
+    if not run.split:
+        return ""
+    if run.split not in R.HELD_OUT_SPLITS:
+        return DEV_SPLIT
+    return TEST_TUNED if str(run.tags.get(R.T_TEST_REUSE, "")).lower() == "true" else DEV_TUNED
+
+
+def _names(run_ids: Sequence[str], labels: dict[str, str]) -> str:
+    shown = [labels.get(rid, rid[:8]) for rid in run_ids[:8]]
+    return ", ".join(shown) + (f" and {len(run_ids) - 8} more" if len(run_ids) > 8 else "")
+
+
+def heldout_marking(runs: Sequence[RecordedRun], labels: dict[str, str]) -> HeldOutMarking:
+    """Mark the rows of one table: test-tuned rows ``†``; when the table also has dev-split rows beside held-out
+    rows, those ``‡``. The warning line (for above the table) names the rows and why when the table mixes dev-tuned
+    with test-tuned rows or dev-split with held-out rows, or, unmixed, when some row is test-tuned."""
+    kinds = {r.run_id: tuning_of(r) for r in runs}
+    by: dict[str, list[str]] = {DEV_SPLIT: [], DEV_TUNED: [], TEST_TUNED: []}
+    for rid, kind in kinds.items():
+        if kind:
+            by[kind].append(rid)
+    held = by[DEV_TUNED] + by[TEST_TUNED]
+    split_mix = bool(by[DEV_SPLIT]) and bool(held)
+    marks = {rid: f" {TEST_TUNED_MARK}" for rid in by[TEST_TUNED]}
+    if split_mix:
+        marks.update({rid: f" {DEV_SPLIT_MARK}" for rid in by[DEV_SPLIT]})
+    shown = {rid: labels.get(rid, rid[:8]) for rid in kinds}
+    why = (
+        f"{TEST_TUNED_MARK} test-tuned rows ({_names(by[TEST_TUNED], shown)}) were run on the held-out split with a "
+        "configuration changed after its scores had been seen (tag ablate.test_reuse=true): test served as a second "
+        "dev set and they read high"
+    )
+    reasons = []
+    if by[TEST_TUNED] and by[DEV_TUNED]:
+        reasons.append("dev-tuned and test-tuned settings")
+    if split_mix:
+        reasons.append("dev-split rows with held-out rows")
+    if not reasons:
+        warning = f"TEST-TUNED: {why}" if by[TEST_TUNED] else ""
+        return HeldOutMarking(kinds, marks, warning)
+    parts = []
+    if by[TEST_TUNED]:
+        parts.append(why)
+    if by[DEV_TUNED]:
+        parts.append(
+            f"dev-tuned held-out rows (settings chosen before test was seen): {_names(by[DEV_TUNED], shown)}"
+        )
+    if split_mix:
+        parts.append(
+            f"{DEV_SPLIT_MARK} dev-split rows ({_names(by[DEV_SPLIT], shown)}) are scored on the queries settings are "
+            "tuned on, not on the held-out split"
+        )
+    warning = (
+        f"HELD-OUT MIX: this table mixes {' and '.join(reasons)}; {'; '.join(parts)}. Do not pick settings across "
+        "these rows: compare dev rows on dev, and read held-out rows only for settings chosen on dev"
+    )
+    return HeldOutMarking(kinds, marks, warning)
+
+
 # --------------------------------------------------------------------------------------------------------------
 # the pure core, in steps
 
@@ -266,6 +381,12 @@ class _Plan:
     order_keys: list[str]
     ordered: list[RunRecord]
     labels: dict[str, str]
+    heldout: HeldOutMarking = field(default_factory=lambda: HeldOutMarking({}, {}))
+
+    @property
+    def shown(self) -> dict[str, str]:
+        """Row labels as tables show them: with the held-out marks (``C k=10 †``)."""
+        return self.heldout.labels(self.labels)
 
 
 def _plan(records: list[RunRecord], swept: Sequence[str] | None) -> _Plan:
@@ -286,7 +407,10 @@ def _plan(records: list[RunRecord], swept: Sequence[str] | None) -> _Plan:
     )
     if kind == "sweep":  # the first cell: smallest values of the swept params, in order
         ordered.sort(key=lambda r: tuple(_sort_value(p, r) for p in order_keys))
-    return _Plan(kind, swept_l, factor, columns_params, order_keys, ordered, run_labels(ordered, swept_l))
+    labels = run_labels(ordered, swept_l)
+    return _Plan(
+        kind, swept_l, factor, columns_params, order_keys, ordered, labels, heldout_marking(ordered, labels)
+    )
 
 
 def _cis(
@@ -390,11 +514,12 @@ def _rows(
             "role": "baseline" if is_base else "",
             "change": chk.change,
             "split": r.split or "",
+            "heldout": plan.heldout.kinds.get(rid, ""),
             **{p: r.params.get(p, "") for p in plan.columns_params},
             "n": n,
         }
         md: dict[str, str] = {
-            "run": plan.labels[rid] + (" (baseline)" if is_base else ""),
+            "run": plan.shown[rid] + (" (baseline)" if is_base else ""),
             "change vs baseline": "-" if is_base else chk.change,
             **{p: str(r.params.get(p, "")) for p in plan.columns_params},
             "n": str(n),
@@ -484,17 +609,18 @@ def build_report(
         plan, base, metrics, cols, scored, cis, results, paired_n, checks
     )
     header = _header(plan, base, title, test, n_resamples, seed, bootstrap, family)
-    parts = [header, format_table(md_rows, list(md_rows[0].keys()))]
+    above = [plan.heldout.warning] if plan.heldout.warning else []  # the held-out line: above the table
+    parts = [header, *above, format_table(md_rows, list(md_rows[0].keys()))]
     if footnotes:
         parts.append("Flags:\n\n" + "\n".join(f"{i}. {f}" for i, f in enumerate(footnotes, 1)))
-    answers = answer_section(plan.ordered, plan.labels, base, TESTS[test], n_resamples, seed, bootstrap)
+    answers = answer_section(plan.ordered, plan.shown, base, TESTS[test], n_resamples, seed, bootstrap)
     for title_, lines in (("Warnings", warnings), ("Left out", skipped)):
         if lines:
             parts.append(f"{title_}:\n\n" + "\n".join(f"- {x}" for x in lines))
     if answers is not None:
         parts.append(answers.markdown.rstrip("\n"))
-    slice_table, slices_md = slices(plan.ordered, tables, metrics, cols, plan.labels, base, contrast)
-    console = _console(csv_rows, metrics[0], footnotes, warnings, skipped)
+    slice_table, slices_md = slices(plan.ordered, tables, metrics, cols, plan.shown, base, contrast)
+    console = _console(csv_rows, metrics[0], footnotes, warnings, skipped, plan.heldout)
     if answers is not None:
         console += "\n" + answers.console
     figures = _figures(plan, cis, metrics, cols, base) if plots else {}
@@ -513,6 +639,7 @@ def build_report(
         warnings=warnings,
         console=console,
         answers=answers,
+        heldout=plan.heldout,
     )
 
 
@@ -543,17 +670,23 @@ def _figures(
 
 
 def _console(
-    rows: list[dict[str, Any]], metric: str, footnotes: list[str], warnings: list[str], skipped: Sequence[str]
+    rows: list[dict[str, Any]],
+    metric: str,
+    footnotes: list[str],
+    warnings: list[str],
+    skipped: Sequence[str],
+    heldout: HeldOutMarking | None = None,
 ) -> str:
-    """The narrow table: each run labelled by what it is (``C k=1 window=20``), the headline metric with its
-    interval, Δ vs the baseline and the p-value (Holm-adjusted in brackets); flags, warnings and left-out runs as
-    numbered lines below."""
+    """The narrow table: each run labelled by what it is (``C k=1 window=20``, with its held-out mark), the headline
+    metric with its interval, Δ vs the baseline and the p-value (Holm-adjusted in brackets); the held-out line above
+    it; flags, warnings and left-out runs as numbered lines below."""
+    heldout = heldout or HeldOutMarking({}, {})
     out = []
     for r in rows:
         base = r["role"] == "baseline"
         out.append(
             {
-                "run": r["run"] + (" (baseline)" if base else ""),
+                "run": heldout.label(r["run_id"], r["run"]) + (" (baseline)" if base else ""),
                 metric: _fmt_ci(r[metric], r[f"{metric}_ci_low"], r[f"{metric}_ci_high"]),
                 "Δ": "-" if base else _fmt_delta(r[f"{metric}_delta"]),
                 "p (Holm)": "-" if base else f"{_fmt_p(r[f'{metric}_p'])} ({_fmt_p(r[f'{metric}_p_holm'])})",
@@ -561,7 +694,8 @@ def _console(
                 "flags": r["flags"] and "yes" or "-",
             }
         )
-    lines = [format_table(out, ["run", metric, "Δ", "p (Holm)", "n", "flags"])]
+    lines = [f"warning: {heldout.warning}"] if heldout.warning else []
+    lines.append(format_table(out, ["run", metric, "Δ", "p (Holm)", "n", "flags"]))
     lines += [f"  [{i}] {f}" for i, f in enumerate(footnotes, 1)]
     lines += [f"  warning: {w}" for w in warnings]
     lines += [f"  left out: {s}" for s in skipped]
@@ -578,9 +712,15 @@ def _split_warnings(records: Sequence[RunRecord], kind: str) -> list[str]:
             + ": tune on dev, then run the chosen setting once on test"
         )
     elif splits == {"test"} and kind == "sweep" and len(records) > 1:
+        confirmed = all(r.tags.get(R.T_TEST_CONFIRMED) == "true" for r in records)
         out.append(
-            "a parameter sweep on the held-out test split is tuning on it: pick settings on dev, then run the "
-            "chosen one on test once"
+            "a parameter sweep on the held-out test split is tuning on it"
+            + (
+                " (it was run with --confirm-test as the final run: report the cell chosen on dev)"
+                if confirmed
+                else ""
+            )
+            + ": pick settings on dev, then run the chosen one on test once"
         )
     return out
 

@@ -9,7 +9,7 @@ from typing import IO, Any
 from ablate import record as R
 from ablate.record import RecordedRun
 from ablate.study.compare import varying_params
-from ablate.study.report import run_labels
+from ablate.study.report import heldout_marking, run_labels
 from ablate.tables import fmt, format_table
 from ablate.tracking import Tracker
 
@@ -46,9 +46,12 @@ def _answer_cells(m: Mapping[str, float]) -> dict[str, str]:
 
 
 def summary_table(runs: list[RecordedRun]) -> str:
-    """One compact row per run: its label (the name, plus the swept values that tell runs apart), the headline
-    metrics (nDCG@10 with its 95% interval) and its status."""
-    labels = run_labels(runs, varying_params(runs))
+    """One compact row per run: its label (the name, plus the swept values that tell runs apart, and its held-out
+    mark: ``†`` test-tuned), the headline metrics (nDCG@10 with its 95% interval) and its status; the held-out line
+    (:func:`ablate.study.report.heldout_marking`) above the table when it has one."""
+    plain = run_labels(runs, varying_params(runs))
+    heldout = heldout_marking(runs, plain)
+    labels = heldout.labels(plain)
     answers = any("answer_correct" in r.metrics for r in runs)
     cols = ["run", *COMPACT, *(ANSWER_COLS if answers else ()), "status"]
     rows: list[dict[str, Any]] = []
@@ -66,7 +69,8 @@ def summary_table(runs: list[RecordedRun]) -> str:
         if answers:
             row.update(_answer_cells(r.metrics))
         rows.append(row)
-    return format_table(rows, cols)
+    above = f"warning: {heldout.warning}\n" if heldout.warning else ""
+    return above + format_table(rows, cols)
 
 
 def summarize_sweep(

@@ -1,0 +1,210 @@
+"""``python -m ablate.split CORPUS_DIR --dev 0.5 --seed 0``: a leakage-safe dev/test split and its leakage report.
+
+Questions are grouped by where their gold evidence lands and by near-duplicate text (same normalised text, or
+embedding cosine >= ``--threshold`` with the dense retriever's encoder, ``conf/retrievers/dense.yaml``), and whole
+groups go to dev or test (:mod:`ablate.data.splitting`). Writes ``split.tsv``, ``report.json`` and ``report.md`` to
+``--out`` (default ``./splits/<corpus>[-from-<splits>]-dev<share>-seed<seed>/``); a run reads the split with
+``corpus.split_file=<out>/split.tsv``. Never writes into a shared dataset folder; refuses to overwrite a split a
+test run used (``--force`` overrides).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, NoReturn
+
+from ablate.app.paths import CONF_DIR, corpora_dir, datasets_dir
+from ablate.errors import AblateError, ConfigError
+from ablate.tables import fmt
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:  # one line, exit 2, like every ablate entry point
+        print(f"error: {message} (see python -m ablate.split --help)", file=sys.stderr)
+        raise SystemExit(2)
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = _Parser(
+        prog="python -m ablate.split",
+        description="Split a corpus's questions into dev and test without leakage: questions sharing gold evidence "
+        "(document or clause) or near-duplicate wording stay on one side. Writes split.tsv and a leakage report; "
+        "use it with corpus.split_file=<out>/split.tsv.",
+    )
+    p.add_argument(
+        "corpus", help="corpus folder (or the name of an embedded corpus / shared dataset, e.g. scifact)"
+    )
+    p.add_argument("--dev", type=float, default=0.5, help="share of the questions for dev (default 0.5)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the group order (default 0)")
+    p.add_argument(
+        "--from",
+        dest="from_splits",
+        default=None,
+        metavar="SPLIT[,SPLIT]",
+        help="split only these existing splits' questions, e.g. --from test (default: every question in a split)",
+    )
+    p.add_argument(
+        "--threshold",
+        default="0.9",
+        help="embedding cosine at or above which two questions are near-duplicates (default 0.9); none = skip",
+    )
+    p.add_argument("--no-embed", action="store_true", help="same as --threshold none (no encoder is loaded)")
+    p.add_argument(
+        "--model", default=None, help="encoder (default: dense.model of conf/retrievers/dense.yaml)"
+    )
+    p.add_argument(
+        "--group-by",
+        choices=("doc", "unit"),
+        default="doc",
+        help="shared gold evidence that keeps questions together: a document (default) or only the same labelled "
+        "unit (clause)",
+    )
+    p.add_argument(
+        "--relevance-level", type=int, default=1, help="a label is gold when its grade >= this (1)"
+    )
+    p.add_argument(
+        "--pairs", type=int, default=20, help="closest cross-split pairs in the report (default 20)"
+    )
+    p.add_argument(
+        "--out", default=None, help="output folder (default ./splits/<corpus>-dev<share>-seed<seed>)"
+    )
+    p.add_argument("--force", action="store_true", help="overwrite a split that a test run already used")
+    p.add_argument(
+        "--cache-dir", default=None, help="embedding cache (default: $ABLATE_CACHE_DIR or ~/.cache/ablate)"
+    )
+    p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    return p
+
+
+def resolve_corpus(name: str) -> Path:
+    """A folder as given, else an embedded corpus (``corpora/<name>``), else a shared dataset of that name."""
+    p = Path(name).expanduser()
+    if p.is_dir():
+        return p.resolve()
+    for base in (corpora_dir(), datasets_dir()):
+        if (base / name).is_dir() and "/" not in name:
+            return (base / name).resolve()
+    return p
+
+
+def _threshold(args: argparse.Namespace) -> float | None:
+    if args.no_embed or str(args.threshold).lower() in ("none", "null", "off"):
+        return None
+    try:
+        return float(args.threshold)
+    except ValueError:
+        raise ConfigError("--threshold", args.threshold, "give a cosine in (0, 1], or none") from None
+
+
+def check_out(out: Path, corpus_root: Path) -> None:
+    """Refuse an output folder inside a shared dataset's folder: shared data is read, never written."""
+    shared = datasets_dir()
+    inside = out == corpus_root or corpus_root in out.parents
+    if inside and (corpus_root == shared or shared in corpus_root.parents):
+        raise ConfigError(
+            "--out",
+            str(out),
+            f"it is inside the shared dataset folder {corpus_root}, which is never written to; leave --out out "
+            "(./splits/...) or give a folder of your own",
+        )
+
+
+def _dense_defaults() -> dict[str, Any]:
+    import yaml
+
+    data = yaml.safe_load((CONF_DIR / "retrievers" / "dense.yaml").read_text(encoding="utf-8")) or {}
+    return dict(data.get("dense") or {})
+
+
+def make_embedder(model: str | None, cache_dir: str | None, show_progress: bool) -> Any:
+    """The dense retriever's query encoder (offline, vectors cached by content) as an :class:`Embedder`."""
+    from ablate.cache import Cache, key_of
+    from ablate.data.splitting import Embedder
+    from ablate.stages.text.encoders import SentenceTransformerEncoder
+
+    dense = _dense_defaults()
+    name = model or str(dense.get("model") or "all-MiniLM-L6-v2")
+    enc = SentenceTransformerEncoder(
+        model=name,
+        cache=Cache(cache_dir),
+        batch_size=int(dense.get("batch_size") or 32),
+        max_seq_length=int(dense.get("max_seq_length") or 256),
+        query_prefix=str(dense.get("query_prefix") or ""),
+        show_progress=show_progress,
+    )
+    return Embedder(name=name, fingerprint=key_of(enc.fingerprint("query")), encode=enc.encode_queries)
+
+
+def _default_out(name: str, from_splits: tuple[str, ...], dev: float, seed: int) -> Path:
+    src = f"-from-{'+'.join(from_splits)}" if from_splits else ""
+    return Path.cwd() / "splits" / f"{name}{src}-dev{dev:g}-seed{seed}"
+
+
+def run(args: argparse.Namespace) -> int:
+    from ablate.data.corpus import load_corpus
+    from ablate.data.splitting import SplitParams, build_split, write_split
+
+    t0 = time.perf_counter()
+    from_splits = tuple(s.strip() for s in (args.from_splits or "").split(",") if s.strip())
+    params = SplitParams(
+        dev=args.dev,
+        seed=args.seed,
+        threshold=_threshold(args),
+        from_splits=from_splits,
+        relevance_level=args.relevance_level,
+        closest=args.pairs,
+        group_by=args.group_by,
+    )
+    snapshot = load_corpus(resolve_corpus(args.corpus))
+    out = (
+        Path(args.out).expanduser().resolve()
+        if args.out
+        else _default_out(snapshot.name, from_splits, params.dev, params.seed)
+    )
+    check_out(out, snapshot.root)
+    embedder = None
+    if params.threshold is not None:
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+        embedder = make_embedder(args.model, args.cache_dir, not args.quiet)
+    result = build_split(snapshot, params, embedder)
+    write_split(result, out, force=args.force)
+    r = result.report
+    c, g, v = r["counts"], r["groups"], r["verification"]
+    print(
+        f"{snapshot.name}: {c['questions']} questions -> dev {c['dev']} / test {c['test']} in {g['count']} groups "
+        f"(largest {g['largest'][0]['size'] if g['largest'] else 0}); verification: "
+        + ("no leakage found" if v["ok"] else "LEAKAGE FOUND (see the report)")
+        + f"; {fmt(time.perf_counter() - t0, 1)} s"
+    )
+    if abs(c["dev_share"] - params.dev) > 0.1 and g["largest"]:
+        print(
+            f"note: dev holds {c['dev_share']:.0%} of the questions, not {params.dev:.0%}: whole groups only, and the "
+            f"largest holds {g['largest'][0]['size']}"
+            + (
+                " (try --group-by unit: only a shared labelled clause then keeps questions together)"
+                if params.group_by == "doc" and snapshot.qrels_unit == "chunk"
+                else ""
+            ),
+            file=sys.stderr,
+        )
+    print(f"wrote {out}/split.tsv, report.json, report.md; use it with corpus.split_file={out}/split.tsv")
+    return 0 if v["ok"] else 1
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        return run(args)
+    except AblateError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
