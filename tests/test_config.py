@@ -46,12 +46,11 @@ EXPECTED = {
 @pytest.mark.parametrize("corpus", GROUPS["corpus"])
 def test_every_variant_and_corpus_composes(variant, corpus):
     ov = [f"variant={variant}", f"corpus={corpus}"]
-    if corpus not in ("demo",):
+    embedded = corpus in ("demo", "demo_zh")  # corpora/ folders that ship a trained-reranker default
+    if not embedded:
         ov.append("corpus.path=/tmp/some/beir/folder")
     cfg = _compose(ov)
-    if (
-        variant == "D" and corpus != "demo"
-    ):  # the hub cross-encoder is not available offline: refused up front
+    if variant == "D" and not embedded:  # the hub cross-encoder is not available offline: refused up front
         with pytest.raises(ModelUnavailableError, match="rerank.model=trained"):
             job_from_config(cfg)
         return
@@ -68,8 +67,8 @@ def test_every_variant_and_corpus_composes(variant, corpus):
         assert job.param_sources == {"retrieval.window": "rrf.window"}
     assert job.settings.eval.ks == (1, 3, 5, 10, 20, 50, 100) and job.settings.eval.gain == "exponential"
     assert job.variant_order == GROUPS["variant"].index(variant) + 1
-    if corpus == "demo":
-        assert job.corpus.path.endswith("corpora/demo")
+    if embedded:
+        assert job.corpus.path.endswith(f"corpora/{corpus}")
         if reranker:
             assert (pipe.reranker.model, pipe.reranker.depth) == ("trained", 20)
     instantiate(cfg.hydra.callbacks.ablate_sweep)  # the one callback instantiates

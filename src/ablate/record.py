@@ -41,8 +41,10 @@ P_CORPUS_NAME = "corpus.name"
 P_IDENTITY = "corpus.identity"
 P_AS_OF = "corpus.as_of"
 P_VERSIONS_POLICY = "versions.policy"
+#: Where ``corpus.language`` came from (declared / setting / detected); the language itself is ``corpus.language``.
+P_LANGUAGE_SOURCE = "corpus.language_source"
 #: Params that never change a run's rankings or scores (prefixes end with "."): bookkeeping for comparisons.
-BOOKKEEPING_PARAMS: tuple[str, ...] = (P_VARIANT, "stats.", "corpus.path", P_SPLIT)
+BOOKKEEPING_PARAMS: tuple[str, ...] = (P_VARIANT, "stats.", "corpus.path", P_SPLIT, P_LANGUAGE_SOURCE)
 
 # -- tags -----------------------------------------------------------------------------------------------------------
 T_PARENT = "mlflow.parentRunId"

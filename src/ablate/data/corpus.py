@@ -47,6 +47,9 @@ class Snapshot:
     chunker: ChunkerSpec
     files: dict[str, str]  # relative path -> sha256
     manifest: dict[str, Any] = field(default_factory=dict)
+    #: where ``language`` came from: ``declared`` (corpus.yaml), ``setting`` (the corpus.language setting) or
+    #: ``detected`` (:func:`~ablate.data.language.detect_language` over the documents; ``auto`` or nothing declared)
+    language_source: str = "declared"
 
     @cached_property
     def fingerprint(self) -> str:
@@ -113,6 +116,7 @@ class Snapshot:
             "name": self.name,
             "root": str(self.root),
             "language": self.language,
+            "language_source": self.language_source,
             "qrels_unit": self.qrels_unit,
             "fingerprint": self.fingerprint,
             "content_fingerprint": self.content_fingerprint,
@@ -526,8 +530,9 @@ def load_corpus(
     splits = _splits(qrels, queries, qdir)
     files = _file_hashes(root, qfiles, qrels, extra_files)
     lang = language or manifest.get("language") or "auto"
+    lang_source = "setting" if language else "declared"
     if lang == "auto":
-        lang = detect_language([d.text for d in docs.values()])
+        lang, lang_source = detect_language([d.text for d in docs.values()]), "detected"
     if lang not in ("en", "zh"):
         raise ConfigError("corpus.language", lang, "valid options: en, zh, auto")
     return Snapshot(
@@ -543,4 +548,5 @@ def load_corpus(
         chunker=chunker,
         files=files,
         manifest=manifest,
+        language_source=lang_source,
     )

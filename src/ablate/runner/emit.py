@@ -40,6 +40,7 @@ def params_for(
             R.P_VERSIONS_POLICY: corpus.version_policy,
             "corpus.split_file": corpus.split_file,
             "corpus.language": snapshot.language,
+            R.P_LANGUAGE_SOURCE: snapshot.language_source,
             "corpus.chunker": snapshot.chunker.params(),
         }
     )

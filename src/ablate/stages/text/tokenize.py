@@ -29,10 +29,38 @@ a query and in a document always becomes the same tokens, whatever language the 
    indexing: a query ``人民`` still matches. ``"precise"`` uses ``lcut`` (one segmentation). Stemming never applies
    to Han tokens.
 
-``language`` only chooses which stopword lists are active: ``"en"`` the English list; ``"zh"`` the Chinese list
-*and* the English one (Chinese corpora are full of English words); ``"auto"`` picks per text with
-:func:`detect_language` (Han ideographs > 20% of the non-space characters → ``zh``). Because both lists are keyed on
-script, ``auto`` can only differ from ``zh`` by keeping a Chinese stopword inside a mostly-English text.
+6. **Chinese-corpus rules** (``language="zh"`` only, so English corpora tokenize exactly as before). They make
+   BM25 match what people type in Chinese enterprise text (policies, invoices, clauses, amounts):
+
+   * *Thousands separators.* An ASCII comma between digit groups of a number (``1,200``, ``12,345.50``) is
+     removed before anything else: ``1,200元`` → ``1200``, ``元``, so it matches ``1200元``. Only well-formed
+     groups (1–3 digits, then groups of exactly 3) join; the full-width ``，`` is the Chinese comma and never joins
+     (``100，200`` stays two numbers).
+   * *Percentages.* ``10%`` / ``１０％`` → ``10%``, ``10``: the whole form makes a query ``10%`` prefer a ``10%``
+     over a ``10天``, the bare number still matches ``10 %`` or ``10个百分点``.
+   * *Dotted numbers inside identifiers.* A section/decimal number that is part of a longer identifier is also
+     emitted: ``4.2-a`` → ``4.2-a``, ``4.2``, ``4``, ``2``, so a query ``第4.2条`` or ``4.2`` matches clause
+     ``4.2-a`` by ``4.2`` (and ``2.4`` no longer ties with it).
+   * *Capitals are codes.* A Latin word written in capitals (``A``类, ``IT``部门, ``NO.``) is never an English
+     stopword: in Chinese text such words are grades, departments and codes, not English articles or pronouns.
+
+What is deliberately *not* done (documented so nobody is surprised): decimals are not canonicalised (``118.50``
+and ``118.5`` share only ``118``: clause ``4.10`` is not clause ``4.1``); a number and its unit stay two tokens
+(``80元``, ``80 元`` and ``８０元`` all give ``80``, ``元``, so they match each other whatever the spacing); Chinese
+numerals are not converted (``第十二条`` is not ``第12条``); a code written without its separator (``INV102``) is one
+token and does not match ``INV-102``; the ordinal ``第`` is a (low-idf) token.
+
+**jieba is deterministic and offline:** a private ``jieba.Tokenizer`` over the dictionary shipped inside the
+package (no download; the prefix-dictionary cache it writes to the temp dir is derived from that file), with HMM
+new-word discovery on (jieba's default, explicit here; Viterbi decoding has no randomness), and it only ever sees
+Han runs, never digits or Latin letters, so an identifier is segmented the same way whatever surrounds it.
+
+``language`` chooses the stopword lists and rule 6: ``"en"`` the English list; ``"zh"`` the Chinese list *and* the
+English one (Chinese corpora are full of English words) and rule 6; ``"auto"`` picks per text with
+:func:`detect_language` (Han ideographs > 20% of the non-space characters → ``zh``). The BM25 stage never runs
+``auto``: it resolves it to the corpus's language (declared in ``corpus.yaml`` or detected over the whole corpus),
+so a corpus's queries and documents always follow the same rules. Run per text, ``auto`` can differ from ``zh`` on a
+mostly-English text (Chinese stopwords kept, rule 6 off).
 
 The English list is Lucene's ``EnglishAnalyzer.ENGLISH_STOP_WORDS_SET`` (33 words), the list Anserini/Pyserini use for
 the BEIR BM25 baselines, so our figures are comparable with theirs.
@@ -55,7 +83,7 @@ from ablate.errors import ConfigError
 __all__ = ["ZH_SHARE", "Tokenizer", "detect_language", "han_share", "is_identifier"]
 
 #: Bump when any rule above changes: it is part of :meth:`Tokenizer.fingerprint`, so BM25 cache keys change too.
-TOKENIZER_VERSION = "ablate-tokenizer/1"
+TOKENIZER_VERSION = "ablate-tokenizer/2"
 
 LANGUAGES = ("en", "zh", "auto")
 JIEBA_MODES = ("search", "precise")
@@ -71,7 +99,7 @@ CHINESE_STOPWORDS = frozenset(
     """的 地 得 了 着 过 和 与 及 或 而 并 且 也 都 就 还 又 才 是 为 在 于 以 之 其 此 该 这 那 这个 那个 这些 那些
     这样 那样 一个 一些 一种 有 没有 被 把 让 给 对 从 向 由 将 跟 比 等 等等 吗 呢 吧 啊 呀 哦 嘛 么 个 我 你 他 她 它
     我们 你们 他们 她们 它们 自己 什么 怎么 怎样 如何 哪 哪个 哪些 哪里 多少 几 为什么 是否 吗 可以 可 能 会 要 应 应该
-    所 所以 因为 如果 但 但是 而且 或者 以及 然后 其中 其他 各 每 很 非常 更 最 已 已经 不 没 请""".split()
+    所 所以 因为 如果 但 但是 而且 或者 以及 然后 其中 其他 各 每 很 非常 更 最 已 已经 不 没 请 请问""".split()
 )
 
 _ALNUM = rf"[^\W_{HAN_RANGES}]"  # a letter or digit of any script except Han
@@ -79,6 +107,12 @@ _SEP = "-./_"
 _TOKEN_RE = re.compile(rf"[{HAN_RANGES}]+|{_ALNUM}+(?:['{re.escape(_SEP)}]{_ALNUM}+)*")
 _LATIN_RE = re.compile(rf"[^\W_]+(?:['{re.escape(_SEP)}][^\W_]+)*")  # _TOKEN_RE for texts without Han
 _SPLIT_RE = re.compile(rf"[{re.escape(_SEP)}]")
+# Rule 6 (language "zh"): the same patterns with an optional trailing "%"; grouped numbers; dotted numbers.
+_TOKEN_ZH_RE = re.compile(rf"[{HAN_RANGES}]+|{_ALNUM}+(?:['{re.escape(_SEP)}]{_ALNUM}+)*%?")
+_LATIN_ZH_RE = re.compile(rf"[^\W_]+(?:['{re.escape(_SEP)}][^\W_]+)*%?")
+_GROUPED_RE = re.compile(r"(?<![\d.,])\d{1,3}(?:,\d{3})+(?!\d|,\d)")
+_DOTTED_RE = re.compile(r"(?<![^\W_])\d+(?:\.\d+)+(?![^\W_])")
+_NUMBER_RE = re.compile(r"\d+(?:\.\d+)*")
 _APOSTROPHES = str.maketrans({"\u2019": "'", "\u2018": "'", "\u02bc": "'", "\uff07": "'"})
 
 
@@ -168,12 +202,15 @@ class Tokenizer:
     # -- public API ------------------------------------------------------------------------------------------------
     def tokenize(self, text: str) -> list[str]:
         """Terms of one text, in text order (an identifier's whole form comes just before its parts)."""
+        lang = self.language if self.language != "auto" else detect_language(text)
+        zh = lang == "zh"
+        if zh and "," in text:  # before NFKC, which would turn the Chinese comma "，" into ","
+            text = _GROUPED_RE.sub(lambda m: m.group().replace(",", ""), text)
         if not unicodedata.is_normalized("NFKC", text):
             text = unicodedata.normalize("NFKC", text)
         text = text.translate(_APOSTROPHES)
         has_han = HAN_CHAR_RE.search(text) is not None
-        lang = self.language if self.language != "auto" else detect_language(text)
-        zh_stop = self.stopwords and lang == "zh"
+        zh_stop = self.stopwords and zh
         en_stop = ENGLISH_STOPWORDS if self.stopwords else frozenset()
         lower = self.lowercase
         out: list[str] = []
@@ -181,7 +218,11 @@ class Tokenizer:
             tuple[int, str]
         ] = []  # (position, token) the stemmer must not change: identifiers, Han words
         # Texts without Han (most) use a simpler, faster pattern; both give the same runs on such texts.
-        for run in (_TOKEN_RE if has_han else _LATIN_RE).findall(text):
+        if zh:
+            pattern = _TOKEN_ZH_RE if has_han else _LATIN_ZH_RE
+        else:
+            pattern = _TOKEN_RE if has_han else _LATIN_RE
+        for run in pattern.findall(text):
             if run.isalnum():
                 if has_han and HAN_CHAR_RE.match(run):
                     for w in self._segment(run):
@@ -190,15 +231,30 @@ class Tokenizer:
                             out.append(w)
                     continue
                 low = run.lower()  # the common case: a plain word (no separator, no apostrophe)
-                if low not in en_stop:
+                if low not in en_stop or (zh and run.isupper()):
                     out.append(low if lower else run)
                 continue
+            if run[-1] == "%":  # only the zh patterns let a run end in "%"
+                run = run[:-1]
+                if _NUMBER_RE.fullmatch(run):
+                    fixed.append((len(out), run + "%"))
+                    out.append(run + "%")
+                if run.isalnum():
+                    w = self._word(run, en_stop, zh)
+                    if w:
+                        out.append(w)
+                    continue
             if is_identifier(run):
                 whole = run.lower() if lower else run
                 fixed.append((len(out), whole))
                 out.append(whole)
+                if zh:
+                    for num in _DOTTED_RE.findall(run):
+                        if num != run:
+                            fixed.append((len(out), num))
+                            out.append(num)
             for part in _SPLIT_RE.split(run):
-                w = self._word(part, en_stop)
+                w = self._word(part, en_stop, zh)
                 if w:
                     out.append(w)
         if self.stemmer is not None and out:
@@ -228,17 +284,18 @@ class Tokenizer:
         }
 
     # -- internals -------------------------------------------------------------------------------------------------
-    def _word(self, part: str, en_stop: frozenset[str]) -> str:
-        """A part of a joined run, as a word (possessive dropped, apostrophes removed, stopword check); unstemmed."""
+    def _word(self, part: str, en_stop: frozenset[str], zh: bool = False) -> str:
+        """A part of a joined run, as a word (possessive dropped, apostrophes removed, stopword check); unstemmed.
+        ``zh``: a word in capitals is a code, never a stopword (rule 6)."""
         if "'" in part:
             if part[-2:].lower() == "'s":
                 part = part[:-2]
             part = part.replace("'", "")
-        if not part or part.lower() in en_stop:
+        if not part or (part.lower() in en_stop and not (zh and part.isupper())):
             return ""
         return part.lower() if self.lowercase else part
 
     def _segment(self, run: str) -> Sequence[str]:
         tok = _jieba()
-        words = tok.lcut_for_search(run) if self.jieba_mode == "search" else tok.lcut(run)
+        words = tok.lcut_for_search(run, HMM=True) if self.jieba_mode == "search" else tok.lcut(run, HMM=True)
         return [w for w in words if w.strip()]
