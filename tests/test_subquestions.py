@@ -148,7 +148,11 @@ def test_coverage_reads_the_full_ranking_under_condensed():
 
 def query(qid: str, subs=(), tags=(), parts=()) -> Query:
     return Query(
-        qid, f"question {qid}", tags=tuple(tags), subquestions=tuple(subs), answer_parts=tuple(parts)
+        qid,
+        f"question {qid}",
+        tags=tuple(tags),
+        subquestions=tuple(subs),
+        answer_parts=tuple((p,) if isinstance(p, str) else tuple(p) for p in parts),
     )
 
 
@@ -246,7 +250,7 @@ def test_loader_reads_sub_questions_and_answer_parts(tmp_path):
         SubQuestion("s1", "what is the limit", ("POL-1#4.2-a",)),
         SubQuestion("s2", "who approves the excess", ("POL-1#4.2-b",)),  # a repeated id is kept once
     )
-    assert q.answer_parts == ("80 yuan", "supervisor")
+    assert q.answer_parts == (("80 yuan",), ("supervisor",))
     assert snap.queries["q1"].subquestions == () and snap.queries["q1"].answer_parts == ()
 
 
@@ -268,7 +272,8 @@ def test_loader_reads_sub_questions_and_answer_parts(tmp_path):
             "duplicate sub-question id 's1'",
         ),
         ({"answer_parts": ["80 yuan"]}, "1 answer_parts for 2 subquestions"),
-        ({"answer_parts": "80 yuan"}, "'answer_parts' must be a list of strings"),
+        ({"answer_parts": "80 yuan"}, "'answer_parts' must be a list of parts"),
+        ({"answer_parts": ["80 yuan", []]}, "'answer_parts' must be a list of parts"),
     ],
 )
 def test_loader_refuses_malformed_sub_questions_naming_the_line(tmp_path, change, needle):
@@ -324,6 +329,10 @@ def test_answer_parts_use_the_correct_rule():
     assert score_parts("1,400 yuan; department head and HR.", parts) == (0.5, 0.0)
     assert score_parts("I don't know.", parts) == (0.0, 0.0)  # a refusal covers nothing
     assert all(math.isnan(v) for v in score_parts("anything", []))
+    # RGB's format: each part a list of aliases, any one of which covers it; parts need no sub-questions
+    rgb = [["东盟"], ["中国", "中华人民共和国"], ["日本"]]
+    assert score_parts("成员包括东盟、中华人民共和国和日本。", rgb) == (1.0, 1.0)
+    assert score_parts("成员包括东盟和日本。", rgb) == (2 / 3, 0.0)
     assert answer_contains("Within 30 days", "30 calendar days") and not answer_contains("x", " ")
 
 
@@ -426,3 +435,14 @@ def test_evaluate_cli_adds_coverage_when_scoring_from_a_corpus(tmp_path, capsys)
     assert "with_subquestions=1" in text and any(
         line.startswith("subq_coverage") for line in text.splitlines()
     )
+
+
+def test_rgb_answer_parts_load_without_sub_questions(tmp_path):
+    """The shared RGB-zh set writes answer_parts as alias lists and has no sub-questions: it loads as such."""
+    from conftest import TINY_DOCS, TINY_MANIFEST, TINY_QRELS, TINY_QUERIES, write_corpus
+
+    queries = [dict(q) for q in TINY_QUERIES]
+    queries[0]["answer_parts"] = [["1,250 yuan", "1250 元"], ["Acme"]]
+    root = write_corpus(tmp_path / "c", TINY_DOCS, queries, TINY_QRELS, TINY_MANIFEST)
+    q = load_corpus(root).queries["q1"]
+    assert q.subquestions == () and q.answer_parts == (("1,250 yuan", "1250 元"), ("Acme",))

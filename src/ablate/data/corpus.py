@@ -320,20 +320,38 @@ def _subquestions(obj: dict[str, Any], qid: str, where: str) -> dict[str, Any]:
         subs.append(SubQuestion(sid=sid, text=text if isinstance(text, str) else "", evidence=evidence))
     out: dict[str, Any] = {"subquestions": tuple(subs)}
     if parts is not None:
-        if not isinstance(parts, list) or not all(isinstance(x, (str, int, float)) for x in parts):
+        aliases = _answer_parts(parts)
+        if aliases is None:
             raise InputError(
                 where,
-                f"query {qid!r}: 'answer_parts' must be a list of strings",
-                'write one gold answer per sub-question, e.g. "answer_parts": ["1,500 yuan", "department head"]',
+                f"query {qid!r}: 'answer_parts' must be a list of parts, each a string or a list of alias strings",
+                'write one gold answer per part, e.g. "answer_parts": ["1,500 yuan", "department head"] or, with '
+                'aliases, [["1,500 yuan", "1500 元"], ["department head"]]',
             )
-        if len(parts) != len(subs):
+        if subs and len(aliases) != len(subs):
             raise InputError(
                 where,
-                f"query {qid!r}: {len(parts)} answer_parts for {len(subs)} subquestions",
+                f"query {qid!r}: {len(aliases)} answer_parts for {len(subs)} subquestions",
                 "give exactly one answer part per sub-question, in the same order",
             )
-        out["answer_parts"] = tuple(str(x) for x in parts)
+        out["answer_parts"] = aliases
     return out
+
+
+def _answer_parts(parts: Any) -> tuple[tuple[str, ...], ...] | None:
+    """``answer_parts`` as parts of aliases: ``["a", ["b", "b2"]]`` -> ``(("a",), ("b", "b2"))`` (RGB's format is a
+    list of alias lists); ``None`` when it is not of that shape (or a part is empty)."""
+    if not isinstance(parts, list):
+        return None
+    out: list[tuple[str, ...]] = []
+    for p in parts:
+        if isinstance(p, (str, int, float)) and not isinstance(p, bool):
+            out.append((str(p),))
+        elif isinstance(p, list) and p and all(isinstance(a, (str, int, float)) for a in p):
+            out.append(tuple(str(a) for a in p))
+        else:
+            return None
+    return tuple(out)
 
 
 def _query_line(path: Path, qid: str) -> int | None:

@@ -93,7 +93,10 @@ class Query:
     split: str | None = None
     group: str | None = None  # near-duplicate group (same answer location); keeps splits leakage-safe
     subquestions: tuple[SubQuestion, ...] = ()  # multi-condition questions: what every part needs as evidence
-    answer_parts: tuple[str, ...] = ()  # one gold answer per sub-question (aligned with ``subquestions``)
+    answer_parts: tuple[
+        tuple[str, ...], ...
+    ] = ()  # the parts an answer must all contain, each as its aliases
+    # (aligned with ``subquestions`` when the question has them)
 
 
 @dataclass(frozen=True, slots=True)

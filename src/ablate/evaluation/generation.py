@@ -189,15 +189,16 @@ def answer_contains(answer: str, gold: str) -> bool:
     return nm if nm is not None else normalize_answer(gold) in normalize_answer(answer)
 
 
-def score_parts(answer: str, parts: Sequence[str]) -> tuple[float, float]:
-    """``(parts_covered, parts_all)`` of a multi-condition question's ``answer_parts`` (one gold answer per
-    sub-question): the share of parts the answer contains by the ``correct`` rule (:func:`answer_contains`), and 1.0
-    when it contains all of them. A refusal covers no part. ``(nan, nan)`` when there are no parts."""
+def score_parts(answer: str, parts: Sequence[Sequence[str] | str]) -> tuple[float, float]:
+    """``(parts_covered, parts_all)`` of a multi-condition question's ``answer_parts`` (each part given as its
+    aliases): the share of parts the answer contains by the ``correct`` rule (:func:`answer_contains`; a part is
+    found when any one of its aliases is), and 1.0 when it contains all of them (RGB's own correctness rule). A
+    refusal covers no part. ``(nan, nan)`` when there are no parts."""
     if not parts:
         return float("nan"), float("nan")
     if is_refusal(answer):
         return 0.0, 0.0
-    found = [answer_contains(answer, p) for p in parts]
+    found = [any(answer_contains(answer, a) for a in ((p,) if isinstance(p, str) else p)) for p in parts]
     return sum(found) / len(found), float(all(found))
 
 
