@@ -98,7 +98,7 @@ def test_every_answer_is_written_in_a_grade_2_section_of_its_question(both):
     judged = _judgements(zh)
     missing = []
     for qid, q in zh.queries.items():
-        for a in (*q.answers, *q.answer_parts):
+        for a in (*q.answers, *(alias for part in q.answer_parts for alias in part)):
             gold = [u for u, g in judged.get(qid, {}).items() if g == 2]
             if not any(a in text[u] and normalize_answer(a) in normalize_answer(text[u]) for u in gold):
                 missing.append((qid, a))

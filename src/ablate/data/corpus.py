@@ -487,6 +487,17 @@ def _splits(qrels: dict[str, Qrels], queries: dict[str, Query], qdir: Path) -> d
     return splits
 
 
+def _language(setting: str | None, manifest: dict[str, Any], docs: dict[str, Document]) -> tuple[str, str]:
+    """The corpus language and where it came from: the setting, corpus.yaml (``declared``) or ``detected``."""
+    lang = setting or manifest.get("language") or "auto"
+    source = "setting" if setting else "declared"
+    if lang == "auto":
+        lang, source = detect_language([d.text for d in docs.values()]), "detected"
+    if lang not in ("en", "zh"):
+        raise ConfigError("corpus.language", lang, "valid options: en, zh, auto")
+    return lang, source
+
+
 def load_corpus(
     path: str | Path,
     chunker: ChunkerSpec | None = None,
@@ -547,12 +558,7 @@ def load_corpus(
     extra_files = _merge_extra_qrels(root, extra, qrels, unit, queries, known)
     splits = _splits(qrels, queries, qdir)
     files = _file_hashes(root, qfiles, qrels, extra_files)
-    lang = language or manifest.get("language") or "auto"
-    lang_source = "setting" if language else "declared"
-    if lang == "auto":
-        lang, lang_source = detect_language([d.text for d in docs.values()]), "detected"
-    if lang not in ("en", "zh"):
-        raise ConfigError("corpus.language", lang, "valid options: en, zh, auto")
+    lang, lang_source = _language(language, manifest, docs)
     return Snapshot(
         name=name or str(manifest.get("name") or root.name),
         root=root,

@@ -32,6 +32,7 @@ from ablate.stages.base import (
     library_versions,
 )
 from ablate.stages.rerank.pair_scores import STAT_KEYS, CachedPairScorer
+from ablate.stages.text.encoders import resolve_base_model
 from ablate.stages.text.models import ResolvedModel, quiet_transformers, resolve_model
 
 if TYPE_CHECKING:
@@ -179,9 +180,7 @@ class CrossEncoderReranker:
         self._scorer: CrossEncoderScorer | None = None
         self._resolved: ResolvedModel | None = None
         if self.trained:
-            self._base = resolve_model(
-                self.train["base_model"], kind="cross-encoder base model", setting=f"{name}.train.base_model"
-            )
+            self._base = resolve_base_model(self.train["base_model"], f"{name}.train.base_model")
         else:  # resolve (offline) and check now: a missing or wrong model fails before any work
             self._resolved = resolve_model(self.model, kind="cross-encoder", setting=f"{name}.model")
             check_cross_encoder_checkpoint(self._resolved, f"{name}.model")

@@ -46,6 +46,7 @@ from ablate.cache import Cache, key_of
 from ablate.errors import ConfigError, InputError
 from ablate.progress import Progress
 from ablate.stages.base import check_float, check_int, library_versions
+from ablate.stages.text.encoders import resolve_base_model
 from ablate.stages.text.models import ResolvedModel, resolve_model
 
 if TYPE_CHECKING:
@@ -349,7 +350,7 @@ def train_cross_encoder(
     check_int("train_reranker.min_steps", min_steps, 0)
     check_float("train_reranker.lr", lr, 1e-12, 1.0, hint=", e.g. 5e-5")
     checked = _check_pairs(pairs)
-    base = resolve_model(base_model, kind="cross-encoder base model", setting="train_reranker.base_model")
+    base = resolve_base_model(base_model, "train_reranker.base_model")
     cache = cache if cache is not None else Cache()
     run_epochs = effective_epochs(len(checked), batch_size, epochs, min_steps)
     hyper = _hyper_parameters(epochs, min_steps, run_epochs, batch_size, max_length, float(lr), seed)

