@@ -2,13 +2,16 @@
 
     python experiments/dataset_page.py scifact --tune-split train -- rerank.model=trained rerank.depth=20
     python experiments/dataset_page.py nq_utd
-    python experiments/dataset_page.py rgb_zh --variants A,B,C,oracle
+    python experiments/dataset_page.py rgb_zh --variants A,B,C,oracle --encoders multilingual-e5-small,all-MiniLM-L6-v2
 
 1. With ``--tune-split``, RRF's k and the retrieval window are chosen on that split (never on the held-out split):
    a C sweep over rrf.k x retrieval.window, best nDCG@10 wins (ties: the smaller k, then the smaller window).
 2. The held-out split is run once: ``python -m ablate -m corpus=<name> variant=... --confirm-test`` with the chosen k
    and window (``--confirm-test``: a sweep on a held-out split is refused without it).
 3. The page lists the exact commands, wall times, every variant with 95% CIs, and the published figures beside ours.
+4. With ``--encoders``, the same sweep runs every dense variant with each encoder (``dense.model=...``): the main
+   table shows the first, and a side-by-side table gives each encoder's B and C with a paired randomization test on
+   per-query nDCG@10 (the queries, never anything else, are resampled).
 
 Everything goes through the real entry point and MLflow store (``--tracking-uri``, default ./mlflow.db).
 """
@@ -73,6 +76,52 @@ def cell(m: Mapping[str, float], key: str) -> str:
     return f"{m[k]:.3f}" + (f" [{lo:.3f}, {hi:.3f}]" if lo is not None and hi is not None else "")
 
 
+def per_query_ndcg(uri: str, run: RecordedRun) -> dict[str, float]:
+    import tempfile
+
+    import pandas as pd
+
+    path = Tracker(uri).download_artifact(run.run_id, "per_query.csv", tempfile.mkdtemp(prefix="page-"))
+    pq = pd.read_csv(path, index_col=0)
+    pq = pq[pq["category"] == "answerable"]
+    return {str(q): float(v) for q, v in pq["ndcg@10"].items()}
+
+
+def encoder_section(kids: list[RecordedRun], encoders: list[str], uri: str) -> list[str]:
+    """Each dense variant with each encoder, and a paired randomization test of every encoder against the first."""
+    from ablate.evaluation.stats import paired_randomization_test
+
+    lines = [
+        "## Encoders side by side",
+        "",
+        "Same sweep, same queries; Δ and p: paired randomization test on per-query nDCG@10 against "
+        f"`{encoders[0]}` (10,000 sign flips, seed 0).",
+        "",
+        "| variant | encoder | ndcg@10 | recall@100 | Δ nDCG@10 | p |",
+        "|---|---|---|---|---|---|",
+    ]
+    by = {
+        (r.params.get("variant"), r.params.get("dense.model")): r for r in kids if "dense.model" in r.params
+    }
+    for v in dict.fromkeys(r.params.get("variant") for r in kids if "dense.model" in r.params):
+        base = by.get((v, encoders[0]))
+        base_q = per_query_ndcg(uri, base) if base is not None else {}
+        for e in encoders:
+            r = by.get((v, e))
+            if r is None:
+                continue
+            delta = p = "–"
+            if e != encoders[0] and base_q:
+                q = per_query_ndcg(uri, r)
+                common = sorted(set(q) & set(base_q))
+                res = paired_randomization_test([q[x] for x in common], [base_q[x] for x in common])
+                delta, p = f"{res.delta:+.3f}", f"{res.p_value:.4f}"
+            lines.append(
+                f"| {v} | `{e}` | {cell(r.metrics, 'ndcg@10')} | {cell(r.metrics, 'recall@100')} | {delta} | {p} |"
+            )
+    return [*lines, ""]
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("corpus")
@@ -83,6 +132,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--tracking-uri", default=f"sqlite:///{REPO / 'mlflow.db'}")
     ap.add_argument("--out", default=None)
     ap.add_argument("--note", default="", help="a paragraph for the page (e.g. why D is absent)")
+    ap.add_argument("--encoders", default="", help="dense models side by side, the first is the main table's")
     a, rest = ap.parse_known_args(argv)
     a.overrides = [x for x in rest if x != "--"]  # extra ablate overrides, e.g. -- rerank.model=trained
     name, uri = a.corpus, a.tracking_uri
@@ -119,12 +169,25 @@ def main(argv: list[str] | None = None) -> int:
         f"rrf.k={k}",
         f"retrieval.window={window}",
         *a.overrides,
+        *([f"dense.model={a.encoders}"] if a.encoders else []),
         "--confirm-test",  # the one final run on the held-out split, of settings chosen on --tune-split
     ]
     commands.append(("python -m ablate " + " ".join(args), ablate(args, uri)))
     parent, kids = latest_children(uri, name)
     order = {v: i for i, v in enumerate(a.variants.split(","))}
     kids = sorted(kids, key=lambda r: order.get(r.params.get("variant"), 99))
+    encoders = [e for e in a.encoders.split(",") if e]
+    all_kids = kids
+    if encoders:  # the main table: the first encoder's runs, and each variant without dense once
+        seen: set[str] = set()
+        main_rows = []
+        for r in kids:
+            v = r.params.get("variant", "?")
+            if v in seen or r.params.get("dense.model", encoders[0]) != encoders[0]:
+                continue
+            seen.add(v)
+            main_rows.append(r)
+        kids = main_rows
 
     split = kids[0].params.get("corpus.split", "?") if kids else "?"
     lines = [f"# {name}: the ablation table", ""]
@@ -157,6 +220,8 @@ def main(argv: list[str] | None = None) -> int:
         ),
         "",
     ]
+    if encoders:
+        lines += encoder_section(all_kids, encoders, uri)
     pub = PUBLISHED.get(name, [])
     if pub:
         lines += [

