@@ -146,3 +146,11 @@ def test_readme_counts(both):
         len(zh.queries),
         len({q.group for q in zh.queries.values()}),
     )
+
+
+def test_the_multirun_flag_may_follow_the_overrides():
+    from ablate.app.cli import flags_first
+
+    assert flags_first(["corpus=demo_zh", "-m", "variant=A,B"]) == ["-m", "corpus=demo_zh", "variant=A,B"]
+    assert flags_first(["--multirun", "variant=A,B"]) == ["--multirun", "variant=A,B"]
+    assert flags_first(["variant=A"]) == ["variant=A"]

@@ -177,11 +177,18 @@ def _prepare(argv: list[str], launch_dir: str) -> list[str]:
     return argv
 
 
+def flags_first(argv: list[str]) -> list[str]:
+    """``-m``/``--multirun`` moved before the overrides, so ``python -m ablate corpus=demo_zh -m variant=A,B`` works
+    (Hydra's parser takes the overrides as one positional list and refuses a flag in the middle of it)."""
+    flags = [a for a in argv if a in ("-m", "--multirun")]
+    return [*flags[:1], *(a for a in argv if a not in ("-m", "--multirun"))] if flags else argv
+
+
 def main() -> None:
     import hydra
 
     register_resolvers()
-    sys.argv[1:] = argv = confirm_test_flag(sys.argv[1:])
+    sys.argv[1:] = argv = flags_first(confirm_test_flag(sys.argv[1:]))
     if any(a in ("-h", "--help") for a in argv):
         from ablate.app.help import print_help
 
