@@ -192,7 +192,8 @@ def main(argv: list[str] | None = None) -> int:
     split = kids[0].params.get("corpus.split", "?") if kids else "?"
     lines = [f"# {name}: the ablation table", ""]
     lines += [
-        f"Split `{split}` (held out, run once), {int(kids[0].metrics.get('queries_total', 0)) if kids else 0} "
+        f"Split `{split}`{' (held out, run once)' if split == 'test' else ''}, "
+        f"{int(kids[0].metrics.get('queries_total', 0)) if kids else 0} "
         f"queries; nDCG@10 uses 2^rel−1 gains; 95% bootstrap CIs over queries (1000 resamples, seed 0).",
         "",
     ]
