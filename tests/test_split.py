@@ -352,3 +352,13 @@ def test_scifact_test_split_with_the_encoder(tmp_path, capsys):
     snap = load_corpus(DATASETS / "scifact")
     side = {r.split("\t")[0]: r.split("\t")[1] for r in (out / "split.tsv").read_text().splitlines()[1:]}
     assert_no_leak(snap, side)
+
+
+def test_the_encoder_default_is_the_one_a_run_on_the_corpus_uses():
+    """Near-duplicates of Chinese questions are judged by the Chinese corpora's encoder, not the English default."""
+    from ablate.app.split import _dense_defaults
+
+    assert _dense_defaults("demo")["model"] == "all-MiniLM-L6-v2"
+    assert _dense_defaults("demo_zh")["model"] == "multilingual-e5-small"
+    assert _dense_defaults("rgb_zh")["model"] == "multilingual-e5-small"
+    assert _dense_defaults("some-folder-of-mine")["model"] == "all-MiniLM-L6-v2"

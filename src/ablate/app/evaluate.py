@@ -15,22 +15,17 @@ import sys
 import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Any, NoReturn
+from typing import Any
 
+from ablate.app.parser import OneLineParser
 from ablate.data.types import Qrels, Query, Run
 from ablate.errors import AblateError, ConfigError
 from ablate.evaluation import METRICS, EvalResult, EvalSettings, evaluate, mean_key
 from ablate.evaluation.io import TIE_RULES, read_qrels, read_trec_run
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:  # one line, exit 2, like every ablate entry point
-        print(f"error: {message} (see python -m ablate.evaluate --help)", file=sys.stderr)
-        raise SystemExit(2)
-
-
 def _parser() -> argparse.ArgumentParser:
-    p = _Parser(
+    p = OneLineParser(
         prog="python -m ablate.evaluate",
         description="Evaluate a TREC run file against qrels by ablate's declared rules (ablate.evaluation). The "
         "query set is the qrels' queries; run-only queries are ignored and counted.",

@@ -16,21 +16,16 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
+from ablate.app.parser import OneLineParser
 from ablate.app.paths import CONF_DIR, corpora_dir, datasets_dir
 from ablate.errors import AblateError, ConfigError
 from ablate.tables import fmt
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:  # one line, exit 2, like every ablate entry point
-        print(f"error: {message} (see python -m ablate.split --help)", file=sys.stderr)
-        raise SystemExit(2)
-
-
 def _parser() -> argparse.ArgumentParser:
-    p = _Parser(
+    p = OneLineParser(
         prog="python -m ablate.split",
         description="Split a corpus's questions into dev and test without leakage: questions sharing gold evidence "
         "(document or clause) or near-duplicate wording stay on one side. Writes split.tsv and a leakage report; "
@@ -55,7 +50,9 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--no-embed", action="store_true", help="same as --threshold none (no encoder is loaded)")
     p.add_argument(
-        "--model", default=None, help="encoder (default: dense.model of conf/retrievers/dense.yaml)"
+        "--model",
+        default=None,
+        help="encoder (default: the dense.model a run on this corpus uses: conf/retrievers/dense.yaml, or the named corpus's conf/corpus/<name>.yaml)",
     )
     p.add_argument(
         "--group-by",
@@ -114,24 +111,32 @@ def check_out(out: Path, corpus_root: Path) -> None:
         )
 
 
-def _dense_defaults() -> dict[str, Any]:
-    import yaml
+def _dense_defaults(corpus_name: str) -> dict[str, Any]:
+    """``conf/retrievers/dense.yaml`` resolved as a run on this corpus resolves it: a named corpus's
+    ``conf/corpus/<name>.yaml`` may choose the model (Chinese corpora: ``multilingual-e5-small``)."""
+    from omegaconf import DictConfig, OmegaConf
 
-    data = yaml.safe_load((CONF_DIR / "retrievers" / "dense.yaml").read_text(encoding="utf-8")) or {}
-    return dict(data.get("dense") or {})
+    dense = OmegaConf.load(CONF_DIR / "retrievers" / "dense.yaml")
+    named = CONF_DIR / "corpus" / f"{corpus_name}.yaml"
+    own = OmegaConf.load(named) if named.is_file() else OmegaConf.create({})
+    corpus = {"dense": own.get("dense") or {}} if isinstance(own, DictConfig) else {}
+    cfg = OmegaConf.merge({"corpus": corpus}, dense)
+    out = OmegaConf.to_container(cfg.dense, resolve=True)
+    return {str(k): v for k, v in out.items()} if isinstance(out, dict) else {}
 
 
-def make_embedder(model: str | None, cache_dir: str | None, show_progress: bool) -> Any:
-    """The dense retriever's query encoder (offline, vectors cached by content) as an :class:`Embedder`."""
+def make_embedder(
+    model: str | None, cache_dir: str | None, show_progress: bool, corpus_name: str = ""
+) -> Any:
+    """The dense retriever's query encoder (offline, vectors cached by content) as an :class:`Embedder`: the model a
+    run on this corpus would use, unless ``model`` says otherwise."""
     from ablate.cache import Cache, key_of
     from ablate.data.splitting import Embedder
     from ablate.stages.text.e5 import default_prefixes
     from ablate.stages.text.encoders import make_encoder
 
-    dense = _dense_defaults()
+    dense = _dense_defaults(corpus_name)
     default = str(dense.get("model") or "all-MiniLM-L6-v2")
-    if default.startswith("${oc.select:"):  # ${oc.select:corpus.dense.model,all-MiniLM-L6-v2}: its fallback
-        default = default[: default.rindex("}")].split(",", 1)[1].strip()
     name = model or default
     prefix, auto = dense.get("query_prefix"), default_prefixes(name)
     enc = make_encoder(
@@ -177,7 +182,7 @@ def run(args: argparse.Namespace) -> int:
     if params.threshold is not None:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-        embedder = make_embedder(args.model, args.cache_dir, not args.quiet)
+        embedder = make_embedder(args.model, args.cache_dir, not args.quiet, snapshot.name)
     result = build_split(snapshot, params, embedder)
     write_split(result, out, force=args.force)
     r = result.report
