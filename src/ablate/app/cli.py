@@ -185,15 +185,15 @@ def flags_first(argv: list[str]) -> list[str]:
 
 
 def main() -> None:
-    import hydra
-
-    register_resolvers()
     sys.argv[1:] = argv = flags_first(confirm_test_flag(sys.argv[1:]))
-    if any(a in ("-h", "--help") for a in argv):
+    if any(a in ("-h", "--help") for a in argv):  # before Hydra is imported: the help reads conf/ as text
         from ablate.app.help import print_help
 
         print_help()
         return
+    import hydra
+
+    register_resolvers()
     launch_dir = os.getcwd()
     multirun = any(a in ("-m", "--multirun") for a in argv)
     introspect = any(a.startswith(("--cfg", "-c", "--info", "--resolve", "--package", "-p")) for a in argv)

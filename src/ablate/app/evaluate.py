@@ -15,13 +15,15 @@ import sys
 import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ablate.app.parser import OneLineParser
 from ablate.data.types import Qrels, Query, Run
 from ablate.errors import AblateError, ConfigError
-from ablate.evaluation import METRICS, EvalResult, EvalSettings, evaluate, mean_key
 from ablate.evaluation.io import TIE_RULES, read_qrels, read_trec_run
+
+if TYPE_CHECKING:  # evaluation.core imports pandas: loaded when a run is scored, not for --help
+    from ablate.evaluation import EvalResult, EvalSettings
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -137,6 +139,8 @@ def _fmt(v: object) -> str:
 
 def render(result: EvalResult, run_path: str, qrels_path: str) -> str:
     """The human report: settings, tie rule, query accounting and one row per metric, one column per K."""
+    from ablate.evaluation import METRICS, mean_key
+
     s = result.settings
     acc = result.accounting
     counts = " ".join(
@@ -199,6 +203,8 @@ class Inputs:
 
 def _settings(args: argparse.Namespace, logged: dict[str, str] | None = None) -> EvalSettings:
     """The evaluation rules: a tracked run's logged ``eval.*`` params, else the command line's."""
+    from ablate.evaluation import EvalSettings
+
     if logged is not None:
         return EvalSettings(
             ks=tuple(json.loads(logged["eval.ks"])),
@@ -350,6 +356,8 @@ def _inputs(args: argparse.Namespace) -> Inputs:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    from ablate.evaluation import evaluate
+
     try:
         inp = _inputs(args)
         result = evaluate(inp.run, inp.qrels, inp.qids, inp.settings, chunk_to_doc=inp.chunk_to_doc)

@@ -15,10 +15,7 @@ import sys
 from collections.abc import Sequence
 
 from ablate.errors import AblateError, ConfigError
-from ablate.study.fetch import check_store
-from ablate.study.report import DEFAULT_METRICS, TESTS, attach_report
-from ablate.study.slices import DEFAULT_CONTRAST
-from ablate.tracking import Tracker, resolve_tracking_uri
+from ablate.study.options import DEFAULT_CONTRAST, DEFAULT_METRICS, PAIRED_TESTS
 
 
 def _contrast(text: str) -> tuple[str, str] | None:
@@ -45,7 +42,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument(
         "--metrics", default=",".join(DEFAULT_METRICS), help="comma-separated, e.g. ndcg@10,mrr@10"
     )
-    ap.add_argument("--test", default="randomization", help="paired test: " + " | ".join(TESTS))
+    ap.add_argument("--test", default="randomization", help="paired test: " + " | ".join(PAIRED_TESTS))
     ap.add_argument(
         "--resamples", type=int, default=10000, help="resamples of the paired test (default 10000)"
     )
@@ -64,6 +61,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="two question tags compared side by side in the slices (default exact-id,paraphrase; 'none' for no contrast)",
     )
     args = ap.parse_args(argv)
+    # Imported once the arguments are read: the report's modules import MLflow, pandas, scipy and matplotlib.
+    from ablate.study.fetch import check_store
+    from ablate.study.report import attach_report
+    from ablate.tracking import Tracker, resolve_tracking_uri
+
     try:
         uri = resolve_tracking_uri(args.tracking_uri)
         check_store(uri)

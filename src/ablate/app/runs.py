@@ -15,10 +15,6 @@ from ablate.errors import AblateError
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from ablate.runner.orphans import clean_orphans
-    from ablate.study.fetch import check_store
-    from ablate.tracking import Tracker, check_uri, resolve_tracking_uri
-
     ap = argparse.ArgumentParser(prog="python -m ablate.runs", description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="command", required=True)
     clean = sub.add_parser("clean", help="mark runs whose process is gone FAILED")
@@ -26,6 +22,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--tracking-uri", help="MLflow store (default: $MLFLOW_TRACKING_URI, else ./mlflow.db)"
     )
     args = ap.parse_args(argv)
+    from ablate.runner.orphans import clean_orphans  # MLflow and pandas: not for --help
+    from ablate.study.fetch import check_store
+    from ablate.tracking import Tracker, check_uri, resolve_tracking_uri
+
     try:
         uri = resolve_tracking_uri(args.tracking_uri)
         check_uri(uri)

@@ -10,7 +10,6 @@ import os
 import sys
 from collections.abc import Sequence
 
-from ablate.cache import Cache
 from ablate.errors import AblateError
 from ablate.stages.rerank.training import (
     DEFAULT_LR,
@@ -53,6 +52,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     try:
+        from ablate.cache import Cache
         from ablate.data.corpus import load_corpus
 
         snapshot = load_corpus(args.corpus)

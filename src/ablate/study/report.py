@@ -42,6 +42,7 @@ from ablate.record import RecordedRun
 from ablate.study.answers import AnswerSection, answer_section
 from ablate.study.compare import ComparisonCheck, check_comparison, norm_value, varying_params
 from ablate.study.fetch import ReportError, RunRecord, Source, fetch_runs
+from ablate.study.options import DEFAULT_METRICS
 from ablate.study.plots import funnel_plots
 from ablate.study.plots import plots as make_plots
 from ablate.study.slices import DEFAULT_CONTRAST, scored_ids, slices
@@ -61,7 +62,6 @@ __all__ = [
     "tuning_of",
 ]
 
-DEFAULT_METRICS: tuple[str, ...] = ("ndcg@10", "recall@10", "mrr@10", "hit@10")
 #: Paired tests selectable with ``--test``: name -> function(a, b, n_resamples=, seed=) -> PairedResult.
 TESTS: dict[str, Callable[..., stats.PairedResult]] = {
     "randomization": stats.paired_randomization_test,

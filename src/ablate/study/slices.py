@@ -15,10 +15,10 @@ import numpy as np
 import pandas as pd
 
 from ablate.study.fetch import RunRecord
+from ablate.study.options import DEFAULT_CONTRAST
 from ablate.tables import fmt, format_table
 
 UNTAGGED = "(untagged)"
-DEFAULT_CONTRAST: tuple[str, str] = ("exact-id", "paraphrase")
 
 
 def scored_ids(pq: pd.DataFrame, cols: list[str]) -> pd.Index:
