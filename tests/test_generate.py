@@ -279,6 +279,18 @@ SMALL = [
 ]
 
 
+def _dev_counts(corpus: Path, identity: str) -> tuple[int, int, int]:
+    """A corpus's dev split as ``identity`` sees it: questions with evidence and a gold answer (scored), questions
+    without evidence for the asker (no-answer), all questions."""
+    from ablate.runner.access import Access, Resolver
+
+    snap = load_corpus(corpus)
+    qids = snap.split_qids("dev")
+    labels, _ = Resolver(snap, Access(identity=identity)).labels(snap.split_qrels("dev"), qids)
+    answerable = [q for q in qids if labels.positives(q)]
+    return sum(1 for q in answerable if snap.queries[q].answers), len(qids) - len(answerable), len(qids)
+
+
 def _demo_dev_counts() -> tuple[int, int, int]:
     """The demo's dev split as its askers see it on their dates: questions with evidence and a gold answer (scored),
     questions without evidence for their asker (no-answer), all questions."""
@@ -295,6 +307,48 @@ def _demo_dev_counts() -> tuple[int, int, int]:
     return sum(1 for q in answerable if snap.queries[q].answers), len(qids) - len(answerable), len(qids)
 
 
+def test_cli_run_on_the_tiny_corpus_logs_answer_metrics_the_diagnosis_and_the_funnel(tmp_path, mlflow_uri):
+    """The default run's path through the entry point with a real generator: Hydra composes generator=llama_cpp,
+    the job generates, scores and logs the answers, the diagnosis and the funnel. Four questions, eight tokens each;
+    the whole demo sweep with its report and the rerun from the cache is the slow test below."""
+    from ablate.tracking import Tracker
+
+    corpus = _answers_corpus(tmp_path / "corpus")
+    args = [
+        "corpus=beir",
+        f"corpus.path={corpus}",
+        "corpus.split=dev",
+        "corpus.identity=employee",
+        "variant=A",
+        *SMALL,
+        "generator.max_tokens=8",
+        f"tracking.uri={mlflow_uri}",
+        "tracking.experiment=cli-answers-tiny",
+    ]
+    p = _cli(args, tmp_path, tmp_path / "cache")
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert "answers:" in p.stdout, p.stdout[-3000:]
+    t = Tracker(mlflow_uri)
+    (run,) = t.find_runs([t.experiment_id("cli-answers-tiny", create=False)])
+    m = run.metrics
+    assert run.status == "FINISHED" and run.params["generator.max_tokens"] == "8"
+    n_answerable, n_no_answer, n_dev = _dev_counts(corpus, "employee")
+    assert (n_answerable, n_no_answer, n_dev) == (2, 2, 4)
+    assert m["generator_generated"] == n_dev  # every dev question, the no-answer ones included
+    assert m["answer_scored"] == n_answerable and m["answer_no_answer_questions"] == n_no_answer
+    assert 0 <= m["answer_correct"] <= 1
+    assert (
+        m["diagnosis_generation_failure_count"] + m["diagnosis_retrieval_failure_count"]
+        == m["diagnosis_wrong_count"]
+    )
+    assert {"answers.csv", "prompt.txt", "funnel.csv"} <= _artifacts(mlflow_uri, run.run_id)
+    funnel = parse_funnel(m)
+    assert [s for s, _, _ in funnel] == ["bm25", "final", "context"]
+    recalls = [recall for _, recall, _ in funnel]
+    assert recalls == sorted(recalls, reverse=True)
+
+
+@pytest.mark.slow  # the demo's 20 dev questions x 2 variants through SmolLM2, twice (minutes under load)
 def test_cli_sweep_logs_answer_metrics_the_diagnosis_and_the_funnel_and_reruns_from_the_cache(
     tmp_path, mlflow_uri
 ):
@@ -357,26 +411,19 @@ def test_cli_sweep_logs_answer_metrics_the_diagnosis_and_the_funnel_and_reruns_f
         assert r.metrics["answer_correct"] == runs[r.variant].metrics["answer_correct"]
 
 
-def test_cli_openai_generator_against_a_server_and_a_server_that_is_down(llama_server, tmp_path, mlflow_uri):
+OPENAI_CLI = ["variant=A", "generator=openai", "generator.max_tokens=16"]
+
+
+def test_cli_openai_generator_against_a_server_that_is_down(tmp_path, mlflow_uri):
+    """generator=openai through the entry point: a server that is down is one line, exit 2, a FAILED run. (The
+    generator against a real server is tested above; the CLI against one is the slow test below.)"""
     from ablate.tracking import Tracker
 
-    common = ["variant=A", f"tracking.uri={mlflow_uri}", "generator=openai", "generator.max_tokens=16"]
-    ok = _cli(
-        [
-            *common,
-            "tracking.experiment=cli-openai",
-            f"generator.base_url={llama_server}",
-            "generator.model=smollm2",
-        ],
-        tmp_path,
-        tmp_path / "cache",
-    )
-    assert ok.returncode == 0, ok.stderr[-3000:]
-    assert "answers: correct" in ok.stdout
     down_url = f"http://127.0.0.1:{_free_port()}/v1"
     down = _cli(
         [
-            *common,
+            *OPENAI_CLI,
+            f"tracking.uri={mlflow_uri}",
             "tracking.experiment=cli-openai-down",
             f"generator.base_url={down_url}",
             "generator.max_retries=0",
@@ -390,3 +437,20 @@ def test_cli_openai_generator_against_a_server_and_a_server_that_is_down(llama_s
     t = Tracker(mlflow_uri)
     run = t.find_runs([t.experiment_id("cli-openai-down", create=False)])[0]
     assert run.status == "FAILED" and "cannot connect" in run.tags["ablate.failure"]
+
+
+@pytest.mark.slow  # the demo's dev questions generated by llama.cpp's server
+def test_cli_openai_generator_against_a_server(llama_server, tmp_path, mlflow_uri):
+    common = [*OPENAI_CLI, f"tracking.uri={mlflow_uri}"]
+    ok = _cli(
+        [
+            *common,
+            "tracking.experiment=cli-openai",
+            f"generator.base_url={llama_server}",
+            "generator.model=smollm2",
+        ],
+        tmp_path,
+        tmp_path / "cache",
+    )
+    assert ok.returncode == 0, ok.stderr[-3000:]
+    assert "answers: correct" in ok.stdout
