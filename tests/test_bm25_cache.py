@@ -229,3 +229,23 @@ def test_a_disabled_cache_stores_nothing(demo, tmp_path, counted):
     BM25Index(demo.chunks, tok, cache=cache)
     BM25Index(demo.chunks, tok, cache=cache)
     assert counted["texts"] == 2 * len(demo.chunks) and not list(tmp_path.rglob("*.npz"))
+
+
+def test_a_run_in_a_new_process_that_misses_its_candidates_tokenises_nothing(tiny_corpus, tmp_path):
+    """Through the runner: the second job (another identity, so its candidate lists are not cached; a new session,
+    as in a new process) prepares BM25 again, and the index comes from the cache: the job's logged counters say
+    ``bm25.chunks_tokenized`` 0 and ``bm25.index_cache_hits`` 1."""
+    from ablate.evaluation import EvalSettings
+    from ablate.runner.pipeline import Pipeline, run_pipeline
+    from ablate.runner.session import Session
+    from ablate.runner.settings import RunSettings
+
+    snap = load_corpus(tiny_corpus)
+    pipe = Pipeline((BM25Retriever(),))
+    settings = RunSettings(eval=EvalSettings(ks=(1, 3)))
+    cold = run_pipeline(snap, "dev", pipe, settings, Cache(tmp_path), identity="employee", session=Session())
+    warm = run_pipeline(snap, "dev", pipe, settings, Cache(tmp_path), identity="finance", session=Session())
+    assert cold.counters["bm25.chunks_tokenized"] == len(snap.chunks) > 0
+    assert cold.counters["bm25.index_cache_hits"] == 0
+    assert warm.counters["candidate_cache_misses"] == 1  # the retriever had to search
+    assert warm.counters["bm25.chunks_tokenized"] == 0 and warm.counters["bm25.index_cache_hits"] == 1
