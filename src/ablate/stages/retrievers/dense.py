@@ -104,6 +104,7 @@ class DenseIndex:
         self._emb.setflags(write=False)
         t1 = time.perf_counter()
         self._index: Any = None
+        self._index_key: str | None = None
         self.factory = ""
         if len(self.chunks):
             self.factory = factory_string(self.kind, self.index_params, *self._emb.shape)
@@ -128,7 +129,9 @@ class DenseIndex:
         """Cache key of the built index: factory string, parameters, FAISS version, code version, vectors' sha256."""
         import hashlib
 
-        return key_of(
+        if self._index_key is not None:
+            return self._index_key
+        self._index_key = key_of(
             INDEX_CACHE_KIND,
             {
                 "format": INDEX_CACHE_FORMAT,
@@ -140,6 +143,7 @@ class DenseIndex:
                 "shape": list(self._emb.shape),
             },
         )
+        return self._index_key
 
     def _save(self, cache: Cache) -> None:
         import faiss
