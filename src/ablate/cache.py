@@ -11,8 +11,10 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import sys
 import tempfile
-from collections.abc import Callable
+import zipfile
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -66,6 +68,7 @@ class CacheStats:
     hits: int = 0
     misses: int = 0
     by_kind: dict[str, dict[str, int]] = field(default_factory=dict)
+    corrupt: int = 0  # entries found unreadable or inconsistent (counted as misses, rebuilt by the caller)
 
     def record(self, kind: str, hit: bool) -> None:
         if hit:
@@ -182,6 +185,48 @@ class Cache:
         if self.enabled:
             data = json.dumps(value, ensure_ascii=False).encode("utf-8")
             _atomic_write(p, lambda fh: fh.write(data))
+        return p
+
+    # -- several arrays (and a JSON header) as one entry --------------------------------------------------------------
+    def load_arrays(
+        self,
+        kind: str,
+        key: str,
+        check: Callable[[dict[str, np.ndarray], Any], None] | None = None,
+    ) -> tuple[dict[str, np.ndarray], Any] | None:
+        """The arrays and JSON header :meth:`save_arrays` stored, or None (a miss).
+
+        An entry is one ``.npz`` file (a zip: every member carries a CRC-32 that numpy checks on reading), so a
+        truncated or bit-flipped file fails to load; ``check(arrays, header)`` may raise ``ValueError`` for an entry
+        that loads but is inconsistent with what the caller expects. Either way the entry is a miss, counted in
+        :attr:`CacheStats.corrupt`, and a one-line warning on stderr says it will be rebuilt; never a crash."""
+        p = self._path(kind, key, "npz")
+        if not self.enabled or not p.exists():
+            self.stats.record(kind, False)
+            return None
+        try:
+            with np.load(p, allow_pickle=False) as z:
+                arrays = {name: z[name] for name in z.files}
+            header = json.loads(bytes(arrays.pop("__header__")).decode("utf-8"))
+            if check is not None:
+                check(arrays, header)
+        except (ValueError, OSError, KeyError, EOFError, zipfile.BadZipFile) as e:
+            self.stats.record(kind, False)
+            self.stats.corrupt += 1
+            reason = str(e).splitlines()[0] if str(e) else type(e).__name__
+            print(f"warning: cache entry {p} is unreadable ({reason}); rebuilding it", file=sys.stderr)
+            return None
+        self.stats.record(kind, True)
+        return arrays, header
+
+    def save_arrays(self, kind: str, key: str, arrays: Mapping[str, np.ndarray], header: Any) -> Path:
+        """Store ``arrays`` (no object dtypes) and a JSON ``header`` as one ``.npz`` entry, atomically."""
+        p = self._path(kind, key, "npz")
+        if self.enabled:
+            blob = np.frombuffer(json.dumps(header, ensure_ascii=False).encode("utf-8"), dtype=np.uint8)
+            members = {name: np.ascontiguousarray(a) for name, a in arrays.items()}
+            members["__header__"] = blob
+            _atomic_write(p, lambda fh: np.savez(fh, allow_pickle=False, **members))
         return p
 
     def dir_for(self, kind: str, key: str) -> Path:

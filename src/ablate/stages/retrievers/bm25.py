@@ -36,6 +36,16 @@ top-k selection (bm25s ``weight_mask``; a masked score vector for rank_bm25), so
 is Pyserini's BEIR "flat" BM25 (same fields, parameters, stopwords and Porter stemmer): 0.679 / 0.925. BEIR's 0.665
 is the "multifield" index (title and body scored as separate fields), which a single chunk text cannot reproduce.
 
+**Index cache.** Given a :class:`~ablate.cache.Cache`, the built index is stored under the kind ``bm25-index``,
+keyed by :meth:`BM25Index.index_key`: everything that determines it (``CODE_VERSION``, backend and its version,
+``method``, ``k1``, ``b``, the tokenizer's fingerprint, and the ids and texts of the chunks in order). For ``bm25s``
+the entry is the sparse score matrix (CSC ``data`` / ``indices`` / ``indptr``) and the vocabulary; for ``rank_bm25``
+it is the tokenised corpus (token ids, offsets, vocabulary), from which ``BM25Okapi`` is rebuilt without
+tokenising. One ``.npz`` file (``allow_pickle=False``) plus a JSON header inside it, written atomically; a corrupt,
+truncated or inconsistent entry is a miss (a warning on stderr) and is rebuilt. A warm build tokenises no chunk
+(``stats["chunks_tokenized"]`` is 0, ``stats["index_cache_hits"]`` 1). bm25s' own ``save``/``load`` is not used: it
+writes several files non-atomically (its arrays are plain ``np.save(allow_pickle=False)`` and JSON, no pickle).
+
 **Ties.** Hits are ordered by :func:`ablate.types.rank_hits` (score desc, chunk id asc). When the score at the
 cut-off is tied with the next one, the query's full score vector is ranked exactly, so which of the tied chunks
 make the cut follows the tie rule too, not the order inside a top-k heap.
@@ -50,6 +60,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
+from ablate.cache import Cache, key_of
 from ablate.data.types import TIE_RULE, Chunk, Hit, Query, Run
 from ablate.errors import ConfigError
 from ablate.stages.base import (
@@ -59,6 +70,7 @@ from ablate.stages.base import (
     check_choice,
     check_float,
     fingerprint_of,
+    library_versions,
 )
 from ablate.stages.retrievers.base import (
     ChunkTable,
@@ -82,6 +94,9 @@ METHODS: dict[str, tuple[str, ...]] = {
     "atire": ("bm25s",),
 }
 IMPLS = ("bm25s", "rank_bm25")
+#: Cache kind and entry format of a stored index (bump the format when the stored layout changes).
+CACHE_KIND = "bm25-index"
+CACHE_FORMAT = "ablate-bm25-index/1"
 
 
 def check_settings(
@@ -103,8 +118,9 @@ class BM25Index:
 
     ``n_threads`` is handed to bm25s' batch ``retrieve`` (0 = in the calling thread). Its numpy backend holds the GIL
     for most of the work, so threads rarely help; batching all queries into one call is what makes search fast.
-    ``self.stats`` holds ``tokenize_seconds``, ``index_seconds`` (tokenizing included), ``n_chunks``, ``vocab_size``
-    and the cumulative ``search_seconds``.
+    ``cache``: where the built index is stored and looked up (see "Index cache" in the module docstring).
+    ``self.stats`` holds ``tokenize_seconds``, ``index_seconds`` (tokenizing or cache loading included),
+    ``n_chunks``, ``vocab_size``, ``chunks_tokenized``, ``index_cache_hits`` and the cumulative ``search_seconds``.
     """
 
     name = "bm25"
@@ -118,6 +134,7 @@ class BM25Index:
         impl: str = "bm25s",
         method: str = "lucene",
         n_threads: int = 0,
+        cache: Cache | None = None,
     ) -> None:
         self.impl, self.method, self.k1, self.b = check_settings("bm25", impl, method, k1, b)
         self.chunks = list(chunks)
@@ -127,24 +144,49 @@ class BM25Index:
         table = ChunkTable.of(self.chunks)
         self._chunks_sha256, self._meta, self._id_order = table.sha256, table.meta, table.id_order
 
-        t0 = time.perf_counter()
-        corpus_tokens = tokenizer.tokenize_many(c.text for c in self.chunks)
-        t1 = time.perf_counter()
         self._vocab: dict[str, Any] = {}
         self._bm25: Any = None
         self._rb: Any = None
-        if any(corpus_tokens):  # an index needs at least one term; otherwise every search is empty
-            if impl == "bm25s":
-                self._build_bm25s(corpus_tokens)
-            else:
-                self._build_rank_bm25(corpus_tokens)
+        t0 = time.perf_counter()
+        hit = cache is not None and self._load(cache)
+        t1 = time.perf_counter()
+        if not hit:
+            corpus_tokens = tokenizer.tokenize_many(c.text for c in self.chunks)
+            t1 = time.perf_counter()
+            if any(corpus_tokens):  # an index needs at least one term; otherwise every search is empty
+                if self.impl == "bm25s":
+                    self._build_bm25s(corpus_tokens)
+                else:
+                    self._build_rank_bm25(corpus_tokens)
+                if cache is not None:
+                    self._save(cache, corpus_tokens)
         t2 = time.perf_counter()
         self.stats.update(
-            tokenize_seconds=t1 - t0,
+            tokenize_seconds=0.0 if hit else t1 - t0,
             index_seconds=t2 - t0,
             n_chunks=len(self.chunks),
             vocab_size=len(self._vocab),
+            chunks_tokenized=0 if hit else len(self.chunks),
+            index_cache_hits=1 if hit else 0,
             search_seconds=0.0,
+        )
+
+    def index_key(self) -> str:
+        """The cache key of this index: everything that determines its content (see the module docstring)."""
+        lib = "bm25s" if self.impl == "bm25s" else "rank-bm25"
+        return key_of(
+            CACHE_KIND,
+            {
+                "format": CACHE_FORMAT,
+                "code_version": CODE_VERSION,
+                "impl": self.impl,
+                "libraries": library_versions(lib),
+                "method": self.method,
+                "k1": self.k1,
+                "b": self.b,
+                "tokenizer": self.tokenizer.fingerprint(),
+                "chunks_sha256": self._chunks_sha256,
+            },
         )
 
     # -- building ----------------------------------------------------------------------------------------------------
@@ -170,6 +212,103 @@ class BM25Index:
             rb.idf = {t: math.log(1.0 + (n - f + 0.5) / (f + 0.5)) for t, f in df.items()}
         self._rb = rb
         self._vocab = {t: i for i, t in enumerate(sorted(rb.idf))}
+
+    # -- the index cache ---------------------------------------------------------------------------------------------
+    def _save(self, cache: Cache, corpus_tokens: list[list[str]]) -> None:
+        header: dict[str, Any] = {
+            "format": CACHE_FORMAT,
+            "impl": self.impl,
+            "n_chunks": len(self.chunks),
+            "chunks_sha256": self._chunks_sha256,
+        }
+        if self.impl == "bm25s":
+            sc = self._bm25.scores
+            terms = list(self._bm25.vocab_dict)
+            arrays = {
+                "data": sc["data"],
+                "indices": sc["indices"],
+                "indptr": sc["indptr"],
+                "term_ids": np.fromiter(self._bm25.vocab_dict.values(), dtype=np.int64, count=len(terms)),
+            }
+            header.update(terms=terms, num_docs=int(sc["num_docs"]))
+        else:
+            terms = sorted({t for doc in corpus_tokens for t in doc})
+            ids = {t: i for i, t in enumerate(terms)}
+            flat = np.fromiter((ids[t] for doc in corpus_tokens for t in doc), dtype=np.int64)
+            offsets = np.zeros(len(corpus_tokens) + 1, dtype=np.int64)
+            np.cumsum([len(doc) for doc in corpus_tokens], out=offsets[1:])
+            arrays = {"tokens": flat, "offsets": offsets}
+            header.update(terms=terms)
+        cache.save_arrays(CACHE_KIND, self.index_key(), arrays, header)
+
+    def _check_entry(self, arrays: dict[str, np.ndarray], header: Any) -> None:
+        """Raise ValueError unless the entry is a whole index of this impl over these chunks."""
+        n = len(self.chunks)
+        if (
+            not isinstance(header, dict)
+            or header.get("format") != CACHE_FORMAT
+            or header.get("impl") != self.impl
+        ):
+            raise ValueError("not an index of this format and backend")
+        if header.get("n_chunks") != n or header.get("chunks_sha256") != self._chunks_sha256:
+            raise ValueError("built over other chunks")
+        terms = header.get("terms")
+        if not isinstance(terms, list):
+            raise ValueError("no vocabulary")
+        if self.impl == "bm25s":
+            data, indices, indptr, ids = (arrays[k] for k in ("data", "indices", "indptr", "term_ids"))
+            ok = (
+                header.get("num_docs") == n
+                and ids.shape == (len(terms),)
+                and indptr.ndim == 1
+                and 1 <= indptr.size <= len(terms) + 1
+                and int(indptr[0]) == 0
+                and int(indptr[-1]) == data.size == indices.size
+                and bool(np.all(np.diff(indptr) >= 0))
+                and (indices.size == 0 or 0 <= int(indices.min()) <= int(indices.max()) < n)
+            )
+        else:
+            tokens, offsets = arrays["tokens"], arrays["offsets"]
+            ok = (
+                offsets.shape == (n + 1,)
+                and int(offsets[0]) == 0
+                and int(offsets[-1]) == tokens.size
+                and bool(np.all(np.diff(offsets) >= 0))
+                and (tokens.size == 0 or 0 <= int(tokens.min()) <= int(tokens.max()) < len(terms))
+            )
+        if not ok:
+            raise ValueError("inconsistent arrays")
+
+    def _load(self, cache: Cache) -> bool:
+        """Restore the index from ``cache``; False on a miss (absent or unusable entry)."""
+        got = cache.load_arrays(CACHE_KIND, self.index_key(), check=self._check_entry)
+        if got is None:
+            return False
+        arrays, header = got
+        terms: list[str] = header["terms"]
+        if self.impl == "bm25s":
+            import bm25s
+
+            bm = bm25s.BM25(k1=self.k1, b=self.b, method=self.method)
+            bm.scores = {
+                "data": arrays["data"],
+                "indices": arrays["indices"],
+                "indptr": arrays["indptr"],
+                "num_docs": int(header["num_docs"]),
+            }
+            bm.vocab_dict = dict(zip(terms, arrays["term_ids"].tolist(), strict=True))
+            bm.unique_token_ids_set = set(bm.vocab_dict.values())
+            bm.nonoccurrence_array = None  # only bm25l / bm25+ use one; METHODS has neither
+            self._bm25 = bm
+            self._vocab = {t: i for t, i in bm.vocab_dict.items() if t != ""}
+        else:
+            tokens = arrays["tokens"].tolist()
+            offsets = arrays["offsets"].tolist()
+            corpus_tokens = [
+                [terms[i] for i in tokens[a:b]] for a, b in zip(offsets, offsets[1:], strict=False)
+            ]
+            self._build_rank_bm25(corpus_tokens)
+        return True
 
     # -- protocol ----------------------------------------------------------------------------------------------------
     def search(self, queries: Sequence[Query], depth: int, allowed: np.ndarray | None = None) -> Run:
@@ -311,7 +450,13 @@ class BM25Retriever:
         if self._prepared_for == context.snapshot.fingerprint:
             return
         self._index = BM25Index(
-            context.snapshot.chunks, self.tokenizer, k1=self.k1, b=self.b, impl=self.impl, method=self.method
+            context.snapshot.chunks,
+            self.tokenizer,
+            k1=self.k1,
+            b=self.b,
+            impl=self.impl,
+            method=self.method,
+            cache=context.cache,
         )
         self._prepared_for = context.snapshot.fingerprint
         self.stats.update(self._index.stats)
