@@ -502,3 +502,30 @@ def test_metrics_defined_on_a_subset_of_questions_are_reported_on_their_own():
     ):
         with pytest.raises(ConfigError, match="on their own"):
             report.check_metrics(mixed)
+
+
+def test_report_cache_serves_unchanged_figures_and_tests_and_redraws_a_changed_run(tmp_path: Path):
+    """With a cache, a second report over the same runs equals the first byte for byte (figures) and value for
+    value (tests) while computing nothing; a run whose values changed gets new figures and tests, the rest are served."""
+    from ablate.cache import Cache
+    from ablate.study.plots import PLOTS_KIND
+
+    sw = sweep_runs()
+    kw = {"swept": ["rrf.k", "rrf.window"], "n_resamples": 300, "metrics": ["ndcg@10", "mrr@10"]}
+    plain = report.build_report(sw, **kw)
+    cache = Cache(tmp_path / "cache")
+    first = report.build_report(sw, cache=cache, **kw)
+    drawn = cache.stats.by_kind[PLOTS_KIND]["misses"]
+    assert drawn == len(first.plots) and first.plots == plain.plots  # cached or not: the same PNG bytes
+    assert first.table.equals(plain.table) and first.markdown == plain.markdown
+    second = report.build_report(sw, cache=cache, **kw)
+    assert cache.stats.by_kind[PLOTS_KIND] == {"hits": len(first.plots), "misses": drawn}
+    assert cache.stats.by_kind[report.TESTS_KIND] == {"hits": 1, "misses": 1}
+    assert second.plots == first.plots and second.table.equals(first.table)
+    # one run's per-query scores change: its own figures (the bars and the curves through it) are drawn again
+    changed = list(sw)
+    changed[5] = record("C", 99, rrf__k=30, rrf__window=100)
+    third = report.build_report(changed, cache=cache, **kw)
+    assert cache.stats.by_kind[PLOTS_KIND]["misses"] > drawn
+    assert third.table.equals(report.build_report(changed, **kw).table)
+    assert third.plots["metrics_bars.png"] != first.plots["metrics_bars.png"]

@@ -1,5 +1,8 @@
 """MLflow tracking against a real sqlite store."""
 
+import json
+from pathlib import Path
+
 import pytest
 
 from ablate.record import flatten, metric_key
@@ -67,3 +70,72 @@ def test_parent_child(store):
     assert t.get_run(child).parent == parent
     t.end(parent, "FINISHED")
     assert t.get_run(parent).status == "FINISHED"
+
+
+def test_batches_respect_mlflow_limits_and_keep_every_item_once():
+    from ablate.tracking import MAX_ENTITIES, MAX_METRICS, MAX_PARAMS_TAGS, batches
+
+    for n_p, n_m, n_t in [
+        (0, 0, 0),
+        (30, 200, 20),
+        (100, 900, 0),
+        (150, 1200, 120),
+        (0, 2500, 0),
+        (99, 0, 301),
+    ]:
+        p, m, t = [f"p{i}" for i in range(n_p)], [f"m{i}" for i in range(n_m)], [f"t{i}" for i in range(n_t)]
+        got = list(batches(p, m, t))
+        assert [x for b in got for x in b[0]] == p
+        assert [x for b in got for x in b[1]] == m
+        assert [x for b in got for x in b[2]] == t
+        for bp, bm, bt in got:
+            assert 0 < len(bp) + len(bm) + len(bt) <= MAX_ENTITIES
+            assert len(bp) <= MAX_PARAMS_TAGS and len(bt) <= MAX_PARAMS_TAGS and len(bm) <= MAX_METRICS
+        if n_p <= 100 and n_t <= 100 and n_p + n_m + n_t <= 1000:
+            assert len(got) == (1 if n_p + n_m + n_t else 0)  # a usual run: one call
+
+
+def test_log_run_records_what_separate_calls_record(store):
+    """One batched log_run against the three separate calls: the same params, metrics and tags, over MLflow's
+    per-call limits (150 params, 1200 metrics, 120 tags)."""
+    _, t = store
+    params = {f"stage.p{i}": [i, "x"] if i % 3 == 0 else i * 0.5 for i in range(150)}
+    metrics = {f"m@{i}": i / 7 for i in range(1200)}
+    tags = {f"ablate.t{i}": f"v{i}" for i in range(120)}
+    with t.run("exp", "batched") as one:
+        t.log_run(one, params=params, metrics=metrics, tags=tags)
+    with t.run("exp", "separate") as sep:
+        t.log_params(sep, params)
+        t.log_metrics(sep, metrics)
+        t.set_tags(sep, tags)
+    a, b = t.get_run(one), t.get_run(sep)
+    assert a is not None and b is not None
+    assert (
+        a.params
+        == b.params
+        == {k: (json.dumps(v) if isinstance(v, list) else str(v)) for k, v in params.items()}
+    )
+    assert a.metrics == b.metrics == {k.replace("@", "_at_"): v for k, v in metrics.items()}
+    assert {k: v for k, v in a.tags.items() if k.startswith("ablate.t")} == tags
+    with t.run("exp", "nan") as bad:
+        with pytest.raises(ValueError, match="m@1"):
+            t.log_run(bad, params={"x": 1}, metrics={"m@1": float("nan")})
+    r = t.get_run(bad)
+    assert r is not None and r.params == {}  # refused before anything was logged
+
+
+def test_local_artifacts_are_read_as_mlflow_downloads_them(store):
+    from mlflow.tracking import MlflowClient
+
+    tmp_path, t = store
+    with t.run("exp", "files") as rid:
+        t.log_files(rid, {"per_query.csv": "qid,x\nq1,1\n", "report/a.md": "# a", "report/b.png": b"\x89PNG"})
+    assert t.local_artifact_root(rid) is not None
+    ref = Path(MlflowClient(t.uri).download_artifacts(rid, "report", str(tmp_path / "ref")))
+    got = t.download_artifact(rid, "report", tmp_path / "got")
+    assert got is not None and sorted(p.name for p in got.iterdir()) == sorted(p.name for p in ref.iterdir())
+    for name in ("a.md", "b.png"):
+        assert (got / name).read_bytes() == (ref / name).read_bytes()
+    one = t.download_artifact(rid, "per_query.csv", tmp_path / "one")
+    assert one is not None and one.read_text() == "qid,x\nq1,1\n"
+    assert t.download_artifact(rid, "report/missing.md", tmp_path / "none") is None

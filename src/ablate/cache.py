@@ -8,6 +8,7 @@ the same bytes, the last rename wins).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -35,6 +36,23 @@ def key_of(*parts: Any) -> str:
     """Stable sha256 key of JSON-serialisable parts (dict keys sorted)."""
     blob = json.dumps(parts, sort_keys=True, ensure_ascii=False, default=str).encode()
     return hashlib.sha256(blob).hexdigest()
+
+
+@functools.cache
+def source_digest(path: str) -> str:
+    """sha256 of a source file (read once per process): part of the key of a cached result that code computed, so
+    an entry computed by other code is never served."""
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def arrays_digest(*arrays: np.ndarray) -> str:
+    """sha256 of arrays' dtypes, shapes and bytes, in order: the content key of numbers a result was computed from."""
+    h = hashlib.sha256()
+    for a in arrays:
+        a = np.ascontiguousarray(a)
+        h.update(f"{a.dtype.str}{a.shape};".encode())
+        h.update(a.tobytes())
+    return h.hexdigest()
 
 
 def sha256_text(text: str) -> str:
@@ -228,6 +246,34 @@ class Cache:
             members["__header__"] = blob
             _atomic_write(p, lambda fh: np.savez(fh, allow_pickle=False, **members))
         return p
+
+    # -- bytes (a rendered file, e.g. a PNG) -----------------------------------------------------------------------
+    def load_bytes(self, kind: str, key: str, ext: str) -> bytes | None:
+        p = self._path(kind, key, ext)
+        if not self.enabled or not p.exists():
+            self.stats.record(kind, False)
+            return None
+        try:
+            data = p.read_bytes()
+        except OSError:
+            self.stats.record(kind, False)
+            return None
+        self.stats.record(kind, True)
+        return data
+
+    def save_bytes(self, kind: str, key: str, ext: str, data: bytes) -> Path:
+        p = self._path(kind, key, ext)
+        if self.enabled:
+            atomic_write_bytes(p, data)
+        return p
+
+    def memo_json(self, kind: str, key: str, compute: Callable[[], Any]) -> Any:
+        """The JSON value stored under ``key``, else ``compute()`` stored there (a pure result, keyed by content)."""
+        value = self.load_json(kind, key)
+        if value is None:
+            value = compute()
+            self.save_json(kind, key, value)
+        return value
 
     def dir_for(self, kind: str, key: str) -> Path:
         """A folder for multi-file entries (e.g. a fine-tuned model). Callers write into a temp sibling and rename."""

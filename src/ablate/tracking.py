@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import math
 import os
+import shutil
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -116,6 +117,26 @@ def _record(run: Any) -> RecordedRun:
     )
 
 
+#: MLflow's ``log_batch`` limits: params and tags per call, metrics per call, entities (all three) per call.
+MAX_PARAMS_TAGS, MAX_METRICS, MAX_ENTITIES = 100, 1000, 1000
+
+
+def batches(
+    params: Sequence[T], metrics: Sequence[T], tags: Sequence[T]
+) -> Iterator[tuple[list[T], list[T], list[T]]]:
+    """Split params, metrics and tags into ``log_batch`` calls within MLflow's limits (:data:`MAX_PARAMS_TAGS`,
+    :data:`MAX_METRICS`, :data:`MAX_ENTITIES`), in order, every item exactly once, as few calls as the limits
+    allow; nothing to log -> no call."""
+    ip = im = it = 0
+    while ip < len(params) or im < len(metrics) or it < len(tags):
+        bp = list(params[ip : ip + MAX_PARAMS_TAGS])
+        bt = list(tags[it : it + MAX_PARAMS_TAGS])
+        room = min(MAX_METRICS, MAX_ENTITIES - len(bp) - len(bt))
+        bm = list(metrics[im : im + room])
+        ip, im, it = ip + len(bp), im + len(bm), it + len(bt)
+        yield bp, bm, bt
+
+
 class Tracker:
     """A thin, explicit-run-id wrapper over ``MlflowClient``."""
 
@@ -123,6 +144,7 @@ class Tracker:
         from mlflow.tracking import MlflowClient
 
         self.uri = uri
+        self._artifact_uris: dict[str, str] = {}
         db = sqlite_path(uri)
         if db is None:
             self.client = MlflowClient(tracking_uri=uri)
@@ -177,6 +199,7 @@ class Tracker:
             tags[T_PARENT] = parent_run_id
         exp_id = self.experiment_id(experiment)
         run = _retry(self.client.create_run, exp_id, run_name=run_name, tags=tags)
+        self._artifact_uris[str(run.info.run_id)] = str(run.info.artifact_uri)
         return str(run.info.run_id)
 
     def end(self, run_id: str, status: str = "FINISHED", reason: str | None = None) -> None:
@@ -205,30 +228,39 @@ class Tracker:
         else:
             self.end(run_id, "FINISHED")
 
-    def set_tags(self, run_id: str, tags: Mapping[str, Any]) -> None:
-        from mlflow.entities import RunTag
+    def log_run(
+        self,
+        run_id: str,
+        params: Mapping[str, Any] | None = None,
+        metrics: Mapping[str, float] | None = None,
+        tags: Mapping[str, Any] | None = None,
+        step: int = 0,
+    ) -> None:
+        """Log a run's params, metrics and tags in as few ``log_batch`` calls as MLflow's limits allow (one for a
+        run of up to 100 params, 100 tags and 1000 entities in all): each call is one database transaction.
+        Names and values as :mod:`ablate.record` writes them; a metric without a finite value is refused before
+        anything is logged (the caller decides what an undefined metric means: ablate.runner.emit.split_defined)."""
+        from mlflow.entities import Metric, Param, RunTag
 
-        items = [RunTag(param_key(k), str(v)[:4900]) for k, v in tags.items()]
-        for i in range(0, len(items), 100):
-            _retry(self.client.log_batch, run_id, tags=items[i : i + 100])
-
-    def log_params(self, run_id: str, params: Mapping[str, Any]) -> None:
-        from mlflow.entities import Param
-
-        items = [Param(param_key(k), param_value(v)) for k, v in params.items()]
-        for i in range(0, len(items), 100):
-            _retry(self.client.log_batch, run_id, params=items[i : i + 100])
-
-    def log_metrics(self, run_id: str, metrics: Mapping[str, float], step: int = 0) -> None:
-        from mlflow.entities import Metric
-
+        metrics = metrics or {}
         bad = sorted(k for k, v in metrics.items() if v is None or not math.isfinite(float(v)))
-        if bad:  # the caller decides what an undefined metric means (ablate.runner.emit.split_defined)
+        if bad:
             raise ValueError(f"metrics without a finite value cannot be logged: {', '.join(bad[:10])}")
         now = int(time.time() * 1000)
-        items = [Metric(metric_key(k), float(v), now, step) for k, v in metrics.items()]
-        for i in range(0, len(items), 1000):
-            _retry(self.client.log_batch, run_id, metrics=items[i : i + 1000])
+        p = [Param(param_key(k), param_value(v)) for k, v in (params or {}).items()]
+        t = [RunTag(param_key(k), str(v)[:4900]) for k, v in (tags or {}).items()]
+        m = [Metric(metric_key(k), float(v), now, step) for k, v in metrics.items()]
+        for bp, bm, bt in batches(p, m, t):
+            _retry(self.client.log_batch, run_id, metrics=bm, params=bp, tags=bt)
+
+    def set_tags(self, run_id: str, tags: Mapping[str, Any]) -> None:
+        self.log_run(run_id, tags=tags)
+
+    def log_params(self, run_id: str, params: Mapping[str, Any]) -> None:
+        self.log_run(run_id, params=params)
+
+    def log_metrics(self, run_id: str, metrics: Mapping[str, float], step: int = 0) -> None:
+        self.log_run(run_id, metrics=metrics, step=step)
 
     def log_files(self, run_id: str, files: Mapping[str, str | bytes]) -> None:
         """Write ``{relative name: content}`` to a temp folder and log it as the run's artifacts."""
@@ -280,10 +312,52 @@ class Tracker:
         """Download one artifact of a run into ``dst``; None when the run has no such artifact."""
         os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
         Path(dst).mkdir(parents=True, exist_ok=True)
+        root = self.local_artifact_root(run_id)
+        if (
+            root is not None
+        ):  # artifacts on this machine: copy the file as MLflow would, without its round trips
+            src = root / path
+            if not src.is_file():
+                return (
+                    None
+                    if not src.is_dir()
+                    else Path(shutil.copytree(src, Path(dst) / path, dirs_exist_ok=True))
+                )
+            target = Path(dst) / path
+            target.parent.mkdir(parents=True, exist_ok=True)
+            return Path(shutil.copyfile(src, target))
         try:
             return Path(_retry(self.client.download_artifacts, run_id, path, str(dst)))
         except Exception:  # noqa: BLE001 - mlflow raises several types for a missing artifact
             return None
 
+    def local_artifact_root(self, run_id: str) -> Path | None:
+        """The folder of the run's artifacts when they are local files (a ``file:`` artifact URI), else None."""
+        from urllib.parse import unquote, urlparse
+
+        try:
+            uri = self.artifact_uri(run_id)
+        except Exception:  # noqa: BLE001 - no such run: MLflow's own download reports it
+            return None
+        parsed = urlparse(uri)
+        if parsed.scheme != "file" or parsed.netloc not in ("", "localhost"):
+            return None
+        return Path(unquote(parsed.path))
+
     def artifact_uri(self, run_id: str) -> str:
-        return str(_retry(self.client.get_run, run_id).info.artifact_uri)
+        """Where the run's artifacts live (known without a query for a run this tracker started)."""
+        if run_id not in self._artifact_uris:
+            self._artifact_uris[run_id] = str(_retry(self.client.get_run, run_id).info.artifact_uri)
+        return self._artifact_uris[run_id]
+
+
+_SHARED: dict[tuple[str, int], Tracker] = {}
+
+
+def shared_tracker(uri: str) -> Tracker:
+    """One :class:`Tracker` per store and process: the jobs of a sweep reuse its client (and its database engine)
+    instead of opening the store again per job. Keyed by process id too, so a forked launcher worker opens its own."""
+    key = (uri, os.getpid())
+    if key not in _SHARED:
+        _SHARED[key] = Tracker(uri)
+    return _SHARED[key]

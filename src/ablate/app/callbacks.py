@@ -70,6 +70,7 @@ class SweepCallback(Callback):
     def on_multirun_end(self, config: Any, **kwargs: Any) -> None:
         if self.tracker is None or self.parent is None:
             return
+        from ablate.cache import Cache
         from ablate.errors import AblateError
         from ablate.study.report import attach_report
         from ablate.study.sweep_summary import summarize_sweep
@@ -83,6 +84,7 @@ class SweepCallback(Callback):
                     out=(self.sweep_dir / R.REPORT_DIR) if self.sweep_dir else None,
                     bootstrap=int(config.stats.bootstrap),
                     seed=int(config.stats.seed),
+                    cache=Cache(config.cache.dir or None, enabled=bool(config.cache.enabled)),
                 )
                 print(f"compare in the MLflow UI: mlflow ui --backend-store-uri {self.tracker.uri}")
             except AblateError as e:  # e.g. a refused comparison must not crash the end of the sweep

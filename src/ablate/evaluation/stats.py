@@ -61,7 +61,9 @@ __all__ = [
     "bootstrap_cis",
     "holm",
     "paired_bootstrap_test",
+    "paired_bootstrap_tests",
     "paired_randomization_test",
+    "paired_randomization_tests",
     "paired_t_test",
     "wilson_interval",
 ]
@@ -492,46 +494,81 @@ def paired_bootstrap_test(
     Edge cases: all ``d_i = 0`` -> ``delta = 0``, ``p = 1``; a constant nonzero shift (``n >= 2``) ->
     ``p = 1 / (B + 1)``; a single nonzero pair -> ``p = nan``; no pair -> all NaN.
     """
+    return paired_bootstrap_tests([(a, b)], n_resamples, seed, confidence, nan_policy)[0]
+
+
+def paired_bootstrap_tests(
+    pairs: Sequence[tuple[ArrayLike, ArrayLike]],
+    n_resamples: int = 10000,
+    seed: int = 0,
+    confidence: float = 0.95,
+    nan_policy: str = "raise",
+) -> list[PairedResult]:
+    """:func:`paired_bootstrap_test` for many ``(a, b)`` pairs at once: entry ``i`` equals
+    ``paired_bootstrap_test(*pairs[i], ...)`` exactly. Every test starts from the same ``seed``, so pairs over the
+    same number of queries draw the same resampled query indices: they are drawn once and applied to every pair."""
     n_resamples, confidence, seed = _check_paired_settings(n_resamples, confidence, seed, nan_policy)
-    x, y = _paired(a, b, "paired_bootstrap_test", nan_policy)
-    n = x.size
-    if n == 0:
-        return _empty_result()
-    d = x - y
-    mean_a, mean_b, delta = float(x.mean()), float(y.mean()), float(d.mean())
-    if np.all(d == d[0]):
-        c = float(d[0])
-        p = 1.0 if c == 0.0 else (1.0 / (n_resamples + 1) if n >= 2 else math.nan)
-        return PairedResult(mean_a, mean_b, c, c, c, p, n)
-    w = d - delta
-    t_obs = delta / (d.std(ddof=1) / math.sqrt(n))
-    scale2 = float((w**2).max())
-    means = np.empty(n_resamples)
-    count = 0
-    start = 0
-    for idx in _resample_indices(np.random.default_rng(seed), n, n_resamples):
-        stop = start + idx.shape[0]
-        drawn = w[idx]
-        mean_w = drawn.sum(axis=1) / n
-        var_w = np.maximum((drawn * drawn).sum(axis=1) / n - mean_w**2, 0.0) * n / (n - 1)
-        flat = var_w <= 1e-12 * scale2  # all drawn values equal (up to rounding)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            t_star = np.where(
-                flat,
-                np.where(np.abs(mean_w) <= 1e-9 * math.sqrt(scale2), 0.0, np.inf),
-                mean_w / np.sqrt(var_w / n),
+    out: list[PairedResult | None] = [None] * len(pairs)
+    groups: dict[int, list[tuple[int, np.ndarray, float, float]]] = {}
+    for i, (a, b) in enumerate(pairs):
+        x, y = _paired(a, b, "paired_bootstrap_test", nan_policy)
+        n = x.size
+        if n == 0:
+            out[i] = _empty_result()
+            continue
+        d = x - y
+        mean_a, mean_b, delta = float(x.mean()), float(y.mean()), float(d.mean())
+        if np.all(d == d[0]):
+            c = float(d[0])
+            p = 1.0 if c == 0.0 else (1.0 / (n_resamples + 1) if n >= 2 else math.nan)
+            out[i] = PairedResult(mean_a, mean_b, c, c, c, p, n)
+            continue
+        groups.setdefault(n, []).append((i, d, mean_a, mean_b))
+    for n, items in groups.items():
+        ws, t_obs, scales, deltas = [], [], [], []
+        for _, d, _, _ in items:
+            delta = float(d.mean())
+            w = d - delta
+            ws.append(w)
+            deltas.append(delta)
+            t_obs.append(delta / (d.std(ddof=1) / math.sqrt(n)))
+            scales.append(float((w**2).max()))
+        means = np.empty((len(items), n_resamples))
+        counts = [0] * len(items)
+        start = 0
+        for idx in _resample_indices(np.random.default_rng(seed), n, n_resamples):
+            stop = start + idx.shape[0]
+            for j, w in enumerate(ws):
+                drawn = w[idx]
+                mean_w = drawn.sum(axis=1) / n
+                var_w = np.maximum((drawn * drawn).sum(axis=1) / n - mean_w**2, 0.0) * n / (n - 1)
+                flat = var_w <= 1e-12 * scales[j]  # all drawn values equal (up to rounding)
+                with np.errstate(divide="ignore", invalid="ignore"):
+                    t_star = np.where(
+                        flat,
+                        np.where(np.abs(mean_w) <= 1e-9 * math.sqrt(scales[j]), 0.0, np.inf),
+                        mean_w / np.sqrt(var_w / n),
+                    )
+                counts[j] += _ties_or_beyond(t_star, t_obs[j])
+                means[j, start:stop] = mean_w + deltas[j]
+            start = stop
+        for j, (i, _, mean_a, mean_b) in enumerate(items):
+            low, high = _percentile_bounds(means[j], confidence)
+            out[i] = PairedResult(
+                mean_a, mean_b, deltas[j], low, high, (counts[j] + 1) / (n_resamples + 1), n
             )
-        count += _ties_or_beyond(t_star, t_obs)
-        means[start:stop] = mean_w + delta
-        start = stop
-    low, high = _percentile_bounds(means, confidence)
-    return PairedResult(mean_a, mean_b, delta, low, high, (count + 1) / (n_resamples + 1), n)
+    return [r if r is not None else _empty_result() for r in out]
+
+
+def _sign_matrix(n: int, codes: np.ndarray) -> np.ndarray:
+    """The ``(len(codes), n)`` matrix of signs (+1, or -1 where bit ``i`` of the code is set: flip query ``i``)."""
+    bits = (codes[:, None] >> np.arange(n, dtype=np.int64)) & 1
+    return (1 - 2 * bits).astype(np.float64)
 
 
 def _sign_flip_means(d: np.ndarray, codes: np.ndarray) -> np.ndarray:
     """``mean(s * d)`` for the sign patterns whose bit ``i`` (1 = flip query ``i``) is encoded in ``codes``."""
-    bits = (codes[:, None] >> np.arange(d.size, dtype=np.int64)) & 1
-    return ((1 - 2 * bits).astype(np.float64) @ d) / d.size
+    return (_sign_matrix(d.size, codes) @ d) / d.size
 
 
 def paired_randomization_test(
@@ -561,34 +598,60 @@ def paired_randomization_test(
     ``bootstrap_ci(a - b, n_resamples, confidence, seed)`` (percentile bootstrap over queries).
     Edge cases: all ``d_i = 0`` -> ``p = 1``; no pair -> all NaN.
     """
+    return paired_randomization_tests([(a, b)], n_resamples, seed, confidence, nan_policy)[0]
+
+
+def paired_randomization_tests(
+    pairs: Sequence[tuple[ArrayLike, ArrayLike]],
+    n_resamples: int = 10000,
+    seed: int = 0,
+    confidence: float = 0.95,
+    nan_policy: str = "raise",
+) -> list[PairedResult]:
+    """:func:`paired_randomization_test` for many ``(a, b)`` pairs at once: entry ``i`` equals
+    ``paired_randomization_test(*pairs[i], ...)`` exactly. Every test starts from the same ``seed``, so pairs over
+    the same number of queries draw the same sign vectors and the same resampled queries (for the interval): they are
+    drawn once and applied to every pair (the differences of a group form one queries x pairs table)."""
     n_resamples, confidence, seed = _check_paired_settings(n_resamples, confidence, seed, nan_policy)
-    x, y = _paired(a, b, "paired_randomization_test", nan_policy)
-    n = x.size
-    if n == 0:
-        return _empty_result()
-    d = x - y
-    mean_a, mean_b, delta = float(x.mean()), float(y.mean()), float(d.mean())
-    _, low, high = _bootstrap_columns(d[:, None], n_resamples, confidence, seed, "percentile")[0]
-    if np.all(d == 0.0):
-        return PairedResult(mean_a, mean_b, delta, low, high, 1.0, n)
-    rows = max(1, _CHUNK_ELEMENTS // n)
-    count = 0
-    if n < 62 and (1 << n) <= n_resamples:
-        total = 1 << n
-        for start in range(0, total, rows):
-            codes = np.arange(start, min(start + rows, total), dtype=np.int64)
-            count += _ties_or_beyond(_sign_flip_means(d, codes), delta)
-        p = count / total
-    else:
-        rng = np.random.default_rng(seed)
-        done = 0
-        while done < n_resamples:
-            r = min(rows, n_resamples - done)
-            signs = rng.integers(0, 2, size=(r, n)).astype(np.float64) * 2.0 - 1.0
-            count += _ties_or_beyond(signs @ d / n, delta)
-            done += r
-        p = (count + 1) / (n_resamples + 1)
-    return PairedResult(mean_a, mean_b, delta, low, high, float(p), n)
+    out: list[PairedResult | None] = [None] * len(pairs)
+    groups: dict[int, list[tuple[int, np.ndarray, float, float]]] = {}
+    for i, (a, b) in enumerate(pairs):
+        x, y = _paired(a, b, "paired_randomization_test", nan_policy)
+        if x.size == 0:
+            out[i] = _empty_result()
+            continue
+        groups.setdefault(x.size, []).append((i, x - y, float(x.mean()), float(y.mean())))
+    for n, items in groups.items():
+        table = np.column_stack([d for _, d, _, _ in items])
+        intervals = _bootstrap_columns(table, n_resamples, confidence, seed, "percentile")
+        deltas = [float(d.mean()) for _, d, _, _ in items]
+        live = [j for j, (_, d, _, _) in enumerate(items) if not np.all(d == 0.0)]
+        counts = dict.fromkeys(live, 0)
+        rows = max(1, _CHUNK_ELEMENTS // n)
+        exact = n < 62 and (1 << n) <= n_resamples
+        if live and exact:
+            total = 1 << n
+            for start in range(0, total, rows):
+                signs = _sign_matrix(n, np.arange(start, min(start + rows, total), dtype=np.int64))
+                for j in live:
+                    counts[j] += _ties_or_beyond((signs @ items[j][1]) / n, deltas[j])
+        elif live:
+            rng = np.random.default_rng(seed)
+            done = 0
+            while done < n_resamples:
+                r = min(rows, n_resamples - done)
+                signs = rng.integers(0, 2, size=(r, n)).astype(np.float64) * 2.0 - 1.0
+                for j in live:
+                    counts[j] += _ties_or_beyond(signs @ items[j][1] / n, deltas[j])
+                done += r
+        for j, (i, _, mean_a, mean_b) in enumerate(items):
+            _, low, high = intervals[j]
+            if j not in counts:  # all d_i = 0
+                p = 1.0
+            else:
+                p = counts[j] / (1 << n) if exact else (counts[j] + 1) / (n_resamples + 1)
+            out[i] = PairedResult(mean_a, mean_b, deltas[j], low, high, float(p), n)
+    return [r if r is not None else _empty_result() for r in out]
 
 
 def paired_t_test(

@@ -10,7 +10,10 @@ import sys
 from dataclasses import asdict
 from typing import IO, Any
 
+import numpy as np
+
 from ablate import record as R
+from ablate.cache import Cache, arrays_digest, key_of, source_digest
 from ablate.data.corpus import Snapshot
 from ablate.runner.settings import CorpusSpec, RunSettings
 from ablate.tables import as_number, fmt, format_table
@@ -51,9 +54,17 @@ def params_for(
     return params
 
 
-def headline_cis(result: Any, bootstrap: int, seed: int) -> dict[str, tuple[float, float, float]]:
-    """95% bootstrap intervals over the answerable queries for every mean metric (shared resamples)."""
-    from ablate.evaluation.stats import bootstrap_cis  # scipy: imported when a run is scored
+#: Cache kind of the per-run bootstrap intervals (keyed by the per-query values, the settings and the stats code).
+CI_KIND = "bootstrap-cis"
+
+
+def headline_cis(
+    result: Any, bootstrap: int, seed: int, cache: Cache | None = None
+) -> dict[str, tuple[float, float, float]]:
+    """95% bootstrap intervals over the answerable queries for every mean metric (shared resamples). With a
+    ``cache``, the intervals are kept by content: the same per-query values, resamples and seed give the same
+    intervals, so a run whose per-query scores did not change does not resample again."""
+    from ablate.evaluation import stats  # scipy: imported when a run is scored
 
     ev = result.evaluation
     pq = ev.per_query
@@ -61,20 +72,40 @@ def headline_cis(result: Any, bootstrap: int, seed: int) -> dict[str, tuple[floa
     cols = [str(c) for c in pq.columns if "@" in str(c) and not str(c).startswith("unjudged")]
     if rows.empty or bootstrap <= 0:
         return {}
-    cis = bootstrap_cis(rows, cols, n_resamples=bootstrap, seed=seed, nan_policy="omit")
+
+    def compute() -> dict[str, list[float]]:
+        cis = stats.bootstrap_cis(rows, cols, n_resamples=bootstrap, seed=seed, nan_policy="omit")
+        return {str(c): [float(x) for x in v] for c, v in cis.items()}
+
+    if cache is None:
+        got = compute()
+    else:
+        matrix = rows[cols].to_numpy(dtype=np.float64, na_value=np.nan)
+        key = key_of(
+            CI_KIND,
+            source_digest(stats.__file__),
+            bootstrap,
+            seed,
+            cols,
+            rows.index.tolist(),
+            arrays_digest(matrix),
+        )
+        got = cache.memo_json(CI_KIND, key, compute)
     return {
-        str(c).replace("rr@", "mrr@", 1) if str(c).startswith("rr@") else str(c): v for c, v in cis.items()
+        c.replace("rr@", "mrr@", 1) if c.startswith("rr@") else c: (v[0], v[1], v[2]) for c, v in got.items()
     }
 
 
-def metrics_for(result: Any, bootstrap: int = 1000, seed: int = 0) -> dict[str, float]:
+def metrics_for(
+    result: Any, bootstrap: int = 1000, seed: int = 0, cache: Cache | None = None
+) -> dict[str, float]:
     ev = result.evaluation
     m: dict[str, float] = {}
     for k, v in ev.means.items():
         f = as_number(v)
         if f is not None:
             m[k] = f
-    for k, (_, lo, hi) in headline_cis(result, bootstrap, seed).items():
+    for k, (_, lo, hi) in headline_cis(result, bootstrap, seed, cache).items():
         if as_number(lo) is not None:
             m[f"{k}_ci_low"] = float(lo)
             m[f"{k}_ci_high"] = float(hi)

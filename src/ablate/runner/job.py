@@ -32,7 +32,7 @@ from ablate.runner.orphans import process_tags
 from ablate.runner.pipeline import Pipeline, RunResult, run_pipeline
 from ablate.runner.session import Session, shared_session
 from ablate.runner.settings import CorpusSpec, OutputSpec, RunSettings
-from ablate.tracking import Tracker
+from ablate.tracking import Tracker, shared_tracker
 
 PACKAGE_DIR = Path(__file__).resolve().parents[1]
 
@@ -149,7 +149,7 @@ def run_job(
     snapshot = check_inputs(  # before any run exists: bad input leaves nothing behind
         job.corpus, job.output, job.pipeline, job.settings.eval.relevance_level, session, sweep_orphans=False
     )
-    tracker = tracker or Tracker(job.output.tracking_uri)
+    tracker = tracker or shared_tracker(job.output.tracking_uri)
     cache = Cache(job.output.cache_dir, enabled=job.output.cache_enabled)
     with tracker.run(job.output.experiment, job.variant, start_tags(job), job.parent_run_id) as run_id:
         result = run_pipeline(
@@ -167,7 +167,7 @@ def run_job(
         # a split file a held-out run used may no longer be redrawn
         if result.split in HELD_OUT_SPLITS and job.corpus.split_file:
             mark_used_by_test(job.corpus.split_file, run_id, result.split)
-        tracker.log_params(run_id, params_for(job.variant, result, snapshot, job.corpus, job.settings))
+        params = params_for(job.variant, result, snapshot, job.corpus, job.settings)
         tags = result_tags(result, snapshot, job.corpus)
         if result.split in HELD_OUT_SPLITS:
             cfp, verdict = heldout_verdict(
@@ -178,11 +178,14 @@ def run_job(
             )
             if verdict.message:
                 print(verdict.message, file=sys.stderr)
-        tracker.set_tags(run_id, tags)
-        metrics, undefined = split_defined(
-            metrics_for(result, bootstrap=job.settings.bootstrap, seed=job.settings.seed)
-        )
-        tracker.log_metrics(run_id, metrics)
+        try:
+            metrics, undefined = split_defined(
+                metrics_for(result, bootstrap=job.settings.bootstrap, seed=job.settings.seed, cache=cache)
+            )
+        except BaseException:  # the FAILED run still says what ran
+            tracker.log_run(run_id, params=params, tags=tags)
+            raise
+        tracker.log_run(run_id, params=params, metrics=metrics, tags=tags)  # one log_batch: one transaction
         tracker.log_files(run_id, artifacts_for(result, snapshot, job.config_yaml, undefined))
         print_run_summary(
             result,

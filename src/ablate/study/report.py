@@ -36,6 +36,7 @@ import numpy as np
 import pandas as pd
 
 from ablate import record as R
+from ablate.cache import Cache, arrays_digest, key_of, source_digest
 from ablate.errors import ConfigError, InputError
 from ablate.evaluation import stats
 from ablate.record import RecordedRun
@@ -66,6 +67,11 @@ __all__ = [
 TESTS: dict[str, Callable[..., stats.PairedResult]] = {
     "randomization": stats.paired_randomization_test,
     "bootstrap": stats.paired_bootstrap_test,
+}
+#: The same tests for many comparisons at once (entry i equals the single test on pair i; one draw of resamples).
+BATCH_TESTS: dict[str, Callable[..., list[stats.PairedResult]]] = {
+    "randomization": stats.paired_randomization_tests,
+    "bootstrap": stats.paired_bootstrap_tests,
 }
 TEST_NAMES = {
     "randomization": "paired randomization test (sign flips; Fisher 1935)",
@@ -450,11 +456,13 @@ def _paired(
     test: str,
     n_resamples: int,
     seed: int,
+    cache: Cache | None = None,
 ) -> tuple[dict[str, dict[str, stats.PairedResult]], dict[str, int]]:
-    """Each run against the baseline on the queries scored in both; a flag when that is fewer than either scores."""
-    test_fn = TESTS[test]
+    """Each run against the baseline on the queries scored in both; a flag when that is fewer than either scores.
+    Every (run, metric) comparison is one pair of one batched test call (the resamples are drawn once)."""
     bpq = tables[base.run_id]
-    results: dict[str, dict[str, stats.PairedResult]] = {}
+    pairs: list[tuple[np.ndarray, np.ndarray]] = []
+    slots: list[tuple[str, str]] = []
     paired_n: dict[str, int] = {}
     for r in plan.ordered:
         if r.run_id == base.run_id:
@@ -472,16 +480,47 @@ def _paired(
                 False, [*chk.flags, note], chk.refused, "; ".join([*chk.flags, note]), chk.factors, chk.change
             )
         rpq = tables[r.run_id]
-        results[r.run_id] = {
-            c: test_fn(
-                rpq.loc[common, c].to_numpy(),
-                bpq.loc[common, c].to_numpy(),
-                n_resamples=n_resamples,
-                seed=seed,
-            )
-            for c in cols
-        }
+        for c in cols:
+            pairs.append((rpq.loc[common, c].to_numpy(), bpq.loc[common, c].to_numpy()))
+            slots.append((r.run_id, c))
+    results: dict[str, dict[str, stats.PairedResult]] = {}
+    for (rid, c), res in zip(slots, _tests(pairs, test, n_resamples, seed, cache), strict=True):
+        results.setdefault(rid, {})[c] = res
     return results, paired_n
+
+
+#: Cache kind of the paired tests (keyed by the paired values, the test, its settings and the stats code).
+TESTS_KIND = "paired-tests"
+
+
+def _tests(
+    pairs: list[tuple[np.ndarray, np.ndarray]], test: str, n_resamples: int, seed: int, cache: Cache | None
+) -> list[stats.PairedResult]:
+    """``BATCH_TESTS[test]`` on ``pairs``; with a ``cache``, kept by content (the same values give the same
+    results, so a report over unchanged runs does not resample again)."""
+
+    def compute() -> list[list[float]]:
+        got = BATCH_TESTS[test](pairs, n_resamples=n_resamples, seed=seed)
+        return [[r.mean_a, r.mean_b, r.delta, r.ci_low, r.ci_high, r.p_value, r.n] for r in got]
+
+    if cache is None:
+        rows = compute()
+    else:
+        key = key_of(
+            TESTS_KIND,
+            source_digest(stats.__file__),
+            test,
+            n_resamples,
+            seed,
+            arrays_digest(*(x for pair in pairs for x in pair)),
+        )
+        rows = cache.memo_json(TESTS_KIND, key, compute)
+    return [
+        stats.PairedResult(
+            float(r[0]), float(r[1]), float(r[2]), float(r[3]), float(r[4]), float(r[5]), int(r[6])
+        )
+        for r in rows
+    ]
 
 
 def _rows(
@@ -575,6 +614,7 @@ def build_report(
     title: str = "",
     skipped: Sequence[str] = (),
     contrast: tuple[str, str] | None = DEFAULT_CONTRAST,
+    cache: Cache | None = None,
 ) -> Report:
     """Compare ``runs`` with a baseline: the ablation table, per-tag slices and plots. Pure (no MLflow).
 
@@ -585,6 +625,8 @@ def build_report(
     every param that differs between runs). ``force``: report runs scored on different labels or documents (flagged)
     instead of raising :class:`ablate.study.compare.ComparisonRefused`. ``skipped``: lines about runs left out
     (failed), repeated in the report. ``contrast``: the two question tags compared side by side in the slices.
+    ``cache``: where figures (:mod:`ablate.study.plots`) and paired-test results are kept by content; None
+    computes everything.
     """
     if not runs:
         raise ReportError(
@@ -604,7 +646,7 @@ def build_report(
     checks = _checks(plan, base, force)  # may raise ComparisonRefused
     scored = {rid: scored_ids(pq, cols) for rid, pq in tables.items()}
     cis = _cis(plan, tables, scored, metrics, cols, bootstrap, seed, warnings)
-    results, paired_n = _paired(plan, base, tables, scored, cols, checks, test, n_resamples, seed)
+    results, paired_n = _paired(plan, base, tables, scored, cols, checks, test, n_resamples, seed, cache)
     csv_rows, md_rows, footnotes, family = _rows(
         plan, base, metrics, cols, scored, cis, results, paired_n, checks
     )
@@ -623,7 +665,7 @@ def build_report(
     console = _console(csv_rows, metrics[0], footnotes, warnings, skipped, plan.heldout)
     if answers is not None:
         console += "\n" + answers.console
-    figures = _figures(plan, cis, metrics, cols, base) if plots else {}
+    figures = _figures(plan, cis, metrics, cols, base, cache) if plots else {}
     return Report(
         kind=plan.kind,
         baseline=base.run_id,
@@ -661,11 +703,12 @@ def _figures(
     metrics: list[str],
     cols: list[str],
     base: RunRecord,
+    cache: Cache | None = None,
 ) -> dict[str, bytes]:
     """The metric bars, the sweep curves and one stage funnel per run."""
     return {
-        **make_plots(plan.ordered, cis, metrics, cols, plan.labels, base, plan.swept),
-        **funnel_plots(plan.ordered, plan.labels),
+        **make_plots(plan.ordered, cis, metrics, cols, plan.labels, base, plan.swept, cache),
+        **funnel_plots(plan.ordered, plan.labels, cache),
     }
 
 
@@ -808,6 +851,7 @@ def attach_report(
     stream: IO[str] | None = None,
     contrast: tuple[str, str] | None = DEFAULT_CONTRAST,
     full: bool = False,
+    cache: Cache | None = None,
 ) -> Report:
     """Fetch the runs, build the report, write it to ``out`` (default: ``<sweep dir>/report``), log it to the
     parent run under ``report/`` (a new ``report-<n>`` folder when one exists: a report never overwrites an earlier
@@ -830,6 +874,7 @@ def attach_report(
         title=source.title,
         skipped=source.skipped,
         contrast=contrast,
+        cache=cache,
     )
     out_dir = fresh_folder(Path(out) if out is not None else _default_out(source))
     report.write(out_dir)

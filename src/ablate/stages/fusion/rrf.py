@@ -25,7 +25,14 @@ CODE_VERSION = "ablate-rrf/1"
 def rrf_scores(rankings: Sequence[Sequence[str]], k: float = 60.0) -> dict[str, float]:
     """RRF score of every id in any of the ``rankings`` (each a list of ids in rank order, rank 1 first)."""
     k = check_float("rrf.k", k, 0.0, hint=" (60 is the usual default)")
+    longest = max((len(r) for r in rankings), default=0)
+    return _scores(rankings, [1.0 / (k + rank) for rank in range(1, longest + 1)])
+
+
+def _scores(rankings: Sequence[Sequence[str]], inv: Sequence[float]) -> dict[str, float]:
+    """RRF scores with ``inv[rank - 1] = 1 / (k + rank)`` precomputed (the same floats, summed in list order)."""
     scores: dict[str, float] = {}
+    get = scores.get
     for ranking in rankings:
         seen: set[str] = set()
         rank = 0
@@ -33,8 +40,8 @@ def rrf_scores(rankings: Sequence[Sequence[str]], k: float = 60.0) -> dict[str, 
             if uid in seen:  # a list that names one id twice counts it once, at its best rank
                 continue
             seen.add(uid)
+            scores[uid] = get(uid, 0.0) + inv[rank]
             rank += 1
-            scores[uid] = scores.get(uid, 0.0) + 1.0 / (k + rank)
     return scores
 
 
@@ -43,9 +50,9 @@ def rrf(
 ) -> Run:
     """Fuse ``runs`` by RRF over each run's top-``window`` chunks; return the top ``depth`` (default: all)."""
     window = check_int("retrieval.window", window, 1)
-    qids: list[str] = []
-    for r in runs:
-        qids.extend(q for q in r.results if q not in qids)
+    kf = check_float("rrf.k", k, 0.0, hint=" (60 is the usual default)")
+    inv = [1.0 / (kf + rank) for rank in range(1, window + 1)]
+    qids = list(dict.fromkeys(q for r in runs for q in r.results))  # first appearance, in run order
     out: dict[str, list[Hit]] = {}
     for qid in qids:
         lists = [r.get(qid)[:window] for r in runs]
@@ -53,13 +60,11 @@ def rrf(
         for hits in lists:
             for h in hits:
                 info.setdefault(h.chunk_id, h)
-        scores = rrf_scores([[h.chunk_id for h in hits] for hits in lists], k)
-        ranked = sorted(scores, key=lambda c: (-scores[c], c))  # types.TIE_RULE
+        scores = _scores([[h.chunk_id for h in hits] for hits in lists], inv)
+        ranked = sorted(scores.items(), key=lambda cs: (-cs[1], cs[0]))  # types.TIE_RULE
         if depth:
             ranked = ranked[:depth]
-        out[qid] = [
-            Hit(chunk_id=c, doc_id=info[c].doc_id, score=scores[c], version=info[c].version) for c in ranked
-        ]
+        out[qid] = [Hit(c, info[c].doc_id, s, info[c].version) for c, s in ranked]
     meta = {"fusion": "rrf", "rrf.k": k, "window": window, "inputs": [r.name for r in runs]}
     return Run(name=name, results=out, meta=meta)
 
