@@ -798,7 +798,7 @@ def _block_metrics(
     return out
 
 
-#: Queries per block: bounds the working arrays (about 10 kB per query at 100 results and 7 cutoffs) and keeps them
+#: Queries per block: bounds the working arrays (experiments/results/bench_eval.md measures the peak per query) and keeps them
 #: in cache; rows are also capped at ``_BLOCK_CELLS`` (results + judgements) so one very long list cannot widen a block.
 _BLOCK_QUERIES = 1024
 _BLOCK_CELLS = 1 << 20
