@@ -1,14 +1,21 @@
 """Benchmark: ablate.evaluation.evaluate vs pytrec_eval on the same synthetic input, values checked.
 
-    /work/venv/bin/python experiments/bench_eval.py                 # 100k queries x 100 results
-    /work/venv/bin/python experiments/bench_eval.py --queries 2000  # quick
+    python experiments/bench_eval.py --chunked       # 100k queries x 100 results (results/bench_eval.md)
+    python experiments/bench_eval.py --queries 2000  # quick
 
 Generates ``--queries`` queries with ``--depth`` distinct documents each (strictly decreasing scores, so no tie rule
 is involved) and graded qrels (0-3; some judged documents are not retrieved; every query has a relevant document).
-Times each evaluator from its own native input (ours: a ``Run`` of ``Hit`` objects and ``Qrels``; pytrec_eval:
-``RelevanceEvaluator(qrels, measures)`` + ``evaluate(run_dict)``), for ``ndcg_cut``, ``recall`` at the same cutoffs
-and ``recip_rank`` (no cutoff in trec_eval; equal to our ``rr@depth`` because every run has exactly ``depth``
-results). Ours runs with linear gain (trec_eval's) for the comparison; the default exponential gain is timed too.
+Both evaluators start from the same generated data already in memory, each in the form its API takes, and nothing is
+precomputed for either. Timed for pytrec_eval: ``RelevanceEvaluator(qrels_dict, measures)`` (it copies the qrels
+into its own structures) + ``.evaluate(run_dict)`` (it copies the run, sorts it by score and scores it), returning a
+dict of dicts. Timed for ours: ``evaluate(run, qrels, qids, settings)`` from a ``Run`` of ``Hit`` objects and
+``Qrels`` to the finished ``EvalResult``: reading every hit's id, the byte conversion, the per-query placement, all
+7 metrics x K per query, the per-query DataFrame, the means and the accounting. Measures: ``ndcg_cut``, ``recall`` at
+the same cutoffs and ``recip_rank`` (no cutoff in trec_eval; equal to our ``rr@depth`` because every run has exactly
+``depth`` results). Ours runs with linear gain (trec_eval's) for the comparison; the default exponential gain and the
+plain Python reference placement (``vectorised=False``) are timed too. Memory: the peak of Python and numpy
+allocations during one evaluation (tracemalloc, which numpy reports to), divided by the number of queries, and the
+evaluate call's largest block of working arrays; measured in a separate, untimed pass.
 ``--chunked`` also times a chunk-level run (3 chunks per document, evaluated at unit doc, both budgets), which
 pytrec_eval cannot express. Prints the ratio, our throughput and the largest absolute difference.
 """
@@ -17,9 +24,11 @@ from __future__ import annotations
 
 import argparse
 import gc
+import os
 import platform
 import sys
 import time
+import tracemalloc
 
 import numpy as np
 
@@ -67,6 +76,25 @@ def chunked(run: Run, per_doc: int = 3) -> Run:
     return Run("synthetic-chunks", out)
 
 
+def cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            return next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
+    except (OSError, StopIteration):
+        return platform.processor() or "unknown CPU"
+
+
+def peak_bytes(fn) -> int:
+    """Peak bytes allocated (Python objects and numpy arrays) while ``fn`` runs, above what was allocated before."""
+    gc.collect()
+    tracemalloc.start()
+    try:
+        fn()
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
 def timed(fn):
     """(wall seconds, CPU seconds of this process, value). CPU time is the fairer figure on a shared machine."""
     gc.collect()
@@ -95,7 +123,11 @@ def main(argv: list[str] | None = None) -> int:
             f"note: max K {max(ks)} != depth {args.depth}; recip_rank is compared with rr@{max(ks)}",
             file=sys.stderr,
         )
-    print(f"python {platform.python_version()}, numpy {np.__version__}, {platform.machine()}")
+    print(
+        f"python {platform.python_version()}, numpy {np.__version__}, pytrec_eval "
+        f"{getattr(pytrec_eval, '__version__', '?')}, {platform.machine()}, {cpu_model()}, "
+        f"{os.cpu_count()} CPUs, load average at start {os.getloadavg()[0]:.1f}"
+    )
     t = time.perf_counter()
     qids, run, qrels, trec_run, trec_qrels = generate(args.queries, args.depth, args.judged, args.seed)
     print(
@@ -112,6 +144,7 @@ def main(argv: list[str] | None = None) -> int:
         ).evaluate(trec_run),
         "ablate evaluate, linear gain (all metrics)": lambda: evaluate(run, qrels, qids, linear),
         "ablate evaluate, exponential gain": lambda: evaluate(run, qrels, qids, EvalSettings(ks=ks)),
+        "ablate, Python reference placement": lambda: evaluate(run, qrels, qids, linear, vectorised=False),
     }
     if args.chunked:
         crun = chunked(run)
@@ -120,12 +153,14 @@ def main(argv: list[str] | None = None) -> int:
                 crun, qrels, qids, EvalSettings(ks=ks, unit="doc", budget=b)
             )
     best: dict[str, tuple[float, float]] = {}
+    every: dict[str, list[tuple[float, float]]] = {}
     values: dict[str, object] = {}
     for _ in range(args.repeat):  # interleaved, so both evaluators see the same machine load
         for name, fn in jobs.items():
             wall, cpu, values[name] = timed(fn)
             w0, c0 = best.get(name, (float("inf"), float("inf")))
             best[name] = (min(w0, wall), min(c0, cpu))
+            every.setdefault(name, []).append((wall, cpu))
 
     ref = values["pytrec_eval (ndcg_cut, recall, recip_rank)"]
     pq = values["ablate evaluate, linear gain (all metrics)"].per_query  # type: ignore[attr-defined]
@@ -140,10 +175,15 @@ def main(argv: list[str] | None = None) -> int:
     worst = max(worst, float(np.max(np.abs(a - b))))
 
     n = args.queries
-    print(f"best of {args.repeat}, interleaved")
+    print(
+        f"best of {args.repeat}, interleaved (each column's own best; load average now {os.getloadavg()[0]:.1f})"
+    )
     print(f"{'evaluator':<46}{'wall s':>9}{'CPU s':>9}{'queries/s (CPU)':>17}")
     for name, (wall, cpu) in best.items():
         print(f"{name:<46}{wall:>9.2f}{cpu:>9.2f}{n / cpu:>17,.0f}")
+    print("all repeats (wall s / CPU s):")
+    for name, runs in every.items():
+        print(f"  {name:<44}" + "  ".join(f"{w:.2f}/{c:.2f}" for w, c in runs))
     tw, tc = best["pytrec_eval (ndcg_cut, recall, recip_rank)"]
     ow, oc = best["ablate evaluate, linear gain (all metrics)"]
     ew, ec = best["ablate evaluate, exponential gain"]
@@ -153,7 +193,20 @@ def main(argv: list[str] | None = None) -> int:
     )
     print(f"throughput (ours, linear, CPU): {n / oc:,.0f} queries/s = {n * args.depth / oc:,.0f} results/s")
     print(f"max |ours - pytrec_eval| over {len(ks) * 2 + 1} measures x {n} queries: {worst:.3g}")
-    ok = worst <= 1e-9
+    fast, ref_pq = pq, values["ablate, Python reference placement"].per_query  # type: ignore[attr-defined]
+    same = fast.equals(ref_pq)
+    print(f"vectorised placement == Python reference placement (all {fast.shape[1]} columns): {same}")
+    del values, ref, fast, ref_pq, pq
+    print("memory (separate untimed pass, tracemalloc peak of one evaluation / queries):")
+    mem_jobs = {"ablate evaluate, linear gain": lambda: evaluate(run, qrels, qids, linear)}
+    if args.chunked:
+        mem_jobs["ablate, chunk run at unit doc, budget=chunks"] = lambda: evaluate(
+            crun, qrels, qids, EvalSettings(ks=ks, unit="doc", budget="chunks")
+        )
+    for name, fn in mem_jobs.items():
+        peak = peak_bytes(fn)
+        print(f"  {name:<44}{peak / n:>10,.0f} bytes/query (peak {peak / 2**20:,.0f} MiB)")
+    ok = worst <= 1e-9 and same
     print("values agree (<= 1e-9)" if ok else "VALUES DISAGREE")
     return 0 if ok else 1
 

@@ -21,7 +21,7 @@ import json
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from itertools import compress
+from itertools import chain, compress
 from typing import Any, Literal
 
 import numpy as np
@@ -241,7 +241,14 @@ class _UnjudgedSource:
     unit: str
     budget: str
     depth: int
-    rows: list[tuple[str, list[Hit], Mapping[str, int]]]
+    qids: Sequence[str]
+    lists: Sequence[Sequence[Hit]]
+    judged: Sequence[Mapping[str, int]]
+    which: np.ndarray  # indices of the queries with unjudged results in the window
+
+    @property
+    def rows(self) -> list[tuple[str, Sequence[Hit], Mapping[str, int]]]:
+        return [(self.qids[i], self.lists[i], self.judged[i]) for i in self.which.tolist()]
 
 
 _EXPORT_COLUMNS = ["qid", "unit_id", "rank", "chunk_id", "doc_id"]
@@ -430,7 +437,7 @@ def _gains(grades: np.ndarray, level: int, gain: str) -> np.ndarray:
 
 
 def _ideal(
-    n_labels: np.ndarray, flat: list[int], level: int, depth: int
+    n_labels: np.ndarray, flat: Sequence[int] | np.ndarray, level: int, depth: int
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Query categories, relevant counts and the ideal (descending) relevant grades cut at ``depth``, from each
     query's label count and all label grades in query order."""
@@ -440,8 +447,14 @@ def _ideal(
     keep = grades >= level
     grades, rows = grades[keep], rows[keep]
     n_rel = np.bincount(rows, minlength=nq).astype(np.int64)
-    order = np.lexsort((-grades, rows))
-    grades, rows = grades[order], rows[order]
+    if len(grades):
+        top, span = int(grades.max()), int(grades.max()) - level + 1
+        if nq * span < 1 << 62:  # one sort of row * span + (top - grade): rows ascending, grades descending
+            packed = np.sort(rows * span + (top - grades))
+            rows, grades = packed // span, top - packed % span
+        else:
+            order = np.lexsort((-grades, rows))
+            grades, rows = grades[order], rows[order]
     starts = np.concatenate(([0], np.cumsum(n_rel)[:-1])) if nq else np.zeros(0, dtype=np.int64)
     cols = np.arange(len(rows)) - starts[rows] if len(rows) else np.zeros(0, dtype=np.int64)
     keep = cols < depth
@@ -452,99 +465,292 @@ def _ideal(
     return category, n_rel, ideal
 
 
-def evaluate(
-    run: Run,
-    qrels: Qrels,
-    qids: Iterable[str],
-    settings: EvalSettings = DEFAULT_SETTINGS,
-    *,
-    chunk_to_doc: Mapping[str, str] | None = None,
-) -> EvalResult:
-    """Score ``run`` against ``qrels`` on the declared query set ``qids`` (see the module's rules).
+@dataclass
+class _Placed:
+    """One block's placed rankings: ``lens`` (units in the max-K window), ``grades`` (query x window position,
+    :data:`UNJUDGED` where there is no judgement or no unit) and ``windows`` (units inside the top-K window, per K)."""
 
-    ``qids`` is the split's query set, so queries missing from the run are detected; queries of the run outside it
-    are ignored and counted. ``chunk_to_doc`` is needed only when chunk qrels are evaluated at unit ``doc``.
-    Never mutates its arguments; never rounds.
+    lens: np.ndarray
+    grades: np.ndarray
+    windows: np.ndarray
 
 
-    Long because it is the hot loop: one pass per query in plain Python, everything else vectorised, so a
-    100k-query run scores in seconds; splitting it would add calls per query on the critical path.
-    """
-    if not isinstance(settings, EvalSettings):
-        raise ConfigError("settings", type(settings).__name__, "pass an ablate.evaluation.EvalSettings")
-    unit = resolve_unit(settings.unit, qrels.unit)
-    judg = judgements_at(qrels, unit, chunk_to_doc)
-    qlist = _query_set(qids)
-    qset = set(qlist)
-    ks = settings.ks
-    depth = settings.max_k
-    level = settings.relevance_level
-    chunks_budget = settings.budget == "chunks"
-    condensed = settings.unjudged == "condensed"
-    tie_rule = str(run.meta.get("tie_rule", TIE_RULE)) if isinstance(run.meta, Mapping) else TIE_RULE
-    results = run.results
-    nq = len(qlist)
+@dataclass
+class _Block:
+    """What scoring one block of queries needs: the scored ranking, the full ranking (the same object unless
+    ``unjudged=condensed``), distinct units over the whole list, and which queries have unjudged units in the window."""
 
-    n_results = np.zeros(nq, dtype=np.int64)
-    n_units = np.zeros(nq, dtype=np.int64)
-    status = np.zeros(nq, dtype=np.int64)  # index into STATUSES
-    full = _Placement(nq)  # the ranking as retrieved (judged statistics, export)
-    scoring = _Placement(nq) if condensed else full  # the ranking that is scored
-    export_rows: list[tuple[str, list[Hit], Mapping[str, int]]] = []
-    empty: dict[str, int] = {}
-    doc_unit = unit == "doc"
+    scoring: _Placed
+    full: _Placed
+    n_units: np.ndarray
+    has_unjudged: np.ndarray
 
-    label_counts = np.zeros(nq, dtype=np.int64)
-    label_flat: list[int] = []
-    lens, counts, cols_flat, grades_flat = full.lens, full.counts, full.cols, full.grades
-    for i, qid in enumerate(qlist):
-        judged = judg.get(qid) or empty
-        if judged:
-            label_counts[i] = len(judged)
-            label_flat.extend(judged.values())
-        hits = results.get(qid)
-        if hits is None:
-            status[i] = 3
-            continue
-        n = len(hits)
-        n_results[i] = n
-        if n == 0:
-            status[i] = 2
+
+def _from_placement(p: _Placement, ks: tuple[int, ...]) -> _Placed:
+    return _Placed(p.lens, p.matrix(), p.windows(ks))
+
+
+def _block_python(
+    lists: Sequence[Sequence[Hit]],
+    jdicts: Sequence[Mapping[str, int]],
+    doc_unit: bool,
+    depth: int,
+    chunks_budget: bool,
+    condensed: bool,
+    ks: tuple[int, ...],
+) -> _Block:
+    """The reference placement: one pass per query in plain Python (dicts and sets). Used when the vectorised
+    placement cannot vouch for its result (a hash collision, an id holding the separator, non-string ids)."""
+    nb = len(lists)
+    n_units = np.zeros(nb, dtype=np.int64)
+    has_unjudged = np.zeros(nb, dtype=bool)
+    full = _Placement(nb)
+    scoring = _Placement(nb) if condensed else full
+    for i, (hits, judged) in enumerate(zip(lists, jdicts, strict=True)):
+        if not hits:
             continue
         ids = [h.doc_id for h in hits] if doc_unit else [h.chunk_id for h in hits]
-        if n <= depth and len(set(ids)) == n:  # fast path: no duplicates, the whole list inside the budget
-            if n < depth:
-                status[i] = 1
-            n_units[i] = lens[i] = n
-            if judged:
-                cols = list(compress(range(n), map(judged.__contains__, ids)))
-                if cols:
-                    counts[i] = len(cols)
-                    cols_flat.extend(cols)
-                    grades_flat.extend(map(judged.__getitem__, map(ids.__getitem__, cols)))
-                nj = len(cols)
-            else:
-                nj = 0
-            if nj < n:  # has unjudged results: keep what the export needs (references, read lazily)
-                export_rows.append((qid, hits, judged))
-        else:
-            nd, nw, pos, placed, grades = _place(ids, judged, depth, chunks_budget)
-            n_units[i] = nd
-            if (n if chunks_budget else nd) < depth:
-                status[i] = 1
-            full.add(i, nw, pos, placed, grades)
-            if len(placed) < nw:
-                export_rows.append((qid, hits, judged))
+        nd, nw, pos, placed, grades = _place(ids, judged, depth, chunks_budget)
+        n_units[i] = nd
+        full.add(i, nw, pos, placed, grades)
+        has_unjudged[i] = len(placed) < nw
         if condensed and judged:
             cids = [u for u in ids if u in judged]
             if cids:
                 _, cnw, cpos, ccols, cgrades = _place(cids, judged, depth, chunks_budget)
                 scoring.add(i, cnw, cpos, ccols, cgrades)
+    f = _from_placement(full, ks)
+    return _Block(_from_placement(scoring, ks) if condensed else f, f, n_units, has_unjudged)
 
-    category, n_rel, ideal = _ideal(label_counts, label_flat, level, depth)
 
-    # Scores, vectorised over queries: prefix sums along the deduplicated list, read at each K's window length.
-    g = scoring.matrix()
+_SEP = "\x1f"  # unit separator: joins the ids of a block into one string (refused if any id contains it)
+_ALL = np.uint64(0xFFFFFFFFFFFFFFFF)
+_BYTE_MASKS = np.array([(1 << (8 * v)) - 1 for v in range(8)] + [0xFFFFFFFFFFFFFFFF], dtype=np.uint64)
+_MIX = (np.uint64(0x9E3779B97F4A7C15), np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB))
+
+
+def _tokens(ids: list[str]) -> tuple[np.ndarray, list[np.ndarray], np.ndarray] | None:
+    """Each id's exact UTF-8 content as ``(byte length, [8-byte words], 64-bit hash of both)``, without a Python
+    object per id: the ids are joined into one string (one C-level pass), encoded, and cut at the separators.
+    ``None`` when an id is not a string or contains the separator (the caller then uses the reference path)."""
+    if not ids:
+        return None
+    try:
+        joined = _SEP.join(ids)
+    except TypeError:
+        return None
+    if joined.count(_SEP) != len(ids) - 1:
+        return None
+    data = joined.encode("utf-8", "surrogatepass")
+    buf = np.frombuffer(data + bytes(8), dtype=np.uint8)
+    nbytes = len(data)
+    ends = np.flatnonzero(buf[:nbytes] == 0x1F)
+    starts = np.empty(len(ids), dtype=np.int64)
+    starts[0] = 0
+    starts[1:] = ends + 1
+    lengths = np.empty(len(ids), dtype=np.int64)
+    lengths[:-1] = ends
+    lengths[-1] = nbytes
+    lengths -= starts
+    # Every byte offset read as a little-endian 8-byte word (overlapping, unaligned view; 8 zero bytes of padding).
+    view = np.ndarray(shape=(nbytes + 1,), dtype="<u8", buffer=buf, strides=(1,))
+    longest = int(lengths.max())
+    if longest <= 8:  # one word holds every id (numeric and short ids): the hash is one multiplication
+        word = view[starts] & _BYTE_MASKS[lengths]
+        return lengths, [word], word * _MIX[1]
+    h = lengths.astype(np.uint64) * _MIX[0]
+    words: list[np.ndarray] = []
+    for w in range(-(-longest // 8)):
+        valid = np.clip(lengths - 8 * w, 0, 8)
+        word = view[np.minimum(starts + 8 * w, nbytes)] & _BYTE_MASKS[valid]
+        words.append(word)
+        h = (h ^ word) * _MIX[1]
+        h ^= h >> np.uint64(31)
+    h *= _MIX[2]
+    return lengths, words, h
+
+
+def _block_vectorised(
+    lists: Sequence[Sequence[Hit]],
+    jdicts: Sequence[Mapping[str, int]],
+    lab_grades: np.ndarray,
+    doc_unit: bool,
+    depth: int,
+    chunks_budget: bool,
+    condensed: bool,
+    ks: tuple[int, ...],
+) -> _Block | None:
+    """The placement of a block of queries with no Python work per result beyond reading its id.
+
+    The run's ids and the judged ids of the block are read as exact bytes (:func:`_tokens`). Per query, one row
+    holds a sort key per result and per judgement (hash in the high bits, slot in the low bits: results first, in
+    rank order, then judgements); sorting the rows puts equal ids next to each other with the first result first.
+    Equal neighbours (few: matched judgements and repeated units) are then handled sparsely and checked byte for
+    byte, so a hash collision can never merge two ids: it returns ``None`` and the caller places the block with
+    :func:`_block_python`. From "first occurrence" and "grade" per result everything else (dedup, condensed list,
+    both budgets, windows) is prefix sums over flat arrays (:func:`_placed_flat`).
+    """
+    nb = len(lists)
+    n = np.fromiter(map(len, lists), dtype=np.int64, count=nb)
+    m = np.fromiter(map(len, jdicts), dtype=np.int64, count=nb)
+    n_run, n_lab = int(n.sum()), int(m.sum())
+    if n_run == 0:
+        return None
+    if doc_unit:
+        ids = [h.doc_id for hs in lists for h in hs]
+    else:
+        ids = [h.chunk_id for hs in lists for h in hs]
+    ids.extend([k for j in jdicts for k in j])
+    tok = _tokens(ids)
+    del ids
+    if tok is None:
+        return None
+    lengths, words, h = tok
+
+    # One row per query: results in slots [0, n), judgements in [n, n + m); pads are all ones and sort last.
+    width = int((n + m).max())
+    pbits = width.bit_length()
+    low = np.uint64((1 << pbits) - 1)
+    run_off = np.zeros(nb, dtype=np.int64)
+    np.cumsum(n[:-1], out=run_off[1:])
+    lab_off = np.zeros(nb, dtype=np.int64)
+    np.cumsum(m[:-1], out=lab_off[1:])
+    run_row = np.repeat(np.arange(nb), n)
+    run_slot = np.arange(n_run) - run_off[run_row]
+    h &= ~low
+    key = np.full(nb * width, _ALL, dtype=np.uint64)
+    key[run_row * width + run_slot] = h[:n_run] | run_slot.astype(np.uint64)
+    if n_lab:
+        lab_row = np.repeat(np.arange(nb), m)
+        lab_slot = np.arange(n_lab) - lab_off[lab_row] + n[lab_row]
+        key[lab_row * width + lab_slot] = h[n_run:] | lab_slot.astype(np.uint64)
+    del h
+    key.reshape(nb, width).sort(axis=1)  # a view: sorts each row of the flat array in place
+    top = key >> np.uint64(pbits)
+    dup = np.flatnonzero(top[1:] == top[:-1]) + 1  # sorted positions equal to their left neighbour (sparse)
+    del top
+    dup = dup[(dup % width != 0) & (key[dup] != _ALL)]  # not across rows, not pads
+    first = np.ones(n_run, dtype=bool)
+    grade = np.full(n_run, UNJUDGED, dtype=np.int64)
+    if len(dup):
+        row = dup // width
+        slot = (key[dup] & low).astype(np.int64)
+        # The start of each equal run: step left while the left neighbour is itself a repeat.
+        is_dup = np.zeros(len(key), dtype=bool)
+        is_dup[dup] = True
+        start = dup - 1
+        while True:
+            more = is_dup[start]
+            if not more.any():
+                break
+            start[more] -= 1
+        del is_dup
+        first_slot = (key[start] & low).astype(np.int64)
+        nrow = n[row]
+        if (first_slot >= nrow).any():
+            return None  # two judged ids alike: impossible for dict keys unless the hash collides
+        a = run_off[row] + first_slot
+        b = np.where(slot < nrow, run_off[row] + slot, n_run + lab_off[row] + slot - nrow)
+        equal = lengths[a] == lengths[b]
+        for word in words:
+            equal &= word[a] == word[b]
+        if not equal.all():
+            return None  # two different ids share the hash's high bits: place this block exactly instead
+        is_run = slot < nrow
+        first[b[is_run]] = False
+        lab = ~is_run
+        # A judgement grades every result of its unit: the results sit between the run's start and the judgement.
+        g = lab_grades[b[lab] - n_run]
+        pos, stop = dup[lab] - 1, start[lab]
+        while len(pos):
+            grade[run_off[pos // width] + (key[pos] & low).astype(np.int64)] = g
+            keep = pos > stop
+            pos, stop, g = pos[keep] - 1, stop[keep], g[keep]
+    del key
+
+    repeats = np.flatnonzero(~first)
+    no_dups = not len(repeats)
+    n_units = n - np.bincount(run_row[repeats], minlength=nb) if len(repeats) else n
+    full = _placed_flat(first, grade, run_row, run_slot, n, depth, chunks_budget, ks, None, no_dups)
+    judged_units = np.count_nonzero(full.grades != UNJUDGED, axis=1)
+    has_unjudged = judged_units < full.lens
+    scoring = (
+        _placed_flat(first, grade, run_row, run_slot, n, depth, chunks_budget, ks, grade != UNJUDGED, no_dups)
+        if condensed
+        else full
+    )
+    return _Block(scoring, full, n_units, has_unjudged)
+
+
+def _row_rank(mask: np.ndarray, row: np.ndarray, nb: int) -> np.ndarray:
+    """0-based rank of each flat element among the ``mask`` elements of its row (meaningful where ``mask``)."""
+    csum = np.cumsum(mask, dtype=np.int64)
+    before = np.bincount(row, weights=mask, minlength=nb).astype(np.int64)
+    offset = np.zeros(nb, dtype=np.int64)
+    np.cumsum(before[:-1], out=offset[1:])
+    return csum - 1 - offset[row]
+
+
+def _placed_flat(
+    first: np.ndarray,
+    grade: np.ndarray,
+    row: np.ndarray,
+    slot: np.ndarray,
+    n: np.ndarray,
+    depth: int,
+    chunks_budget: bool,
+    ks: tuple[int, ...],
+    kept: np.ndarray | None,
+    no_dups: bool,
+) -> _Placed:
+    """Dedup and budget on flat per-result arrays (rows in order, results in rank order; ``slot`` = rank - 1).
+
+    ``kept`` selects the results that stay in the list (``unjudged=condensed``: the judged ones); positions are
+    counted in the kept list. A unit is judged at all its results or at none, so "first occurrence" is the same in
+    the kept list as in the full one."""
+    nb = len(n)
+    kv = np.asarray(ks, dtype=np.int64)
+    if kept is None and no_dups:  # unit j is result j
+        lens = np.minimum(n, depth)
+        width = max(1, int(lens.max()) if nb else 1)
+        g = np.full((nb, width), UNJUDGED, dtype=np.int32)
+        inwin = slot < depth
+        if inwin.all():
+            g[row, slot] = grade
+        else:
+            g[row[inwin], slot[inwin]] = grade[inwin]
+        return _Placed(lens, g, np.minimum(lens[:, None], kv[None, :]))
+    if kept is None:
+        units, pos = first, slot
+    else:
+        units = first & kept
+        pos = _row_rank(kept, row, nb)
+    u = pos if (no_dups and kept is None) else _row_rank(units, row, nb)
+    inwin = units & ((pos < depth) if chunks_budget else (u < depth))
+    wr, wu = row[inwin], u[inwin]
+    lens = np.bincount(wr, minlength=nb).astype(np.int64)
+    width = max(1, int(lens.max()) if nb else 1)
+    g = np.full((nb, width), UNJUDGED, dtype=np.int32)
+    g[wr, wu] = grade[inwin]
+    if chunks_budget and not no_dups:
+        at = np.full((nb, width), depth, dtype=np.int64)  # position of each window unit's first result
+        at[wr, wu] = pos[inwin]
+        windows = np.stack([np.count_nonzero(at < k, axis=1) for k in ks], axis=1).astype(np.int64)
+    else:
+        windows = np.minimum(lens[:, None], kv[None, :])
+    return _Placed(lens, g, windows)
+
+
+def _block_metrics(
+    block: _Block,
+    category: np.ndarray,
+    n_rel: np.ndarray,
+    ideal: np.ndarray,
+    settings: EvalSettings,
+) -> dict[str, np.ndarray]:
+    """``<metric>@<k>`` columns of one block: prefix sums along the deduplicated list, read at each K's window."""
+    level, ks = settings.relevance_level, settings.ks
+    g = block.scoring.grades
     width = g.shape[1]
     disc = 1.0 / np.log2(np.arange(2, width + 2, dtype=np.float64))
     rel = g >= level
@@ -554,19 +760,16 @@ def evaluate(
     iwidth = ideal.shape[1]
     idisc = 1.0 / np.log2(np.arange(2, iwidth + 2, dtype=np.float64))
     cum_idcg = np.cumsum(_gains(ideal, level, settings.gain) * idisc, axis=1)
-    win = scoring.windows(ks)
-
+    win = block.scoring.windows
     # Judged statistics on the full ranking.
-    g_full = full.matrix() if condensed else g
-    cum_judged = np.cumsum(g_full != UNJUDGED, axis=1, dtype=np.int32)
-    win_full = full.windows(ks) if condensed else win
+    cum_judged = np.cumsum(block.full.grades != UNJUDGED, axis=1, dtype=np.int32)
+    win_full = block.full.windows
 
     answerable = category == 0
     n_rel_f = n_rel.astype(np.float64)
     with np.errstate(divide="ignore", invalid="ignore"):
         inv_first = 1.0 / (first_rel + 1.0)
-    metric_cols: dict[str, np.ndarray] = {}
-    per_metric: dict[str, list[tuple[str, np.ndarray]]] = {m: [] for m in METRICS}
+    out: dict[str, np.ndarray] = {}
     for c, k in enumerate(ks):
         w = win[:, c]
         hits_k = _take(cum_rel, w).astype(np.float64)
@@ -591,11 +794,105 @@ def evaluate(
         for m in QUALITY_METRICS:
             vals[m] = np.where(answerable, vals[m], np.nan)
         for m in METRICS:
-            per_metric[m].append((f"{m}@{k}", vals[m]))
-    excluded = (status == 3) if settings.missing == "exclude" else np.zeros(nq, dtype=bool)
-    for m in METRICS:
-        for name, v in per_metric[m]:
-            metric_cols[name] = np.where(excluded, np.nan, v)
+            out[f"{m}@{k}"] = vals[m]
+    return out
+
+
+#: Queries per block: bounds the working arrays (experiments/results/bench_eval.md measures the peak per query) and keeps them
+#: in cache; rows are also capped at ``_BLOCK_CELLS`` (results + judgements) so one very long list cannot widen a block.
+_BLOCK_QUERIES = 1024
+_BLOCK_CELLS = 1 << 20
+
+
+def _blocks(width: np.ndarray) -> list[tuple[int, int]]:
+    """Contiguous query ranges with at most ``_BLOCK_QUERIES`` queries and ``rows x widest row <= _BLOCK_CELLS``."""
+    out: list[tuple[int, int]] = []
+    start, widest = 0, 0
+    for i, w in enumerate(width.tolist()):
+        wider = max(widest, w)
+        if i > start and (i - start >= _BLOCK_QUERIES or (i - start + 1) * wider > _BLOCK_CELLS):
+            out.append((start, i))
+            start, wider = i, w
+        widest = wider
+    if start < len(width) or not out:
+        out.append((start, len(width)))
+    return out
+
+
+def evaluate(
+    run: Run,
+    qrels: Qrels,
+    qids: Iterable[str],
+    settings: EvalSettings = DEFAULT_SETTINGS,
+    *,
+    chunk_to_doc: Mapping[str, str] | None = None,
+    vectorised: bool = True,
+) -> EvalResult:
+    """Score ``run`` against ``qrels`` on the declared query set ``qids`` (see the module's rules).
+
+    ``qids`` is the split's query set, so queries missing from the run are detected; queries of the run outside it
+    are ignored and counted. ``chunk_to_doc`` is needed only when chunk qrels are evaluated at unit ``doc``.
+    Never mutates its arguments; never rounds.
+
+    Queries are scored in blocks (:func:`_blocks`), each placed by :func:`_block_vectorised` (ids read once as bytes,
+    dedup and judgement lookup by sorting per query) and, only where that cannot vouch for its result, by the plain
+    Python reference :func:`_block_python`; ``vectorised=False`` uses the reference everywhere (tests compare both).
+    """
+    if not isinstance(settings, EvalSettings):
+        raise ConfigError("settings", type(settings).__name__, "pass an ablate.evaluation.EvalSettings")
+    unit = resolve_unit(settings.unit, qrels.unit)
+    judg = judgements_at(qrels, unit, chunk_to_doc)
+    qlist = _query_set(qids)
+    qset = set(qlist)
+    ks = settings.ks
+    depth = settings.max_k
+    chunks_budget = settings.budget == "chunks"
+    condensed = settings.unjudged == "condensed"
+    tie_rule = str(run.meta.get("tie_rule", TIE_RULE)) if isinstance(run.meta, Mapping) else TIE_RULE
+    results = run.results
+    nq = len(qlist)
+    doc_unit = unit == "doc"
+
+    found = list(map(results.get, qlist))
+    missing = np.fromiter((h is None for h in found), dtype=bool, count=nq)
+    lists: list[Sequence[Hit]] = [() if h is None else h for h in found]
+    empty: dict[str, int] = {}
+    jdicts: list[Mapping[str, int]] = [judg.get(q) or empty for q in qlist]
+    n_results = np.fromiter(map(len, lists), dtype=np.int64, count=nq)
+    label_counts = np.fromiter(map(len, jdicts), dtype=np.int64, count=nq)
+    n_units = np.zeros(nq, dtype=np.int64)
+    has_unjudged = np.zeros(nq, dtype=bool)
+    category = np.zeros(nq, dtype=np.int64)
+    n_rel = np.zeros(nq, dtype=np.int64)
+    metric_cols: dict[str, np.ndarray] = {
+        f"{m}@{k}": np.empty(nq, dtype=np.float64) for m in METRICS for k in ks
+    }
+    for a, b in _blocks(n_results + label_counts):
+        bl, bj = lists[a:b], jdicts[a:b]
+        grades = np.fromiter(chain.from_iterable(j.values() for j in bj), dtype=np.int64)
+        block = None
+        if vectorised:
+            block = _block_vectorised(bl, bj, grades, doc_unit, depth, chunks_budget, condensed, ks)
+        if block is None:
+            block = _block_python(bl, bj, doc_unit, depth, chunks_budget, condensed, ks)
+        n_units[a:b] = block.n_units
+        has_unjudged[a:b] = block.has_unjudged
+        cat, rel, ideal = _ideal(label_counts[a:b], grades, settings.relevance_level, depth)
+        category[a:b], n_rel[a:b] = cat, rel
+        for name, v in _block_metrics(block, cat, rel, ideal, settings).items():
+            metric_cols[name][a:b] = v
+
+    status = np.where(
+        missing,
+        3,
+        np.where(n_results == 0, 2, np.where((n_results if chunks_budget else n_units) < depth, 1, 0)),
+    )
+    answerable = category == 0
+    excluded = missing if settings.missing == "exclude" else np.zeros(nq, dtype=bool)
+    if excluded.any():
+        for v in metric_cols.values():
+            v[excluded] = np.nan
+    export = np.flatnonzero(has_unjudged & (n_results > 0))
 
     per_query = pd.DataFrame(
         {
@@ -638,5 +935,5 @@ def evaluate(
         unit=unit,
         tie_rule=tie_rule,
         run_name=run.name,
-        _source=_UnjudgedSource(unit, settings.budget, depth, export_rows),
+        _source=_UnjudgedSource(unit, settings.budget, depth, qlist, lists, jdicts, export),
     )
