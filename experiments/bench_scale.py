@@ -108,9 +108,7 @@ def factory_string(kind: str, n: int) -> str:
         return f"HNSW{HNSW_M},Flat"
     if kind == "ivf_pq":
         return f"IVF{ivf_nlist(n)},{PQ}"
-    if (
-        kind == "ivf_pq_np"
-    ):  # not a product option: ivf_pq without FAISS's polysemous training (see docstring)
+    if kind == "ivf_pq_np":  # not a product option: ivf_pq without polysemous training (see the docstring)
         return f"IVF{ivf_nlist(n)},{PQ}np"
     raise ValueError(kind)
 
@@ -560,10 +558,20 @@ def fit_linear(ns: Sequence[float], ys: Sequence[float]) -> tuple[float, float]:
 
 FIGURES = (
     ("build_wall", "build s (wall)"),
+    ("build_cpu", "build CPU s"),
     ("qps", "queries/s"),
+    ("qps_cpu", "queries per CPU s"),
     ("peak_rss_mb", "peak RSS MB"),
     ("disk_mb", "disk MB"),
 )
+
+
+def figure(rec: dict[str, Any], key: str) -> float | None:
+    """A figure of a record; ``qps_cpu`` (queries per CPU second of search) is derived."""
+    if key == "qps_cpu":
+        return rec["n_queries"] / rec["search_cpu"] if rec.get("search_cpu") else None
+    value = rec.get(key)
+    return None if value is None else float(value)
 
 
 def fits(records: Sequence[dict[str, Any]], at: float = 1e7) -> list[dict[str, Any]]:
@@ -572,7 +580,7 @@ def fits(records: Sequence[dict[str, Any]], at: float = 1e7) -> list[dict[str, A
     for kind in KINDS:
         rs = sorted((r for r in records if r["kind"] == kind), key=lambda r: r["n"])
         for key, label in FIGURES:
-            pts = [(r["n"], r[key]) for r in rs if r.get(key) is not None and r[key] > 0]
+            pts = [(r["n"], y) for r in rs if (y := figure(r, key)) is not None and y > 0]
             if len(pts) < 2:
                 continue
             a, s = fit_power([p[0] for p in pts], [p[1] for p in pts])
@@ -690,17 +698,18 @@ def plot(records: Sequence[dict[str, Any]], fitted: Sequence[dict[str, Any]], ou
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(2, 2, figsize=(11, 8))
+    fig, axes = plt.subplots(2, 3, figsize=(15, 8))
     for ax, (key, label) in zip(axes.flat, FIGURES, strict=True):
         for kind in KINDS:
-            pts = sorted((r["n"], r[key]) for r in records if r["kind"] == kind and r.get(key))
+            pts = sorted((r["n"], y) for r in records if r["kind"] == kind and (y := figure(r, key)))
             if not pts:
                 continue
-            (line,) = ax.plot([p[0] for p in pts], [p[1] for p in pts], "o-", label=kind)
+            color = f"C{KINDS.index(kind)}"  # one colour per kind in every panel
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], "o-", color=color, label=kind)
             for f in fitted:
                 if f["kind"] == kind and f["figure"] == key:
                     xs = np.array([pts[-1][0], f["at"]])
-                    ax.plot(xs, f["a"] * xs ** f["slope"], "--", color=line.get_color(), alpha=0.6)
+                    ax.plot(xs, f["a"] * xs ** f["slope"], "--", color=color, alpha=0.6)
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.set_xlabel("chunks")
@@ -772,10 +781,17 @@ def report(
         "llcrrrrrrrr",
     )
     notes = []
-    for rec in records:
-        first = min(x["n"] for x in records if x["kind"] == rec["kind"])
-        if rec["kind"] in DENSE_KINDS and rec["n"] == first:
-            notes.append(f"* {rec['kind']}: vector bases {rec.get('vector_bases', '(not recorded)')}.")
+    bases = sorted({r["vector_bases"] for r in records if r.get("vector_bases")})
+    unrecorded = [
+        f"{r['kind']} {_n(r['n'])}" for r in records if r["kind"] in DENSE_KINDS and not r.get("vector_bases")
+    ]
+    if bases:
+        notes.append(
+            f"* dense vector bases: {'; '.join(bases)}"
+            + (f" (not recorded in the rows {', '.join(unrecorded)})" if unrecorded else "")
+            + "."
+        )
+    for rec in sorted(records, key=lambda x: (KINDS.index(x["kind"]), x["n"])):
         if rec.get("extrapolated"):
             notes.append(
                 f"* {rec['kind']} at {_n(rec['n'])}: adding stopped after {rec['added']:,} vectors "
@@ -797,7 +813,10 @@ def report(
         if rec["kind"] == "rank_bm25":
             notes.append(f"* rank_bm25 at {_n(rec['n'])}: timed on {rec['n_queries']} queries (not 1,000).")
         if rec["kind"].startswith("ivf_pq"):
-            notes.append(f"* ivf_pq at {_n(rec['n'])}: trained on {rec['train_vectors']:,} vectors.")
+            notes.append(
+                f"* {rec['kind']} at {_n(rec['n'])}: trained on {rec['train_vectors']:,} vectors "
+                f"({rec['train_wall']:.0f} s wall of the build)."
+            )
     if notes:
         r.para("\n".join(notes))
     r.para(
@@ -810,7 +829,7 @@ def report(
     frows = []
     for f in fitted:
         v = f["value"]
-        shown = _dur(v) if f["figure"] == "build_wall" else _f(v)
+        shown = _dur(v) if f["figure"] in ("build_wall", "build_cpu") else _f(v)
         lin = "–"
         if f["figure"] in ("peak_rss_mb", "disk_mb"):
             lin = f"{f['c']:,.0f} + {f['m'] * 1e6:,.0f} per M chunks = {_f(f['linear'])}"
