@@ -706,6 +706,9 @@ def plot(records: Sequence[dict[str, Any]], fitted: Sequence[dict[str, Any]], ou
                 continue
             color = f"C{KINDS.index(kind)}"  # one colour per kind in every panel
             ax.plot([p[0] for p in pts], [p[1] for p in pts], "o-", color=color, label=kind)
+            ext = [(r["n"], figure(r, key)) for r in records if r["kind"] == kind and r.get("extrapolated")]
+            if ext:  # partial builds: open markers (see the Measurements notes)
+                ax.plot([p[0] for p in ext], [p[1] for p in ext], "o", color="white", markeredgecolor=color)
             for f in fitted:
                 if f["kind"] == kind and f["figure"] == key:
                     xs = np.array([pts[-1][0], f["at"]])
@@ -715,7 +718,7 @@ def plot(records: Sequence[dict[str, Any]], fitted: Sequence[dict[str, Any]], ou
         ax.set_xlabel("chunks")
         ax.set_title(label + " (dashed: power-law fit, to 10M)")
         ax.grid(True, which="both", alpha=0.3)
-    axes.flat[0].legend()
+    axes.flat[0].legend(title="open marker: partial build, scaled")
     fig.tight_layout()
     fig.savefig(out, dpi=110)
     plt.close(fig)
@@ -887,7 +890,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--max-build-seconds", type=float, default=1200.0)
     ap.add_argument("--resume", action="store_true", help="keep the records already in the raw file")
     ap.add_argument("--report-only", action="store_true", help="write the page from the raw records only")
-    ap.add_argument("--note", default="", help="a paragraph for the page (e.g. how a run was split)")
+    ap.add_argument(
+        "--note", default="", help="a paragraph for the page (e.g. how a run was split); @FILE reads it"
+    )
     ap.add_argument(
         "--out", type=Path, help="the page (default experiments/results/bench_scale.md; --quick: a temp dir)"
     )
@@ -924,8 +929,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         records = read_records(raw)
     else:
         records = run_all(sizes, kinds, setup, raw, resume=args.resume)
-    facts["load average (1/5/15 min, at end)"] = " / ".join(f"{x:.2f}" for x in os.getloadavg())
-    report(records, setup, facts, args.out, args.note)
+    if args.report_only:  # the facts are of this process; the measurements' loads are in their rows
+        facts = {
+            (
+                "page written (UTC)"
+                if k == "date (UTC)"
+                else k.replace("at start", "when the page was written")
+            ): v
+            for k, v in facts.items()
+        }
+    else:
+        facts["load average (1/5/15 min, at end)"] = " / ".join(f"{x:.2f}" for x in os.getloadavg())
+    note = Path(args.note[1:]).read_text(encoding="utf-8").strip() if args.note.startswith("@") else args.note
+    report(records, setup, facts, args.out, note)
     return 0
 
 
