@@ -1,7 +1,7 @@
 """Benchmark: the cost curve of BM25 and of each FAISS index from 10k to 1M chunks, fitted and extrapolated to 10M.
 
-    /work/main/.venv/bin/python experiments/bench_scale.py                       # 10k, 100k, 1M: about an hour here
-    /work/main/.venv/bin/python experiments/bench_scale.py --quick               # smoke run at 1k and 5k (a minute)
+    /work/main/.venv/bin/python experiments/bench_scale.py                       # 10k, 100k, 1M: hours when shared
+    /work/main/.venv/bin/python experiments/bench_scale.py --quick               # smoke run at 1k and 5k (minutes)
     /work/main/.venv/bin/python experiments/bench_scale.py --sizes 10000,100000 --kinds bm25s,flat
     /work/main/.venv/bin/python experiments/bench_scale.py --report-only         # rebuild the page from the raw records
 
