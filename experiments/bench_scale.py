@@ -26,8 +26,10 @@ Kinds:
   vectors.
 * ``ivf_pq_np`` (not run by default): ``ivf_pq``'s string with FAISS's ``np`` suffix. ``index_factory`` turns on
   polysemous training for ``IVF...,PQ48x8`` (``do_polysemous_training = True``): an annealing over the 48 codebooks
-  that costs minutes whatever N is, and is only used by polysemous search (``polysemous_ht``), which the dense stage
-  does not set. This kind measures what dropping it saves.
+  that costs minutes whatever N is, and is only used by polysemous search (``polysemous_ht``). The dense stage's
+  ``build_index`` (src/ablate/stages/retrievers/faiss_index.py) turns it off, so ``ivf_pq_np`` is what
+  ``dense.index=ivf_pq`` builds; the stage also trains on all N vectors, where this script trains on a sample of
+  ``max(40 * nlist, 10,000)``.
 
 **BM25 data (synthetic text from a real vocabulary).** The words of SciFact's corpus (title + " " + text, split on
 white space, 5,183 documents) give a unigram distribution and a chunk-length distribution (words per document). A
