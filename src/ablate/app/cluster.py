@@ -58,8 +58,8 @@ def ray_init_args(init: Mapping[str, Any], env: Mapping[str, str]) -> dict[str, 
     args["runtime_env"] = runtime_env
     if args.get("address"):
         args.pop("object_store_memory", None)
-    else:
-        args.pop("address", None)
+    else:  # "local": a private Ray, even when `ray start` runs on this machine (ray.init() would join that one)
+        args["address"] = "local"
         args.setdefault("object_store_memory", 200_000_000)
     return args
 
