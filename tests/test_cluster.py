@@ -186,6 +186,9 @@ def _env(**extra: str) -> dict[str, str]:
     env.update(
         OMP_WAIT_POLICY="PASSIVE", HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", RAY_USAGE_STATS_ENABLED="0"
     )
+    # Ray 2.5x: once a token exists (~/.ray/auth_token, made by the first local Ray), a `ray start` cluster requires
+    # it; a driver sends it only in token mode. Say so on both sides.
+    env["RAY_AUTH_MODE"] = "token"
     env.pop("RAY_ADDRESS", None)
     env.pop("MLFLOW_TRACKING_URI", None)
     env.update(extra)

@@ -86,7 +86,11 @@ class SweepCallback(Callback):
                     bootstrap=int(config.stats.bootstrap),
                     seed=int(config.stats.seed),
                 )
-                print(f"compare in the MLflow UI: mlflow ui --backend-store-uri {self.tracker.uri}")
+                uri = self.tracker.uri
+                where = (
+                    uri if uri.startswith(("http://", "https://")) else f"mlflow ui --backend-store-uri {uri}"
+                )
+                print(f"compare in the MLflow UI: {where}")
             except AblateError as e:  # e.g. a refused comparison must not crash the end of the sweep
                 print(f"warning: no ablation report: {e}", file=sys.stderr)
         finally:
