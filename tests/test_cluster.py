@@ -3,7 +3,7 @@ Ray cluster logging to an MLflow tracking server (issue 14).
 
 The fast tests need neither Ray nor a server. The slow ones start real ones on 127.0.0.1 (a Ray head with 2 CPUs and a
 small object store, ``mlflow server`` with a sqlite backend and its own artifact store) and always stop them; they
-skip with the reason when Ray or hydra-ray-launcher is not installed (the ``cluster`` extra, docs/cluster.md).
+skip with the reason when Ray is not installed (the ``cluster`` extra, docs/cluster.md).
 """
 
 from __future__ import annotations
@@ -165,13 +165,51 @@ def test_children_left_running_by_a_lost_job_end_failed_with_the_reason(tmp_path
     assert runs[other].status == "FAILED" and runs[other].tags[R.T_FAILURE] == LOST_REASON
 
 
+@pytest.mark.parametrize(
+    ("option", "target"),
+    [
+        ("ray", "hydra_plugins.ablate_ray_launcher.ablate_ray_launcher.AblateRayLauncher"),
+        ("joblib", "hydra_plugins.hydra_joblib_launcher.joblib_launcher.JoblibLauncher"),
+    ],
+)
+def test_the_launcher_options_compose(option: str, target: str) -> None:
+    from hydra import initialize_config_dir
+
+    from ablate.app.paths import CONF_DIR, register_resolvers
+    from ablate.app.precheck import compose_cell
+
+    register_resolvers()
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        cfg = compose_cell([f"hydra/launcher={option}", "variant=A"])
+    assert cfg.hydra.launcher._target_ == target
+    if option == "ray":
+        assert cfg.hydra.launcher.ray.remote.max_retries == 0 and cfg.hydra.launcher.ray.remote.num_cpus == 1
+    else:
+        assert cfg.hydra.launcher.n_jobs == 2
+
+
+def test_a_launcher_whose_library_is_missing_is_refused_before_any_work(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from omegaconf import OmegaConf
+
+    from ablate.app import precheck
+    from ablate.errors import ConfigError
+
+    target = "hydra_plugins.ablate_ray_launcher.ablate_ray_launcher.AblateRayLauncher"
+    cfg = OmegaConf.create({"hydra": {"launcher": {"_target_": target}}})
+    fix = "pip install 'ablate[cluster]' (docs/cluster.md)"
+    monkeypatch.setitem(
+        precheck.OPTIONAL_LAUNCHERS, "hydra_plugins.ablate_ray_launcher.", ("ray", "no_such_module_14", fix)
+    )
+    with pytest.raises(ConfigError) as e:
+        precheck.check_launcher(cfg)
+    assert "hydra/launcher='ray'" in str(e.value) and "ablate[cluster]" in str(e.value)
+
+
 # -- with Ray and a tracking server --------------------------------------------------------------------------------
 def _need_ray() -> None:
     pytest.importorskip("ray", reason="Ray is not installed: pip install 'ablate[cluster]' (docs/cluster.md)")
-    pytest.importorskip(
-        "hydra_plugins.hydra_ray_launcher",
-        reason="hydra-ray-launcher is not installed: pip install 'ablate[cluster]' (docs/cluster.md)",
-    )
 
 
 def _free_port() -> int:

@@ -71,7 +71,6 @@ def launch_on_ray(launcher: Any, job_overrides: Sequence[Sequence[str]], initial
     import ray
     from hydra.core.singleton import Singleton
     from hydra.core.utils import JobReturn, JobStatus, configure_log, filter_overrides, setup_globals
-    from hydra_plugins.hydra_ray_launcher._launcher_util import launch_job_on_ray
     from omegaconf import OmegaConf, open_dict
 
     setup_globals()
@@ -85,6 +84,13 @@ def launch_on_ray(launcher: Any, job_overrides: Sequence[Sequence[str]], initial
         assert isinstance(init, dict)
         ray.init(**ray_init_args({str(k): v for k, v in init.items()}, forwarded_env(FORWARD_ENV)))
 
+    remote = OmegaConf.to_container(launcher.ray_cfg.remote, resolve=True) or {}
+    assert isinstance(remote, dict)
+    task = (
+        ray.remote(**{str(k): v for k, v in remote.items()})(run_hydra_job)
+        if remote
+        else ray.remote(run_hydra_job)
+    )
     submitted = []
     for i, overrides in enumerate(job_overrides):
         idx = initial_job_idx + i
@@ -95,13 +101,7 @@ def launch_on_ray(launcher: Any, job_overrides: Sequence[Sequence[str]], initial
             sweep_config.hydra.job.num = idx
             # one folder for the whole sweep wherever a worker's working directory is
             sweep_config.hydra.sweep.dir = str(sweep_dir)
-        ref = launch_job_on_ray(
-            launcher.hydra_context,
-            launcher.ray_cfg.remote,
-            sweep_config,
-            launcher.task_function,
-            Singleton.get_state(),
-        )
+        ref = task.remote(launcher.hydra_context, sweep_config, launcher.task_function, Singleton.get_state())
         submitted.append((list(overrides), ref))
 
     results = []
@@ -117,6 +117,24 @@ def launch_on_ray(launcher: Any, job_overrides: Sequence[Sequence[str]], initial
                 JobReturn(overrides=overrides, status=JobStatus.COMPLETED, _return_value={"error": reason})
             )
     return results
+
+
+def run_hydra_job(hydra_context: Any, sweep_config: Any, task_function: Any, singleton_state: Any) -> Any:
+    """One job inside a Ray worker: Hydra's state restored, then Hydra's own ``run_job`` (as hydra-ray-launcher)."""
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.core.singleton import Singleton
+    from hydra.core.utils import run_job, setup_globals
+
+    setup_globals()
+    Singleton.set_state(singleton_state)
+    HydraConfig.instance().set_config(sweep_config)
+    return run_job(
+        hydra_context=hydra_context,
+        task_function=task_function,
+        config=sweep_config,
+        job_dir_key="hydra.sweep.dir",
+        job_subdir_key="hydra.sweep.subdir",
+    )
 
 
 def close_lost_jobs(tracker: Tracker, parent_run_id: str) -> list[str]:
