@@ -145,6 +145,7 @@ def test_the_commands_environment_travels_in_rays_runtime_env() -> None:
     # no address: a private Ray with a small object store, never the cluster `ray start` may run on this machine
     local = ray_init_args({"address": None}, {})
     assert local["address"] == "local" and local["object_store_memory"] == 200_000_000
+    assert local["include_dashboard"] is False
 
 
 def test_children_left_running_by_a_lost_job_end_failed_with_the_reason(tmp_path: Path) -> None:

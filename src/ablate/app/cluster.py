@@ -50,7 +50,8 @@ def forwarded_env(patterns: Sequence[str], environ: Mapping[str, str] | None = N
 
 def ray_init_args(init: Mapping[str, Any], env: Mapping[str, str]) -> dict[str, Any]:
     """``ray.init`` keyword arguments: the configured ones, ``env`` merged under ``runtime_env.env_vars`` (values
-    set in the config win; empty ones are left out), and a small default object store only when Ray is started here (``address`` null)."""
+    set in the config win; empty ones are left out), and a small object store and no dashboard when Ray is started
+    here (``address`` null)."""
     args = dict(init)
     runtime_env = dict(args.get("runtime_env") or {})
     configured = {k: str(v) for k, v in (runtime_env.get("env_vars") or {}).items() if v not in (None, "")}
@@ -61,6 +62,7 @@ def ray_init_args(init: Mapping[str, Any], env: Mapping[str, str]) -> dict[str, 
     else:  # "local": a private Ray, even when `ray start` runs on this machine (ray.init() would join that one)
         args["address"] = "local"
         args.setdefault("object_store_memory", 200_000_000)
+        args.setdefault("include_dashboard", False)
     return args
 
 

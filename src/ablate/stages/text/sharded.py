@@ -86,9 +86,8 @@ def encode_sharded(
     )  # resolves the model offline: fails here, before any task, if it is missing
     parts = split_shards(texts, shards)
     if not ray.is_initialized():
-        ray.init(
-            address=ray_address or "local", **({} if ray_address else {"object_store_memory": 200_000_000})
-        )
+        private = {"object_store_memory": 200_000_000, "include_dashboard": False}  # Ray started here
+        ray.init(address=ray_address or "local", **({} if ray_address else private))
     task = ray.remote(num_cpus=num_cpus, max_retries=1)(encode_shard)
     refs = [task.remote(dict(params), root, part, role) for part in parts if part]
     stats = ray.get(refs)
