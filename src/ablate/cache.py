@@ -3,7 +3,10 @@
 An entry's key is the sha256 of a JSON description of everything that determines its content (snapshot fingerprint,
 component parameters, model fingerprint, ...). Entries are written to a temporary file in the same folder and then
 renamed into place, so a reader sees a whole entry or none; concurrent writers of one key race harmlessly (both write
-the same bytes, the last rename wins).
+the same bytes, the last rename wins), also on a filesystem shared by a cluster's workers (the rename happens inside
+the entry's own folder). Every entry ends with a checksum trailer (``#ablate-sha256=<hex of the bytes before it>``):
+an entry damaged after it was written (a truncated copy, a bad disk) fails the check and is a miss, recomputed and
+written again, never served. Entries written before trailers existed are read as before (no checksum to check).
 """
 
 from __future__ import annotations
@@ -59,6 +62,61 @@ def sha256_text(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
+#: The checksum trailer at the end of every entry: this prefix, 64 hex digits (sha256 of the bytes before the
+#: trailer) and a newline. ``np.load`` stops at the array's end, so it never sees it; JSON entries are read without it.
+TRAILER_PREFIX = b"\n#ablate-sha256="
+TRAILER_LEN = len(TRAILER_PREFIX) + 64 + 1
+
+
+class _Hashing:
+    """A write-only file wrapper that hashes what goes through it (so a large array is written and hashed in one
+    pass, without a copy in memory)."""
+
+    def __init__(self, fh: BinaryIO) -> None:
+        self.fh = fh
+        self.sha = hashlib.sha256()
+
+    def write(self, data: Any) -> int:
+        view = memoryview(data).cast("B")
+        self.sha.update(view)
+        return self.fh.write(view)
+
+    def trailer(self) -> bytes:
+        return TRAILER_PREFIX + self.sha.hexdigest().encode("ascii") + b"\n"
+
+
+def _write_with_checksum(write: Callable[[Any], object]) -> Callable[[BinaryIO], object]:
+    def _write(fh: BinaryIO) -> None:
+        hashing = _Hashing(fh)
+        write(hashing)
+        fh.write(hashing.trailer())
+
+    return _write
+
+
+def verify_entry(path: Path) -> bool | None:
+    """True when the entry's checksum trailer matches its content, False when it does not (damaged), None when it has
+    no trailer (written before trailers existed, or not an entry)."""
+    size = path.stat().st_size
+    if size < TRAILER_LEN:
+        return None
+    with open(path, "rb") as fh:
+        fh.seek(size - TRAILER_LEN)
+        tail = fh.read(TRAILER_LEN)
+        if not (tail.startswith(TRAILER_PREFIX) and tail.endswith(b"\n")):
+            return None
+        want = tail[len(TRAILER_PREFIX) : -1].decode("ascii", "replace")
+        fh.seek(0)
+        sha, left = hashlib.sha256(), size - TRAILER_LEN
+        while left:
+            chunk = fh.read(min(left, 1 << 20))
+            if not chunk:
+                return False
+            sha.update(chunk)
+            left -= len(chunk)
+    return sha.hexdigest() == want
+
+
 def atomic_write_bytes(path: Path, data: bytes) -> None:
     """Write ``data`` to ``path`` atomically (temp file in the same folder, then rename)."""
     _atomic_write(path, lambda fh: fh.write(data))
@@ -79,6 +137,17 @@ def _atomic_write(path: Path, write: Callable[[BinaryIO], object]) -> None:
         except FileNotFoundError:
             pass
         raise
+
+
+def _checked_json(blob: bytes, path: Path) -> bytes:
+    """The JSON text of an entry: without its trailer once the checksum matched (ValueError when it does not)."""
+    tail = blob[-TRAILER_LEN:]
+    if len(blob) < TRAILER_LEN or not (tail.startswith(TRAILER_PREFIX) and tail.endswith(b"\n")):
+        return blob  # no trailer: an entry from before trailers existed
+    body = blob[:-TRAILER_LEN]
+    if hashlib.sha256(body).hexdigest().encode("ascii") != tail[len(TRAILER_PREFIX) : -1]:
+        raise ValueError(f"checksum mismatch: {path}")
+    return body
 
 
 @dataclass
@@ -171,6 +240,8 @@ class Cache:
             self.stats.record(kind, False)
             return None
         try:
+            if verify_entry(p) is False:  # damaged after it was written: a miss, rewritten by the next save
+                raise ValueError(f"checksum mismatch: {p}")
             arr = np.load(p, allow_pickle=False)
         except (ValueError, OSError):  # a corrupt entry is a miss, never a crash
             self.stats.record(kind, False)
@@ -181,7 +252,10 @@ class Cache:
     def save_array(self, kind: str, key: str, arr: np.ndarray) -> Path:
         p = self._path(kind, key, "npy")
         if self.enabled:
-            _atomic_write(p, lambda fh: np.save(fh, np.ascontiguousarray(arr), allow_pickle=False))
+            _atomic_write(
+                p,
+                _write_with_checksum(lambda fh: np.save(fh, np.ascontiguousarray(arr), allow_pickle=False)),
+            )
         return p
 
     # -- json -----------------------------------------------------------------------------------------------------
@@ -191,7 +265,7 @@ class Cache:
             self.stats.record(kind, False)
             return None
         try:
-            value = json.loads(p.read_text(encoding="utf-8"))
+            value = json.loads(_checked_json(p.read_bytes(), p))
         except (ValueError, OSError):
             self.stats.record(kind, False)
             return None
@@ -202,7 +276,7 @@ class Cache:
         p = self._path(kind, key, "json")
         if self.enabled:
             data = json.dumps(value, ensure_ascii=False).encode("utf-8")
-            _atomic_write(p, lambda fh: fh.write(data))
+            _atomic_write(p, _write_with_checksum(lambda fh: fh.write(data)))
         return p
 
     # -- several arrays (and a JSON header) as one entry --------------------------------------------------------------

@@ -2,7 +2,7 @@
 report printed (and attached to the parent) when the sweep ends.
 
 The parent run id is handed to the jobs through the environment (inherited by the workers of Hydra's joblib
-launcher) and a file in the sweep's own folder (unique per command), never through a folder two sweeps could share.
+launcher; sent in Ray's ``runtime_env`` by ``hydra/launcher=ray``, :mod:`ablate.app.cluster`) and a file in the sweep's own folder (unique per command), never through a folder two sweeps could share.
 At the end the callback counts the jobs that failed (FAILED runs, and jobs that never started one) for the exit code.
 A sweep on the held-out split that the user confirmed (``--confirm-test``) tags its parent ``ablate.test_confirmed=true``.
 """
@@ -70,12 +70,14 @@ class SweepCallback(Callback):
     def on_multirun_end(self, config: Any, **kwargs: Any) -> None:
         if self.tracker is None or self.parent is None:
             return
+        from ablate.app.cluster import close_lost_jobs
         from ablate.cache import Cache
         from ablate.errors import AblateError
         from ablate.study.report import attach_report
         from ablate.study.sweep_summary import summarize_sweep
 
         try:
+            close_lost_jobs(self.tracker, self.parent)  # jobs whose worker died (e.g. a killed Ray worker)
             summarize_sweep(self.tracker, self.parent)
             try:
                 attach_report(
@@ -86,7 +88,11 @@ class SweepCallback(Callback):
                     seed=int(config.stats.seed),
                     cache=Cache(config.cache.dir or None, enabled=bool(config.cache.enabled)),
                 )
-                print(f"compare in the MLflow UI: mlflow ui --backend-store-uri {self.tracker.uri}")
+                uri = self.tracker.uri
+                where = (
+                    uri if uri.startswith(("http://", "https://")) else f"mlflow ui --backend-store-uri {uri}"
+                )
+                print(f"compare in the MLflow UI: {where}")
             except AblateError as e:  # e.g. a refused comparison must not crash the end of the sweep
                 print(f"warning: no ablation report: {e}", file=sys.stderr)
         finally:

@@ -133,6 +133,27 @@ def check_variant_name(cfg: Any) -> None:
         )
 
 
+#: launchers whose library is optional: their ``_target_`` prefix, the module they need and how to install it
+OPTIONAL_LAUNCHERS = {
+    "hydra_plugins.ablate_ray_launcher.": ("ray", "ray", "pip install 'ablate[cluster]' (docs/cluster.md)"),
+    "hydra_plugins.hydra_submitit_launcher.": (
+        "submitit_slurm",
+        "submitit",
+        "pip install hydra-submitit-launcher",
+    ),
+}
+
+
+def check_launcher(cfg: Any) -> None:
+    """Refuse, before any work, a launcher whose library is not installed (``hydra/launcher=ray`` without Ray)."""
+    import importlib.util
+
+    target = str(cfg.hydra.launcher.get("_target_") or "")
+    for prefix, (option, module, fix) in OPTIONAL_LAUNCHERS.items():
+        if target.startswith(prefix) and importlib.util.find_spec(module) is None:
+            raise ConfigError("hydra/launcher", option, f"it needs {module}, which is not installed: {fix}")
+
+
 def check_command_line(argv: list[str], launch_dir: str) -> list[Any]:
     """Validate everything ``argv`` would run; returns the jobs (:class:`~ablate.runner.job.JobSpec`). Raises the
     first :class:`~ablate.errors.AblateError`."""
@@ -152,6 +173,7 @@ def check_command_line(argv: list[str], launch_dir: str) -> list[Any]:
     with _hydra():
         for overrides in cells(argv):
             cfg = compose_cell(overrides)
+            check_launcher(cfg)
             check_variant_name(cfg)
             jobs.append(job_from_config(cfg, launch_dir))
     check_test_sweep(
