@@ -128,7 +128,10 @@ class DenseIndex:
 
 class DenseRetriever:
     """The dense retriever stage: ``dense.model`` (any sentence-transformers name in the offline cache, a local
-    folder, or ``multilingual-e5-small``), ``batch_size``, ``max_seq_length``, ``query_prefix`` / ``passage_prefix``.
+    folder, or ``multilingual-e5-small``), ``batch_size``, ``max_seq_length``, ``query_prefix`` / ``passage_prefix``,
+    ``precision`` (``fp32`` | ``bf16``) and ``num_threads`` (``None`` = torch's default): see
+    :mod:`ablate.stages.text.compute`. ``num_threads`` is logged (``dense.num_threads``) but left out of the
+    fingerprint, since it does not change a vector: a sweep over it reuses the cached embeddings and candidates.
 
     A prefix left ``None`` (``null`` in the config) is the model's own: ``"query: "`` / ``"passage: "`` for an e5
     model (:func:`ablate.stages.text.e5.default_prefixes`), none otherwise; ``""`` means none. ``params()`` holds
@@ -146,6 +149,8 @@ class DenseRetriever:
         max_seq_length: int = 256,
         query_prefix: str | None = None,
         passage_prefix: str | None = None,
+        precision: str = "fp32",
+        num_threads: int | None = None,
     ) -> None:
         self.name = name
         self.model = str(model)
@@ -172,6 +177,8 @@ class DenseRetriever:
             query_prefix=self.query_prefix,
             passage_prefix=self.passage_prefix,
             setting=name,
+            precision=precision,
+            num_threads=num_threads,
         )  # resolves the model offline: fails here, before any work, when it is not available
         self.stats: dict[str, float] = dict(self.encoder.stats)
         self._index: DenseIndex | None = None
@@ -184,12 +191,13 @@ class DenseRetriever:
             "max_seq_length": self.max_seq_length,
             "query_prefix": self.query_prefix,
             "passage_prefix": self.passage_prefix,
+            **self.encoder.compute.log_params(),
         }
 
     def fingerprint(self) -> Fingerprint:
         return fingerprint_of(
             self,
-            self.params(),
+            {k: v for k, v in self.params().items() if k != "num_threads"},  # threads change no vector
             libraries=("faiss-cpu",),
             resources={"encoder": self.encoder.fingerprint("passage"), "index": "faiss.IndexFlatIP"},
         )
