@@ -12,9 +12,11 @@ part of every fingerprint that keys a cache of model outputs (embeddings, rerank
 Where torch reports native bf16 kernels (:func:`native_bf16`: oneDNN's check, true on CPUs with AVX512-BF16 or AMX),
 ``bf16`` runs without a word. Where it does not, torch still runs bf16 by emulation (converting on the fly), and
 whether that is worth it was measured, per workload, on such a CPU (:data:`EMULATED_SPEEDUP`: AMD EPYC, AVX2 only,
-torch 2.13, side by side with fp32 at 1 thread on 2 shared cores). A workload that emulation made faster runs with one
-plain line on stderr and is logged with ``precision_native=false``; one it made slower is refused with a
-:class:`~ablate.errors.ConfigError` naming the CPU capability and suggesting ``fp32``.
+torch 2.13, side by side with fp32 at 1 thread on 2 shared cores). A workload that emulation made faster would run
+with one plain line on stderr and be logged with ``precision_native=false``; one it made slower is refused with a
+:class:`~ablate.errors.ConfigError` naming the CPU capability and suggesting ``fp32``. On that CPU emulated bf16
+encoding was 5.2x *slower* than fp32 (an earlier note claimed 1.8x faster; it did not reproduce), so all three
+workloads are refused there: bf16 is for CPUs with AVX512-BF16 or AMX.
 
 **Threads.** ``num_threads: null`` leaves torch's own setting (its default is the number of cores); an integer
 ``n >= 1`` calls ``torch.set_num_threads(n)`` around the stage's encode / score / train calls only and restores the
@@ -40,10 +42,15 @@ PRECISIONS = ("fp32", "bf16")
 Workload = Literal["encode", "score", "train"]
 
 #: Speed of emulated bf16 relative to fp32 (time fp32 / time bf16; above 1 = bf16 faster) on a CPU without native
-#: bf16, measured side by side (``experiments/bench_encode.py``, ``experiments/results/bench_encode.md``) on AMD EPYC
-#: with AVX2 only, torch 2.13, 1 torch thread, 2 cores shared with other work. ``bf16`` is honoured on such a CPU
-#: only for a workload measured faster here; ``None`` = not measured (refused).
-EMULATED_SPEEDUP: dict[str, float | None] = {"encode": None, "score": None, "train": None}
+#: bf16: AMD EPYC with AVX2 only, torch 2.13, 1 torch thread, 2 cores shared with other work (load average ~20).
+#: ``bf16`` is honoured on such a CPU only for a workload measured faster; ``None`` = not measured faster (refused).
+#:
+#: * encode: 0.19 (bf16 5.2x slower: best of 3 alternating rounds, 16 SciFact passages at max_seq_length 256, 18.8 s
+#:   vs 97.0 s wall, 3.2 s vs 18.9 s CPU; cosine to fp32 >= 0.999), ``experiments/results/bench_encode_precision.md``.
+#: * score: the cross-encoder's forward pass is the same 6-layer MiniLM as encode's; not measured apart, refused.
+#: * train: a short probe (12 steps of 16 pairs at max_length 128, 1 thread, load ~4): fp32 15.5 s a step; bf16
+#:   autocast did not finish 13 steps in 300 s (> 22 s a step). Refused.
+EMULATED_SPEEDUP: dict[str, float | None] = {"encode": 0.19, "score": None, "train": None}
 
 _NOTED: set[str] = set()  # workloads whose "running emulated" line this process already printed
 
