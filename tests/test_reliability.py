@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from ablate.cache import read_json_entry
 from ablate.tracking import Tracker
 
 REPO = Path(__file__).resolve().parents[1]
@@ -270,7 +271,7 @@ def test_sigkill_at_random_points_leaves_nothing_broken(tmp_path):
         if f.is_file() and f.suffix == ".npy":
             np.load(f, allow_pickle=False)
         elif f.is_file() and f.suffix == ".json":
-            json.loads(f.read_text(encoding="utf-8"))
+            read_json_entry(f)  # the checksum must hold too
     rerun = subprocess.run(
         [sys.executable, "-m", "ablate", *args],
         cwd=tmp_path,

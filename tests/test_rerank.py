@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import copy
-import json
 import os
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -11,7 +10,7 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 import pytest
 
-from ablate.cache import Cache
+from ablate.cache import Cache, read_json_entry
 from ablate.data.types import Hit, Run, rank_hits
 from ablate.errors import ConfigError, InputError, ModelUnavailableError
 from ablate.stages.rerank.cross_encoder import CrossEncoderReranker, CrossEncoderScorer
@@ -127,7 +126,7 @@ def test_warm_cache_scores_nothing_and_returns_the_same_run(model_path, tmp_path
     # Layout: one JSON entry per query text, mapping chunk-text hashes to scores.
     entries = sorted((tmp_path / SCORE_KIND).rglob("*.json"))
     assert len(entries) == 2
-    value = json.loads(entries[0].read_text())
+    value = read_json_entry(entries[0])
     fp = value["fingerprint"]
     assert len(value["scores"]) == 5 and fp["max_length"] == 256 and fp["score"] == "logit"
     assert fp["code_version"] and fp["libraries"]["torch"]

@@ -150,6 +150,12 @@ def _checked_json(blob: bytes, path: Path) -> bytes:
     return body
 
 
+def read_json_entry(path: Path) -> Any:
+    """The value of a JSON cache entry read from its file (checksum trailer checked and removed); ``ValueError`` when
+    the entry is damaged. For tools and tests that inspect a cache folder; the runner reads through :class:`Cache`."""
+    return json.loads(_checked_json(Path(path).read_bytes(), Path(path)))
+
+
 @dataclass
 class CacheStats:
     hits: int = 0
