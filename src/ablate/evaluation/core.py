@@ -589,6 +589,9 @@ def _block_vectorised(
     byte, so a hash collision can never merge two ids: it returns ``None`` and the caller places the block with
     :func:`_block_python`. From "first occurrence" and "grade" per result everything else (dedup, condensed list,
     both budgets, windows) is prefix sums over flat arrays (:func:`_placed_flat`).
+
+    Long because it is one vectorised pass: the sort order, run lengths and offsets it computes feed every later
+    step, so pieces of it would each take and return half a dozen of the same arrays.
     """
     nb = len(lists)
     n = np.fromiter(map(len, lists), dtype=np.int64, count=nb)
@@ -819,6 +822,85 @@ def _blocks(width: np.ndarray) -> list[tuple[int, int]]:
     return out
 
 
+def _accounting(
+    category: np.ndarray,
+    status: np.ndarray,
+    excluded: np.ndarray,
+    per_query: pd.DataFrame,
+    results: Mapping[str, Any],
+    judg: Mapping[str, Any],
+    qset: set[str],
+    settings: EvalSettings,
+    unit: str,
+    qrels_unit: str,
+    tie_rule: str,
+) -> dict[str, Any]:
+    """Where every query of the set went (the module's accounting rules): counts per category and status."""
+    nq = len(category)
+    answerable = category == 0
+    depth = settings.max_k
+    by_category = {
+        cat: {st: int(np.sum((category == ci) & (status == si))) for si, st in enumerate(STATUSES)}
+        for ci, cat in enumerate(CATEGORIES)
+    }
+    accounting: dict[str, Any] = {
+        "total": nq,
+        "answerable": int(answerable.sum()),
+        "no_answer": int((category == 1).sum()),
+        "idcg_zero": int((category == 2).sum()),
+        "scored": int((answerable & ~excluded).sum()),
+        "empty_result": int((status == 2).sum()),
+        "fewer_than_k": int((status == 1).sum()),
+        "missing_from_run": int((status == 3).sum()),
+        "excluded_missing": int((answerable & excluded).sum()),
+        "not_in_query_set": sum(1 for q in results if q not in qset),
+        "qrels_not_in_query_set": sum(1 for q in judg if q not in qset),
+        "unjudged_results": int(per_query[f"unjudged@{depth}"].fillna(0).sum()),
+        "by_category": by_category,
+        "rules": applied_rules(settings, unit, qrels_unit, tie_rule),
+    }
+    return accounting
+
+
+def _score_blocks(
+    lists: Sequence[Sequence[Hit]],
+    jdicts: Sequence[Mapping[str, int]],
+    n_results: np.ndarray,
+    label_counts: np.ndarray,
+    settings: EvalSettings,
+    doc_unit: bool,
+    vectorised: bool,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict[str, np.ndarray]]:
+    """Place and score the queries block by block: units counted, unjudged flags, category, relevant count and one
+    column per metric@K (the vectorised placement, else the Python reference where it cannot vouch for a block)."""
+    nq = len(lists)
+    ks, depth = settings.ks, settings.max_k
+    chunks_budget = settings.budget == "chunks"
+    condensed = settings.unjudged == "condensed"
+    n_units = np.zeros(nq, dtype=np.int64)
+    has_unjudged = np.zeros(nq, dtype=bool)
+    category = np.zeros(nq, dtype=np.int64)
+    n_rel = np.zeros(nq, dtype=np.int64)
+    metric_cols: dict[str, np.ndarray] = {
+        f"{m}@{k}": np.empty(nq, dtype=np.float64) for m in METRICS for k in ks
+    }
+    for a, b in _blocks(n_results + label_counts):
+        bl, bj = lists[a:b], jdicts[a:b]
+        grades = np.fromiter(chain.from_iterable(j.values() for j in bj), dtype=np.int64)
+        block = None
+        if vectorised:
+            block = _block_vectorised(bl, bj, grades, doc_unit, depth, chunks_budget, condensed, ks)
+        if block is None:
+            block = _block_python(bl, bj, doc_unit, depth, chunks_budget, condensed, ks)
+        n_units[a:b] = block.n_units
+        has_unjudged[a:b] = block.has_unjudged
+        cat, rel, ideal = _ideal(label_counts[a:b], grades, settings.relevance_level, depth)
+        category[a:b], n_rel[a:b] = cat, rel
+        for name, v in _block_metrics(block, cat, rel, ideal, settings).items():
+            metric_cols[name][a:b] = v
+    return n_units, has_unjudged, category, n_rel, metric_cols
+
+
 def evaluate(
     run: Run,
     qrels: Qrels,
@@ -844,10 +926,8 @@ def evaluate(
     judg = judgements_at(qrels, unit, chunk_to_doc)
     qlist = _query_set(qids)
     qset = set(qlist)
-    ks = settings.ks
     depth = settings.max_k
     chunks_budget = settings.budget == "chunks"
-    condensed = settings.unjudged == "condensed"
     tie_rule = str(run.meta.get("tie_rule", TIE_RULE)) if isinstance(run.meta, Mapping) else TIE_RULE
     results = run.results
     nq = len(qlist)
@@ -860,34 +940,15 @@ def evaluate(
     jdicts: list[Mapping[str, int]] = [judg.get(q) or empty for q in qlist]
     n_results = np.fromiter(map(len, lists), dtype=np.int64, count=nq)
     label_counts = np.fromiter(map(len, jdicts), dtype=np.int64, count=nq)
-    n_units = np.zeros(nq, dtype=np.int64)
-    has_unjudged = np.zeros(nq, dtype=bool)
-    category = np.zeros(nq, dtype=np.int64)
-    n_rel = np.zeros(nq, dtype=np.int64)
-    metric_cols: dict[str, np.ndarray] = {
-        f"{m}@{k}": np.empty(nq, dtype=np.float64) for m in METRICS for k in ks
-    }
-    for a, b in _blocks(n_results + label_counts):
-        bl, bj = lists[a:b], jdicts[a:b]
-        grades = np.fromiter(chain.from_iterable(j.values() for j in bj), dtype=np.int64)
-        block = None
-        if vectorised:
-            block = _block_vectorised(bl, bj, grades, doc_unit, depth, chunks_budget, condensed, ks)
-        if block is None:
-            block = _block_python(bl, bj, doc_unit, depth, chunks_budget, condensed, ks)
-        n_units[a:b] = block.n_units
-        has_unjudged[a:b] = block.has_unjudged
-        cat, rel, ideal = _ideal(label_counts[a:b], grades, settings.relevance_level, depth)
-        category[a:b], n_rel[a:b] = cat, rel
-        for name, v in _block_metrics(block, cat, rel, ideal, settings).items():
-            metric_cols[name][a:b] = v
+    n_units, has_unjudged, category, n_rel, metric_cols = _score_blocks(
+        lists, jdicts, n_results, label_counts, settings, doc_unit, vectorised
+    )
 
     status = np.where(
         missing,
         3,
         np.where(n_results == 0, 2, np.where((n_results if chunks_budget else n_units) < depth, 1, 0)),
     )
-    answerable = category == 0
     excluded = missing if settings.missing == "exclude" else np.zeros(nq, dtype=bool)
     if excluded.any():
         for v in metric_cols.values():
@@ -905,28 +966,11 @@ def evaluate(
         },
         index=pd.Index(qlist, name="qid", dtype=object),
     )
-    means = means_of(per_query, ks)
+    means = means_of(per_query, settings.ks)
 
-    by_category = {
-        cat: {st: int(np.sum((category == ci) & (status == si))) for si, st in enumerate(STATUSES)}
-        for ci, cat in enumerate(CATEGORIES)
-    }
-    accounting: dict[str, Any] = {
-        "total": nq,
-        "answerable": int(answerable.sum()),
-        "no_answer": int((category == 1).sum()),
-        "idcg_zero": int((category == 2).sum()),
-        "scored": int((answerable & ~excluded).sum()),
-        "empty_result": int((status == 2).sum()),
-        "fewer_than_k": int((status == 1).sum()),
-        "missing_from_run": int((status == 3).sum()),
-        "excluded_missing": int((answerable & excluded).sum()),
-        "not_in_query_set": sum(1 for q in results if q not in qset),
-        "qrels_not_in_query_set": sum(1 for q in judg if q not in qset),
-        "unjudged_results": int(per_query[f"unjudged@{depth}"].fillna(0).sum()),
-        "by_category": by_category,
-        "rules": applied_rules(settings, unit, qrels.unit, tie_rule),
-    }
+    accounting = _accounting(
+        category, status, excluded, per_query, results, judg, qset, settings, unit, qrels.unit, tie_rule
+    )
     return EvalResult(
         per_query=per_query,
         means=means,

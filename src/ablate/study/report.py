@@ -627,6 +627,9 @@ def build_report(
     (failed), repeated in the report. ``contrast``: the two question tags compared side by side in the slices.
     ``cache``: where figures (:mod:`ablate.study.plots`) and paired-test results are kept by content; None
     computes everything.
+
+    Long because it is the report's one assembly point: every section reads the same baseline, swept params and
+    cache, and each section is already its own function; what stays here is the order they run in.
     """
     if not runs:
         raise ReportError(

@@ -367,6 +367,9 @@ def train_cross_encoder(
     initialised head of a bi-encoder checkpoint needs on the order of a hundred updates to learn anything.
     ``cache=None`` uses the default cache folder; a disabled cache always retrains (and replaces the stored model).
     ``precision`` (``fp32`` | ``bf16``) and ``num_threads`` (``None`` = torch's default): see the module docstring.
+
+    Long because the cache lookup, the seeded loop and the atomic save share one temporary folder and one RNG state
+    that must be restored on every exit path.
     """
     for key_name, value, minimum in (
         ("epochs", epochs, 1),
