@@ -296,3 +296,21 @@ class Report:
         path.write_text(self.markdown(), encoding="utf-8")
         print(f"\nwrote {path}")
         return path
+
+
+def status_kb(field: str) -> int:
+    """A ``/proc/self/status`` figure in KiB (``VmRSS``, ``VmHWM``, ...): Linux only."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1])
+    raise KeyError(field)
+
+
+def reset_peak() -> bool:
+    """Reset this process's RSS high-water mark (``VmHWM``; Linux >= 4.0); False where refused."""
+    try:
+        with open("/proc/self/clear_refs", "w") as fh:
+            fh.write("5")
+        return True
+    except OSError:
+        return False

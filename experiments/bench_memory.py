@@ -50,7 +50,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from _common import Report, dataset_path, machine_facts, say
+from _common import Report, dataset_path, machine_facts, reset_peak, say, status_kb
 
 STAGES = (
     "baseline",
@@ -70,42 +70,26 @@ STAGES = (
 # Inside a stage process
 
 
-def _status_kb(field: str) -> int:
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith(field + ":"):
-            return int(line.split()[1])
-    raise KeyError(field)
-
-
-def _reset_peak() -> bool:
-    try:
-        with open("/proc/self/clear_refs", "w") as fh:
-            fh.write("5")
-        return True
-    except OSError:
-        return False
-
-
 class Marks:
     """Per-step RSS figures (KiB) of this process."""
 
     def __init__(self) -> None:
         self.steps: list[dict[str, Any]] = []
-        self.process_peak_kb = _status_kb("VmHWM")
-        self.startup_kb = _status_kb("VmHWM")  # interpreter + top-level imports
+        self.process_peak_kb = status_kb("VmHWM")
+        self.startup_kb = status_kb("VmHWM")  # interpreter + top-level imports
 
     @contextmanager
     def step(self, name: str) -> Iterator[None]:
         gc.collect()
-        before = _status_kb("VmRSS")
-        self.process_peak_kb = max(self.process_peak_kb, _status_kb("VmHWM"))
-        exact = _reset_peak()
+        before = status_kb("VmRSS")
+        self.process_peak_kb = max(self.process_peak_kb, status_kb("VmHWM"))
+        exact = reset_peak()
         t0 = time.perf_counter()
         yield
         seconds = time.perf_counter() - t0
-        peak = _status_kb("VmHWM") if exact else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        peak = status_kb("VmHWM") if exact else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
         gc.collect()
-        after = _status_kb("VmRSS")
+        after = status_kb("VmRSS")
         self.process_peak_kb = max(self.process_peak_kb, peak)
         self.steps.append(
             {

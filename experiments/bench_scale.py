@@ -79,7 +79,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from _common import RESULTS, Report, dataset_path, machine_facts, say
+from _common import RESULTS, Report, dataset_path, machine_facts, reset_peak, say, status_kb
 
 KINDS = ("tokenize", "bm25s", "rank_bm25", "flat", "hnsw", "ivf_pq", "ivf_pq_np")
 DEFAULT_KINDS = KINDS[:6]
@@ -124,30 +124,13 @@ def ivf_train_size(n: int) -> int:
 # Memory
 
 
-def _status_kb(name: str) -> int:
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith(name + ":"):
-            return int(line.split()[1])
-    raise KeyError(name)
-
-
-def reset_peak() -> bool:
-    """Reset this process's RSS high-water mark (Linux >= 4.0); False where refused."""
-    try:
-        with open("/proc/self/clear_refs", "w") as fh:
-            fh.write("5")
-        return True
-    except OSError:
-        return False
-
-
 def rss_mb() -> float:
-    return _status_kb("VmRSS") / 1024
+    return status_kb("VmRSS") / 1024
 
 
 def peak_mb(exact: bool) -> float:
     if exact:
-        return _status_kb("VmHWM") / 1024
+        return status_kb("VmHWM") / 1024
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
