@@ -1,0 +1,178 @@
+"""Coded runs in evaluation: a run that carries integer codes (:class:`~ablate.data.types.RunCodes`) is scored on
+integers only.
+
+What :func:`ablate.evaluation.evaluate` needs from a coded run is, per query in the declared order, the unit code of
+every result (``table.unit_codes(unit)[codes]``) and the unit code of every judgement. Judged ids are strings, so they
+are mapped once per evaluation into the table's unit code space (:func:`unit_lookup`): an id the table does not have
+gets a fresh code beyond it, so it can never equal a result. Results and judgements are then compared as integers,
+exactly, with no id string read per result.
+
+The mapping reads the judged ids as bytes (:func:`~ablate.evaluation.idbytes.id_tokens`) and looks them up in an
+open-addressing table over the unit ids' bytes, built once per (table, unit) and kept with the table
+(:meth:`~ablate.data.types.IdTable.memo`). Every match is checked byte for byte, so a hash collision can only cost a
+probe, never a wrong code. Where the bytes cannot be read (non-string ids, an id holding the separator), a plain
+dict lookup does the same job.
+
+:func:`coded_inputs` returns ``None`` whenever it cannot vouch that the codes describe the run's Hit lists for the
+declared queries (no codes, a query present in one and not the other, a different number of results); the caller then
+scores the Hit lists as before.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from itertools import chain
+from operator import methodcaller
+
+import numpy as np
+
+from ablate.data.types import IdTable, Run
+from ablate.evaluation.idbytes import id_tokens
+
+_values = methodcaller("values")
+_MIX = (np.uint64(0x9E3779B97F4A7C15), np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB))
+
+
+@dataclass(frozen=True)
+class CodedInputs:
+    """The integer form of one evaluation's input, queries in the declared order.
+
+    ``units[offsets[i]:offsets[i + 1]]`` are query i's results as unit codes (rank order);
+    ``labels[label_offsets[i]:label_offsets[i + 1]]`` its judgements as unit codes (in the judgement dict's order) and
+    ``grades`` their grades. Codes are below ``n_codes``; judged ids absent from the table have codes ``>=`` the
+    table's unit count."""
+
+    units: np.ndarray
+    offsets: np.ndarray
+    labels: np.ndarray
+    label_offsets: np.ndarray
+    grades: np.ndarray
+    n_codes: int
+
+
+def _hash(lengths: np.ndarray, words: list[np.ndarray]) -> np.ndarray:
+    """A 64-bit hash of each id's bytes that depends only on the id (the rounds stop at the id's own last word)."""
+    h = lengths.astype(np.uint64) * _MIX[0]
+    for w, word in enumerate(words):
+        mixed = (h ^ word) * _MIX[1]
+        mixed ^= mixed >> np.uint64(31)
+        h = np.where(lengths > 8 * w, mixed, h)
+    return h * _MIX[2]
+
+
+@dataclass(frozen=True)
+class _ByteIndex:
+    """Open addressing over the unit ids' bytes: ``slots[hash >> shift]`` (then the next slots, up to an empty one)
+    holds unit codes."""
+
+    lengths: np.ndarray
+    words: list[np.ndarray]
+    slots: np.ndarray  # int64, -1 = empty
+    shift: np.uint64
+
+
+def _byte_index(ids: list[str]) -> _ByteIndex | None:
+    """Linear probing without wrap-around: ids sorted by home slot take the first free slot at or after it (slot
+    ``i + cummax(home_j - j)`` for the i-th of them), and the array is extended past the last taken slot by one empty
+    slot, so every probe sequence ends."""
+    tok = id_tokens(ids)
+    if tok is None:
+        return None
+    lengths, words, _ = tok
+    bits = max(4, (2 * len(ids)).bit_length())  # load factor at most 1/2
+    shift = np.uint64(64 - bits)
+    home = (_hash(lengths, words) >> shift).astype(np.int64)
+    order = np.argsort(home, kind="stable")
+    rank = np.arange(len(ids), dtype=np.int64)
+    taken = rank + np.maximum.accumulate(home[order] - rank)
+    slots = np.full(max(1 << bits, int(taken[-1]) + 1) + 1, -1, dtype=np.int64)
+    slots[taken] = order
+    return _ByteIndex(lengths, words, slots, shift)
+
+
+def unit_lookup(table: IdTable, unit: str, ids: list[str]) -> np.ndarray:
+    """The unit code of every id in ``ids`` (``-1`` where the table has no such unit), exact."""
+    units = table.unit_codes(unit)[1]
+    if not ids:
+        return np.zeros(0, dtype=np.int64)
+    index: _ByteIndex | None = table.memo(("evaluation.byte_index", unit), lambda: _byte_index(units))
+    tok = id_tokens(ids) if index is not None else None
+    if index is None or tok is None:
+        by_id: dict[str, int] = table.memo(
+            ("evaluation.unit_index", unit), lambda: {u: i for i, u in enumerate(units)}
+        )
+        return np.fromiter((by_id.get(i, -1) for i in ids), dtype=np.int64, count=len(ids))
+    lengths, words, _ = tok
+    out = np.full(len(ids), -1, dtype=np.int64)
+    todo = np.arange(len(ids), dtype=np.int64)
+    pos = (_hash(lengths, words) >> index.shift).astype(np.int64)
+    nw = min(len(words), len(index.words))
+    while len(todo):
+        code = index.slots[pos]
+        occupied = code >= 0
+        c = np.where(occupied, code, 0)
+        same = occupied & (index.lengths[c] == lengths[todo])
+        for w in range(nw):
+            same &= index.words[w][c] == words[w][todo]
+        # Equal lengths with more words on one side than the other: the extra words are zero on both (padding).
+        out[todo[same]] = code[same]
+        more = (
+            occupied & ~same
+        )  # a different id in this slot: probe the next one; an empty slot ends the search
+        todo, pos = todo[more], pos[more] + 1
+    return out
+
+
+def _run_order(run: Run, qlist: Sequence[str], n_results: np.ndarray) -> tuple[bool, np.ndarray | None]:
+    """``(ok, order)``: whether the codes describe the run (the same queries in the same order, and for the declared
+    queries the same numbers of results), and the indices into ``run.codes.codes`` of the declared queries' results
+    in declared order (``None`` when that is all of them, as stored)."""
+    codes = run.codes
+    if codes is None or codes.qids != list(run.results):
+        return False, None
+    lens = codes.lengths()
+    if codes.qids == list(qlist):
+        return bool(np.array_equal(lens, n_results)), None
+    where = {q: i for i, q in enumerate(codes.qids)}
+    pos = np.fromiter((where.get(q, -1) for q in qlist), dtype=np.int64, count=len(qlist))
+    present = pos >= 0
+    got = np.where(present, lens[np.maximum(pos, 0)], 0)
+    if not np.array_equal(got, n_results):
+        return False, None
+    starts = np.where(present, codes.offsets[:-1][np.maximum(pos, 0)], 0)
+    before = np.zeros(len(qlist), dtype=np.int64)
+    np.cumsum(got[:-1], out=before[1:])
+    return True, np.arange(int(got.sum()), dtype=np.int64) + np.repeat(starts - before, got)
+
+
+def coded_inputs(
+    run: Run,
+    qlist: Sequence[str],
+    jdicts: Sequence[Mapping[str, int]],
+    n_results: np.ndarray,
+    label_counts: np.ndarray,
+    unit: str,
+) -> CodedInputs | None:
+    """The integer form of scoring ``run`` on ``qlist`` against ``jdicts`` at ``unit``, or ``None`` when the run
+    carries no codes or they cannot be vouched for (see the module docstring)."""
+    ok, order = _run_order(run, qlist, n_results)
+    if not ok or run.codes is None:
+        return None
+    table = run.codes.table
+    unit_of, unit_ids = table.unit_codes(unit)
+    chunk_codes = run.codes.codes if order is None else run.codes.codes[order]
+    units = unit_of[chunk_codes]
+    offsets = np.zeros(len(qlist) + 1, dtype=np.int64)
+    np.cumsum(n_results, out=offsets[1:])
+    label_offsets = np.zeros(len(qlist) + 1, dtype=np.int64)
+    np.cumsum(label_counts, out=label_offsets[1:])
+    judged = list(chain.from_iterable(jdicts))
+    grades = np.fromiter(chain.from_iterable(map(_values, jdicts)), dtype=np.int64, count=len(judged))
+    labels = unit_lookup(table, unit, judged)
+    absent = labels < 0
+    n_units = len(unit_ids)
+    n_absent = int(absent.sum())
+    if n_absent:  # each absent judgement its own fresh code: equal to no result (and distinct within a query)
+        labels[absent] = n_units + np.arange(n_absent, dtype=np.int64)
+    return CodedInputs(units, offsets, labels, label_offsets, grades, n_units + n_absent)
