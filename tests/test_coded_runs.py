@@ -134,9 +134,8 @@ def test_query_set_in_the_runs_order_and_queries_outside_it():
     s = EvalSettings(ks=(1, 3, 10), unit="doc")
     in_order = list(run.results)  # aligned with the codes: no reordering
     assert_same(evaluate(run, qrels, in_order, s), evaluate(plain(run), qrels, in_order, s))
-    part = in_order[::3] + [
-        "never-ran"
-    ]  # some of the run's queries outside the set, one declared query missing
+    # Some of the run's queries outside the set, one declared query missing from the run.
+    part = in_order[::3] + ["never-ran"]
     a, b = evaluate(run, qrels, part, s), evaluate(plain(run), qrels, part, s)
     assert_same(a, b)
     assert a.accounting["not_in_query_set"] > 0 and a.accounting["missing_from_run"] == 1
@@ -259,3 +258,24 @@ def test_candidate_cache_hands_over_coded_runs(tiny_corpus, tmp_path):
     qrels = snap.split_qrels("dev")
     qids = snap.split_qids("dev")
     assert_same(evaluate(cold, qrels, qids, s), evaluate(plain(cold), qrels, qids, s))
+
+
+@pytest.mark.parametrize("budget", ["chunks", "docs"])
+def test_fixed_depth_runs_score_the_same_on_every_path(budget):
+    """Every query with the same number of distinct results (what a retriever at fixed depth returns): the
+    shortcuts for equal-length lists give the reference placement's table."""
+    rng = random.Random(6)
+    docs = [f"doc{i}" for i in range(300)]
+    table = table_of(docs, per_doc=1)
+    qids = [f"q{i}" for i in range(40)]
+    codes = [rng.sample(range(len(table)), 12) for _ in qids]
+    run = Run.from_codes(
+        "fixed", RunCodes.from_lists(table, qids, codes, [[float(-j) for j in range(12)]] * 40)
+    )
+    judgements = {q: {rng.choice(docs): rng.randint(0, 3) for _ in range(8)} for q in qids}
+    qrels = Qrels(judgements, unit="doc")
+    for ks in ((1, 5, 12), (3, 20)):
+        s = EvalSettings(ks=ks, budget=budget)
+        coded = evaluate(run, qrels, qids, s)
+        assert_same(coded, evaluate(plain(run), qrels, qids, s))
+        assert_same(coded, evaluate(run, qrels, qids, s, vectorised=False))

@@ -61,34 +61,44 @@ def _hash(lengths: np.ndarray, words: list[np.ndarray]) -> np.ndarray:
     return h * _MIX[2]
 
 
+#: Words of an id kept inside its slot row: a probe then reads one row (one or two cache lines) for ids up to
+#: 8 * _ROW_WORDS bytes; longer ids compare their further words from the per-code arrays.
+_ROW_WORDS = 3
+
+
 @dataclass(frozen=True)
 class _ByteIndex:
-    """Open addressing over the unit ids' bytes: ``slots[hash >> shift]`` (then the next slots, up to an empty one)
-    holds unit codes."""
+    """Open addressing over the unit ids' bytes. Row ``hash >> shift`` (then the next rows, up to an empty one) of
+    ``rows`` holds ``(code + 1, byte length, first words...)`` of an id (0 in the first column: empty).
+    ``lengths``/``words`` are per code, for the words beyond the row."""
 
+    rows: np.ndarray  # uint64, (slots, 2 + row words)
     lengths: np.ndarray
     words: list[np.ndarray]
-    slots: np.ndarray  # int64, -1 = empty
     shift: np.uint64
 
 
 def _byte_index(ids: list[str]) -> _ByteIndex | None:
-    """Linear probing without wrap-around: ids sorted by home slot take the first free slot at or after it (slot
-    ``i + cummax(home_j - j)`` for the i-th of them), and the array is extended past the last taken slot by one empty
-    slot, so every probe sequence ends."""
+    """Linear probing without wrap-around: ids sorted by home row take the first free row at or after it (row
+    ``i + cummax(home_j - j)`` for the i-th of them); the table is extended past the last taken row by one empty row,
+    so every probe sequence ends. Load factor between 3/8 and 3/4."""
     tok = id_tokens(ids)
     if tok is None:
         return None
     lengths, words, _ = tok
-    bits = max(4, (2 * len(ids)).bit_length())  # load factor at most 1/2
+    bits = max(4, (len(ids) + len(ids) // 3).bit_length())
     shift = np.uint64(64 - bits)
     home = (_hash(lengths, words) >> shift).astype(np.int64)
     order = np.argsort(home, kind="stable")
     rank = np.arange(len(ids), dtype=np.int64)
     taken = rank + np.maximum.accumulate(home[order] - rank)
-    slots = np.full(max(1 << bits, int(taken[-1]) + 1) + 1, -1, dtype=np.int64)
-    slots[taken] = order
-    return _ByteIndex(lengths, words, slots, shift)
+    inside = words[:_ROW_WORDS]
+    rows = np.zeros((max(1 << bits, int(taken[-1]) + 1) + 1, 2 + len(inside)), dtype=np.uint64)
+    rows[taken, 0] = (order + 1).astype(np.uint64)
+    rows[taken, 1] = lengths[order].astype(np.uint64)
+    for w, word in enumerate(inside):
+        rows[taken, 2 + w] = word[order]
+    return _ByteIndex(rows, lengths, words, shift)
 
 
 def unit_lookup(table: IdTable, unit: str, ids: list[str]) -> np.ndarray:
@@ -107,19 +117,24 @@ def unit_lookup(table: IdTable, unit: str, ids: list[str]) -> np.ndarray:
     out = np.full(len(ids), -1, dtype=np.int64)
     todo = np.arange(len(ids), dtype=np.int64)
     pos = (_hash(lengths, words) >> index.shift).astype(np.int64)
-    nw = min(len(words), len(index.words))
+    inside = index.rows.shape[1] - 2
+    # Words beyond the shorter side's last word are zero padding on both sides when the lengths are equal.
+    nw_in = min(len(words), inside)
+    nw_out = min(len(words), len(index.words))
     while len(todo):
-        code = index.slots[pos]
+        rec = np.take(index.rows, pos, axis=0)
+        code = rec[:, 0].astype(np.int64) - 1
         occupied = code >= 0
-        c = np.where(occupied, code, 0)
-        same = occupied & (index.lengths[c] == lengths[todo])
-        for w in range(nw):
-            same &= index.words[w][c] == words[w][todo]
-        # Equal lengths with more words on one side than the other: the extra words are zero on both (padding).
+        same = occupied & (rec[:, 1] == lengths[todo].astype(np.uint64))
+        for w in range(nw_in):
+            same &= rec[:, 2 + w] == words[w][todo]
+        if nw_out > inside:
+            long = np.flatnonzero(same & (lengths[todo] > 8 * inside))
+            for w in range(inside, nw_out):
+                same[long] &= index.words[w][code[long]] == words[w][todo[long]]
         out[todo[same]] = code[same]
-        more = (
-            occupied & ~same
-        )  # a different id in this slot: probe the next one; an empty slot ends the search
+        # A different id in this row: probe the next one; an empty row ends the search.
+        more = occupied & ~same
         todo, pos = todo[more], pos[more] + 1
     return out
 
@@ -162,7 +177,12 @@ def coded_inputs(
     table = run.codes.table
     unit_of, unit_ids = table.unit_codes(unit)
     chunk_codes = run.codes.codes if order is None else run.codes.codes[order]
-    units = unit_of[chunk_codes]
+    # One chunk per unit (chunk unit, or documents indexed whole): the chunk codes are the unit codes.
+    identity = table.memo(
+        ("evaluation.unit_is_chunk", unit),
+        lambda: bool(np.array_equal(unit_of, np.arange(len(unit_of)))),
+    )
+    units = chunk_codes if identity else unit_of[chunk_codes]
     offsets = np.zeros(len(qlist) + 1, dtype=np.int64)
     np.cumsum(n_results, out=offsets[1:])
     label_offsets = np.zeros(len(qlist) + 1, dtype=np.int64)

@@ -530,9 +530,6 @@ def _block_python(
     return _Block(_from_placement(scoring, ks) if condensed else f, f, n_units, has_unjudged)
 
 
-_ALL = np.uint64(0xFFFFFFFFFFFFFFFF)
-
-
 def _block_vectorised(
     lists: Sequence[Sequence[Hit]],
     jdicts: Sequence[Mapping[str, int]],
@@ -597,7 +594,9 @@ def _block_coded(
     pbits = int((n + m).max()).bit_length()
     if n_codes >= (1 << (64 - pbits)) - 1:
         return None
-    ident = np.concatenate((units, labels)).astype(np.uint64) << np.uint64(pbits)
+    # Narrow keys sort and move twice as fast; they fit whenever the code space is below 2^(32 - pbits) - 1.
+    dtype = np.uint32 if n_codes < (1 << (32 - pbits)) - 1 else np.uint64
+    ident = np.left_shift(np.concatenate((units, labels)).astype(dtype), dtype(pbits))
     return _place_keyed(ident, n, m, lab_grades, pbits, None, depth, chunks_budget, condensed, ks)
 
 
@@ -614,7 +613,8 @@ def _place_keyed(
     ks: tuple[int, ...],
 ) -> _Block | None:
     """Place a block from one identity per result and per judgement (``h``: the block's results in query and rank
-    order, then its judgements in query order; identities in the bits above the low ``pbits``, which are zero).
+    order, then its judgements in query order; identities in the bits above the low ``pbits``, which are zero;
+    unsigned, 32 or 64 bits).
 
     Per query, one row holds a sort key per result and per judgement (identity in the high bits, slot in the low
     bits: results first, in rank order, then judgements); sorting the rows puts equal ids next to each other with the
@@ -630,25 +630,34 @@ def _place_keyed(
     n_run, n_lab = int(n.sum()), int(m.sum())
     # One row per query: results in slots [0, n), judgements in [n, n + m); pads are all ones and sort last.
     width = int((n + m).max())
-    low = np.uint64((1 << pbits) - 1)
+    dtype = h.dtype.type
+    low = dtype((1 << pbits) - 1)
+    pad = dtype(np.iinfo(dtype).max)
     run_off = np.zeros(nb, dtype=np.int64)
     np.cumsum(n[:-1], out=run_off[1:])
     lab_off = np.zeros(nb, dtype=np.int64)
     np.cumsum(m[:-1], out=lab_off[1:])
     run_row = np.repeat(np.arange(nb), n)
     run_slot = np.arange(n_run) - run_off[run_row]
-    key = np.full(nb * width, _ALL, dtype=np.uint64)
-    key[run_row * width + run_slot] = h[:n_run] | run_slot.astype(np.uint64)
+    key = np.full(nb * width, pad, dtype=dtype)
+    if (n == width).all():  # every row holds results only, all of one length: fill the matrix row-wise
+        key.reshape(nb, width)[:] = h[:n_run].reshape(nb, width) | np.arange(width, dtype=dtype)
+    elif (n == n[0]).all():
+        key.reshape(nb, width)[:, : int(n[0])] = h[:n_run].reshape(nb, int(n[0])) | np.arange(
+            int(n[0]), dtype=dtype
+        )
+    else:
+        key[run_row * width + run_slot] = h[:n_run] | run_slot.astype(dtype)
     if n_lab:
         lab_row = np.repeat(np.arange(nb), m)
         lab_slot = np.arange(n_lab) - lab_off[lab_row] + n[lab_row]
-        key[lab_row * width + lab_slot] = h[n_run:] | lab_slot.astype(np.uint64)
+        key[lab_row * width + lab_slot] = h[n_run:] | lab_slot.astype(dtype)
     del h
     key.reshape(nb, width).sort(axis=1)  # a view: sorts each row of the flat array in place
-    top = key >> np.uint64(pbits)
+    top = key >> dtype(pbits)
     dup = np.flatnonzero(top[1:] == top[:-1]) + 1  # sorted positions equal to their left neighbour (sparse)
     del top
-    dup = dup[(dup % width != 0) & (key[dup] != _ALL)]  # not across rows, not pads
+    dup = dup[(dup % width != 0) & (key[dup] != pad)]  # not across rows, not pads
     first = np.ones(n_run, dtype=bool)
     grade = np.full(n_run, UNJUDGED, dtype=np.int64)
     if len(dup):
@@ -726,6 +735,10 @@ def _placed_flat(
     the kept list as in the full one."""
     nb = len(n)
     kv = np.asarray(ks, dtype=np.int64)
+    if kept is None and no_dups and nb and 0 < int(n[0]) <= depth and (n == n[0]).all():
+        # Every list has the same length within the budget (a fixed-depth run): the grades are already a matrix.
+        g = grade.reshape(nb, int(n[0])).astype(np.int32)
+        return _Placed(n.copy(), g, np.minimum(n[:, None], kv[None, :]))
     if kept is None and no_dups:  # unit j is result j
         lens = np.minimum(n, depth)
         width = max(1, int(lens.max()) if nb else 1)
