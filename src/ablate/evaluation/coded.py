@@ -2,8 +2,8 @@
 integers only.
 
 What :func:`ablate.evaluation.evaluate` needs from a coded run is, per query in the declared order, the unit code of
-every result (``table.unit_codes(unit)[codes]``) and the unit code of every judgement. Judged ids are strings, so they
-are mapped once per evaluation into the table's unit code space (:func:`unit_lookup`): an id the table does not have
+every result (``table.unit_codes(unit)[codes]``) and the unit code of every judgement. Judged ids are strings, so each
+is mapped once into the table's unit code space (:func:`unit_lookup`, block by block): an id the table does not have
 gets a fresh code beyond it, so it can never equal a result. Results and judgements are then compared as integers,
 exactly, with no id string read per result.
 
@@ -36,19 +36,34 @@ _MIX = (np.uint64(0x9E3779B97F4A7C15), np.uint64(0xBF58476D1CE4E5B9), np.uint64(
 
 @dataclass(frozen=True)
 class CodedInputs:
-    """The integer form of one evaluation's input, queries in the declared order.
+    """The integer form of one evaluation's run, queries in the declared order: query i's results are the chunk
+    codes ``codes[offsets[i]:offsets[i + 1]]`` (rank order). Unit codes and judged ids are turned into integers block
+    by block (:meth:`units`, :meth:`labels`), so the working arrays stay bounded like the rest of evaluation."""
 
-    ``units[offsets[i]:offsets[i + 1]]`` are query i's results as unit codes (rank order);
-    ``labels[label_offsets[i]:label_offsets[i + 1]]`` its judgements as unit codes (in the judgement dict's order) and
-    ``grades`` their grades. Codes are below ``n_codes``; judged ids absent from the table have codes ``>=`` the
-    table's unit count."""
-
-    units: np.ndarray
+    table: IdTable
+    unit: str
+    codes: np.ndarray
     offsets: np.ndarray
-    labels: np.ndarray
-    label_offsets: np.ndarray
-    grades: np.ndarray
-    n_codes: int
+    unit_of: np.ndarray | None  # chunk code -> unit code; None when they are the same
+    n_units: int
+
+    def units(self, a: int, b: int) -> np.ndarray:
+        """Unit codes of the results of queries ``a`` to ``b - 1``, in order."""
+        codes = self.codes[int(self.offsets[a]) : int(self.offsets[b])]
+        return codes if self.unit_of is None else self.unit_of[codes]
+
+    def labels(self, jdicts: Sequence[Mapping[str, int]], count: int) -> tuple[np.ndarray, np.ndarray, int]:
+        """``(unit codes, grades, size of the code space)`` of the judgements ``jdicts`` (``count`` in all, in dict
+        order). A judged id the table does not have gets its own fresh code beyond the table's units: it equals no
+        result, and no other judgement of its query."""
+        judged = list(chain.from_iterable(jdicts))
+        grades = np.fromiter(chain.from_iterable(map(_values, jdicts)), dtype=np.int64, count=count)
+        labels = unit_lookup(self.table, self.unit, judged)
+        absent = labels < 0
+        n_absent = int(absent.sum())
+        if n_absent:
+            labels[absent] = self.n_units + np.arange(n_absent, dtype=np.int64)
+        return labels, grades, self.n_units + n_absent
 
 
 def _hash(lengths: np.ndarray, words: list[np.ndarray]) -> np.ndarray:
@@ -161,38 +176,20 @@ def _run_order(run: Run, qlist: Sequence[str], n_results: np.ndarray) -> tuple[b
     return True, np.arange(int(got.sum()), dtype=np.int64) + np.repeat(starts - before, got)
 
 
-def coded_inputs(
-    run: Run,
-    qlist: Sequence[str],
-    jdicts: Sequence[Mapping[str, int]],
-    n_results: np.ndarray,
-    label_counts: np.ndarray,
-    unit: str,
-) -> CodedInputs | None:
-    """The integer form of scoring ``run`` on ``qlist`` against ``jdicts`` at ``unit``, or ``None`` when the run
-    carries no codes or they cannot be vouched for (see the module docstring)."""
+def coded_inputs(run: Run, qlist: Sequence[str], n_results: np.ndarray, unit: str) -> CodedInputs | None:
+    """The integer form of scoring ``run`` on ``qlist`` at ``unit``, or ``None`` when the run carries no codes or
+    they cannot be vouched for (see the module docstring)."""
     ok, order = _run_order(run, qlist, n_results)
     if not ok or run.codes is None:
         return None
     table = run.codes.table
     unit_of, unit_ids = table.unit_codes(unit)
-    chunk_codes = run.codes.codes if order is None else run.codes.codes[order]
+    codes = run.codes.codes if order is None else run.codes.codes[order]
     # One chunk per unit (chunk unit, or documents indexed whole): the chunk codes are the unit codes.
     identity = table.memo(
         ("evaluation.unit_is_chunk", unit),
         lambda: bool(np.array_equal(unit_of, np.arange(len(unit_of)))),
     )
-    units = chunk_codes if identity else unit_of[chunk_codes]
     offsets = np.zeros(len(qlist) + 1, dtype=np.int64)
     np.cumsum(n_results, out=offsets[1:])
-    label_offsets = np.zeros(len(qlist) + 1, dtype=np.int64)
-    np.cumsum(label_counts, out=label_offsets[1:])
-    judged = list(chain.from_iterable(jdicts))
-    grades = np.fromiter(chain.from_iterable(map(_values, jdicts)), dtype=np.int64, count=len(judged))
-    labels = unit_lookup(table, unit, judged)
-    absent = labels < 0
-    n_units = len(unit_ids)
-    n_absent = int(absent.sum())
-    if n_absent:  # each absent judgement its own fresh code: equal to no result (and distinct within a query)
-        labels[absent] = n_units + np.arange(n_absent, dtype=np.int64)
-    return CodedInputs(units, offsets, labels, label_offsets, grades, n_units + n_absent)
+    return CodedInputs(table, unit, codes, offsets, None if identity else unit_of, len(unit_ids))

@@ -909,16 +909,14 @@ def _score_blocks(
         bl, bj = lists[a:b], jdicts[a:b]
         block = None
         if coded is not None:
-            r0, r1 = int(coded.offsets[a]), int(coded.offsets[b])
-            l0, l1 = int(coded.label_offsets[a]), int(coded.label_offsets[b])
-            grades = coded.grades[l0:l1]
+            labels, grades, n_codes = coded.labels(bj, int(label_counts[a:b].sum()))
             block = _block_coded(
-                coded.units[r0:r1],
-                coded.labels[l0:l1],
+                coded.units(a, b),
+                labels,
                 n_results[a:b],
                 label_counts[a:b],
                 grades,
-                coded.n_codes,
+                n_codes,
                 depth,
                 chunks_budget,
                 condensed,
@@ -1003,7 +1001,7 @@ def evaluate(
     lists, missing, jdicts, outside = _per_query(results, judg, qlist, qset)
     n_results = np.fromiter(map(len, lists), dtype=np.int64, count=nq)
     label_counts = np.fromiter(map(len, jdicts), dtype=np.int64, count=nq)
-    coded = coded_inputs(run, qlist, jdicts, n_results, label_counts, unit) if vectorised else None
+    coded = coded_inputs(run, qlist, n_results, unit) if vectorised else None
     n_units, has_unjudged, category, n_rel, metric_cols = _score_blocks(
         lists, jdicts, n_results, label_counts, settings, doc_unit, vectorised, coded
     )

@@ -47,7 +47,11 @@ class ChunkTable:
         chunk_ids = [c.chunk_id for c in chunks]
         if ids is None:
             ids = IdTable.of(chunks)
-        elif ids.chunk_ids != chunk_ids or ids.doc_ids != [c.doc_id for c in chunks]:
+        elif (
+            ids.chunk_ids != chunk_ids
+            or ids.doc_ids != [c.doc_id for c in chunks]
+            or ids.versions != [c.version for c in chunks]
+        ):
             raise ValueError("ChunkTable.of: the id table does not list these chunks")
         arr = np.array(chunk_ids, dtype=object)
         id_order = np.empty(len(arr), dtype=np.int64)
