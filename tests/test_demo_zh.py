@@ -154,3 +154,12 @@ def test_the_multirun_flag_may_follow_the_overrides():
     assert flags_first(["corpus=demo_zh", "-m", "variant=A,B"]) == ["-m", "corpus=demo_zh", "variant=A,B"]
     assert flags_first(["--multirun", "variant=A,B"]) == ["--multirun", "variant=A,B"]
     assert flags_first(["variant=A"]) == ["variant=A"]
+
+
+def test_non_space_count_is_str_isspace_over_every_code_point():
+    """The corpus-wide character count uses str.split(); it must agree with str.isspace on every character."""
+    from ablate.data.language import _non_space
+
+    text = "".join(chr(c) for c in range(0x110000) if not 0xD800 <= c <= 0xDFFF)
+    assert _non_space(text) == sum(1 for c in text if not c.isspace())
+    assert _non_space(" \u3000a\u00a0b\u2028") == 2

@@ -139,3 +139,39 @@ def test_local_artifacts_are_read_as_mlflow_downloads_them(store):
     one = t.download_artifact(rid, "per_query.csv", tmp_path / "one")
     assert one is not None and one.read_text() == "qid,x\nq1,1\n"
     assert t.download_artifact(rid, "report/missing.md", tmp_path / "none") is None
+
+
+def test_held_reads_query_once_and_forget_what_a_write_changes(store):
+    """Inside held_reads the children are read from the store once; a write to one of them (or a new run) makes
+    the next read go to the store again, and a write elsewhere does not. Outside, every read queries."""
+    _, t = store
+    parent = t.start("held", "parent")
+    kids = [t.start("held", f"c{i}", parent_run_id=parent) for i in range(3)]
+    other = t.start("held", "other")
+    calls = []
+    real = t.client.search_runs
+
+    def counting(*a, **k):
+        calls.append(1)
+        return real(*a, **k)
+
+    t.client.search_runs = counting
+    try:
+        with t.held_reads():
+            assert {r.run_id for r in t.children(parent)} == set(kids)
+            assert {r.run_id for r in t.children(parent)} == set(kids)
+            assert len(calls) == 1
+            t.log_run(other, params={"x": 1})  # not a child: what was read still holds
+            t.children(parent)
+            assert len(calls) == 1
+            t.end(kids[0], "FAILED", "lost")  # a child changed: read again, and see it
+            assert {r.run_id: r.status for r in t.children(parent)}[kids[0]] == "FAILED"
+            assert len(calls) == 2
+            new = t.start("held", "c3", parent_run_id=parent)  # a new run may match any search
+            assert new in {r.run_id for r in t.children(parent)}
+            assert len(calls) == 3
+        t.children(parent)
+        t.children(parent)
+        assert len(calls) == 5
+    finally:
+        t.client.search_runs = real

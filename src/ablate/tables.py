@@ -33,3 +33,26 @@ def format_table(rows: list[dict[str, Any]], columns: list[str]) -> str:
 def fmt(v: Any, digits: int = 3) -> str:
     f = as_number(v)
     return "-" if f is None else f"{f:.{digits}f}"
+
+
+def text_csv(df: Any) -> str:
+    """``df.to_csv(index=False)``, the same text, ~2x faster for a frame of string and integer columns whose fields
+    need no quoting (the unjudged export: tens of thousands of ids per run). Anything else (floats, missing values,
+    a field with a comma, quote or line break) is left to pandas."""
+    kinds = [df[c].dtype.kind for c in df.columns]
+    if df.empty or any(k not in "iuO" for k in kinds) or not all(isinstance(c, str) for c in df.columns):
+        return str(df.to_csv(index=False))
+    cols = [df[c].tolist() for c in df.columns]
+    if any(k == "O" and not all(type(v) is str for v in col) for k, col in zip(kinds, cols, strict=True)):
+        return str(df.to_csv(index=False))
+    cols = [col if k == "O" else list(map(str, col)) for k, col in zip(kinds, cols, strict=True)]
+    text = ",".join(df.columns) + "\n" + "\n".join(map(",".join, zip(*cols, strict=True))) + "\n"
+    n_rows, n_cols = len(df), len(df.columns)
+    plain = (
+        text.count(",") == (n_rows + 1) * (n_cols - 1)
+        and text.count("\n") == n_rows + 1
+        and '"' not in text
+        and "\r" not in text
+        and (n_cols > 1 or not any(v == "" for v in cols[0]))
+    )
+    return text if plain else str(df.to_csv(index=False))

@@ -145,6 +145,7 @@ class Tracker:
 
         self.uri = uri
         self._artifact_uris: dict[str, str] = {}
+        self._reads: dict[tuple[Any, ...], Any] | None = None  # see held_reads
         db = sqlite_path(uri)
         if db is None:
             self.client = MlflowClient(tracking_uri=uri)
@@ -186,6 +187,40 @@ class Tracker:
     def experiment_names(self) -> list[str]:
         return [e.name for e in _retry(self.client.search_experiments)]
 
+    @contextlib.contextmanager
+    def held_reads(self) -> Iterator[None]:
+        """Inside: each read of runs (``get_run``, ``find_runs``, ``children``) queries the store once and is answered
+        from memory after that, until this tracker writes anything (every write forgets them). For a caller that
+        reads the same finished runs several times while nothing else writes them: the end of a sweep, after its
+        launcher returned, reads the children four times (lost jobs, summary, report, outcome)."""
+        outer = self._reads
+        self._reads = {} if outer is None else outer
+        try:
+            yield
+        finally:
+            self._reads = outer
+
+    def _held(self, key: tuple[Any, ...], read: Callable[[], Any]) -> Any:
+        if self._reads is None:
+            return read()
+        if key not in self._reads:
+            self._reads[key] = read()
+        return self._reads[key]
+
+    def _wrote(self, run_id: str | None = None) -> None:
+        """Forget the held reads a write to ``run_id`` changes: that run, and every search that returned it (or, for
+        a new run, every search)."""
+        if not self._reads:
+            return
+        for key in list(self._reads):
+            value = self._reads[key]
+            if key[0] == "get_run":
+                stale = key[1] == run_id
+            else:
+                stale = run_id is None or any(r.run_id == run_id for r in value)
+            if stale:
+                del self._reads[key]
+
     # -- runs -------------------------------------------------------------------------------------------------------
     def start(
         self,
@@ -194,6 +229,7 @@ class Tracker:
         tags: Mapping[str, str] | None = None,
         parent_run_id: str | None = None,
     ) -> str:
+        self._wrote(None)  # a new run: any search may now find it
         tags = dict(tags or {})
         if parent_run_id:
             tags[T_PARENT] = parent_run_id
@@ -204,6 +240,7 @@ class Tracker:
 
     def end(self, run_id: str, status: str = "FINISHED", reason: str | None = None) -> None:
         """End a run (``FINISHED``, ``FAILED`` or ``KILLED``); a reason goes into the tag ``ablate.failure``."""
+        self._wrote(run_id)
         if reason:
             with contextlib.suppress(Exception):
                 _retry(self.client.set_tag, run_id, T_FAILURE, reason[:4900])
@@ -242,6 +279,7 @@ class Tracker:
         anything is logged (the caller decides what an undefined metric means: ablate.runner.emit.split_defined)."""
         from mlflow.entities import Metric, Param, RunTag
 
+        self._wrote(run_id)
         metrics = metrics or {}
         bad = sorted(k for k, v in metrics.items() if v is None or not math.isfinite(float(v)))
         if bad:
@@ -264,6 +302,7 @@ class Tracker:
 
     def log_files(self, run_id: str, files: Mapping[str, str | bytes]) -> None:
         """Write ``{relative name: content}`` to a temp folder and log it as the run's artifacts."""
+        self._wrote(run_id)
         with tempfile.TemporaryDirectory(prefix="ablate-artifacts-") as tmp:
             for name, content in files.items():
                 p = Path(tmp) / name
@@ -276,10 +315,14 @@ class Tracker:
 
     # -- reading back -----------------------------------------------------------------------------------------------
     def get_run(self, run_id: str) -> RecordedRun | None:
-        try:
-            return _record(_retry(self.client.get_run, run_id))
-        except Exception:  # noqa: BLE001 - MlflowException(RESOURCE_DOES_NOT_EXIST) and friends
-            return None
+        def read() -> RecordedRun | None:
+            try:
+                return _record(_retry(self.client.get_run, run_id))
+            except Exception:  # noqa: BLE001 - MlflowException(RESOURCE_DOES_NOT_EXIST) and friends
+                return None
+
+        got: RecordedRun | None = self._held(("get_run", run_id), read)
+        return got
 
     def find_runs(
         self,
@@ -289,6 +332,22 @@ class Tracker:
         newest_first: bool = False,
     ) -> list[RecordedRun]:
         """Runs matching an MLflow filter (every experiment when ``experiment_ids`` is None), oldest first."""
+        key = (
+            "find_runs",
+            tuple(experiment_ids or ()),
+            experiment_ids is None,
+            filter_string,
+            max_results,
+            newest_first,
+        )
+        found: list[RecordedRun] = self._held(
+            key, lambda: self._find_runs(experiment_ids, filter_string, max_results, newest_first)
+        )
+        return list(found)
+
+    def _find_runs(
+        self, experiment_ids: Sequence[str] | None, filter_string: str, max_results: int, newest_first: bool
+    ) -> list[RecordedRun]:
         ids = (
             list(experiment_ids)
             if experiment_ids is not None

@@ -71,35 +71,42 @@ class SweepCallback(Callback):
         if self.tracker is None or self.parent is None:
             return
         from ablate.app.cluster import close_lost_jobs
-        from ablate.cache import Cache
-        from ablate.errors import AblateError
-        from ablate.study.report import attach_report
-        from ablate.study.sweep_summary import summarize_sweep
 
         try:
-            close_lost_jobs(self.tracker, self.parent)  # jobs whose worker died (e.g. a killed Ray worker)
-            summarize_sweep(self.tracker, self.parent)
-            try:
-                attach_report(
-                    self.tracker,
-                    self.parent,
-                    out=(self.sweep_dir / R.REPORT_DIR) if self.sweep_dir else None,
-                    bootstrap=int(config.stats.bootstrap),
-                    seed=int(config.stats.seed),
-                    cache=Cache(config.cache.dir or None, enabled=bool(config.cache.enabled)),
-                )
-                uri = self.tracker.uri
-                where = (
-                    uri if uri.startswith(("http://", "https://")) else f"mlflow ui --backend-store-uri {uri}"
-                )
-                print(f"compare in the MLflow UI: {where}")
-            except AblateError as e:  # e.g. a refused comparison must not crash the end of the sweep
-                print(f"warning: no ablation report: {e}", file=sys.stderr)
+            # the launcher returned, so nothing else writes the children: they are read once, not four times
+            with self.tracker.held_reads():
+                close_lost_jobs(
+                    self.tracker, self.parent
+                )  # jobs whose worker died (e.g. a killed Ray worker)
+                self._summarize_and_report(config)
         finally:
             if self.abort in SWEEP_ABORT:
                 SWEEP_ABORT.remove(self.abort)
             self.tracker.end(self.parent, "FINISHED")
             self._outcome()
+
+    def _summarize_and_report(self, config: Any) -> None:
+        from ablate.cache import Cache
+        from ablate.errors import AblateError
+        from ablate.study.report import attach_report
+        from ablate.study.sweep_summary import summarize_sweep
+
+        assert self.tracker is not None and self.parent is not None
+        summarize_sweep(self.tracker, self.parent)
+        try:
+            attach_report(
+                self.tracker,
+                self.parent,
+                out=(self.sweep_dir / R.REPORT_DIR) if self.sweep_dir else None,
+                bootstrap=int(config.stats.bootstrap),
+                seed=int(config.stats.seed),
+                cache=Cache(config.cache.dir or None, enabled=bool(config.cache.enabled)),
+            )
+            uri = self.tracker.uri
+            where = uri if uri.startswith(("http://", "https://")) else f"mlflow ui --backend-store-uri {uri}"
+            print(f"compare in the MLflow UI: {where}")
+        except AblateError as e:  # e.g. a refused comparison must not crash the end of the sweep
+            print(f"warning: no ablation report: {e}", file=sys.stderr)
 
     def abort(self, reason: str) -> None:
         """End the open parent run FAILED with ``reason`` (the command was interrupted or terminated mid-sweep)."""

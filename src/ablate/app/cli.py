@@ -193,6 +193,9 @@ def main() -> None:
         return
     import hydra
 
+    from ablate.app import compose_cache
+
+    compose_cache.install()  # each distinct defaults tree composed once per command, not three times per cell
     register_resolvers()
     launch_dir = os.getcwd()
     multirun = any(a in ("-m", "--multirun") for a in argv)

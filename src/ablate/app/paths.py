@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import copy
+import functools
 import os
 from pathlib import Path
+from typing import Any
 
 PACKAGE_DIR = Path(__file__).resolve().parents[1]
 #: Config groups whose options are stages (each option file puts one block with ``_target_`` at the top level).
@@ -50,15 +53,27 @@ def group_options() -> dict[str, list[str]]:
     return out
 
 
+@functools.lru_cache(maxsize=512)
+def _parsed_yaml(path: str, mtime_ns: int, size: int) -> Any:
+    import yaml
+
+    return yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+
+
+def read_yaml(path: Path) -> Any:
+    """A YAML file of ``conf/`` parsed, once per content state (path, mtime, size) in this process: the command-line
+    check and every job of a sweep read the same files. A copy, so a caller may change it."""
+    st = path.stat()
+    return copy.deepcopy(_parsed_yaml(str(path), st.st_mtime_ns, st.st_size))
+
+
 def stage_blocks() -> dict[str, str]:
     """Top-level block name -> the option file that defines it, over the stage groups (``bm25`` ->
     ``retrievers/bm25.yaml``): what a parameter of a stage that is not selected refers to."""
-    import yaml
-
     out: dict[str, str] = {}
     for group in STAGE_GROUPS:
         for f in sorted((CONF_DIR / group).glob("*.yaml")):
-            data = yaml.safe_load(f.read_text(encoding="utf-8")) or {}
+            data = read_yaml(f) or {}
             if isinstance(data, dict):
                 for key, value in data.items():
                     if isinstance(value, dict) and "_target_" in value:

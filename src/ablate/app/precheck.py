@@ -23,7 +23,14 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from ablate.app.paths import CONF_DIR, STAGE_GROUPS, group_options, register_resolvers, stage_blocks
+from ablate.app.paths import (
+    CONF_DIR,
+    STAGE_GROUPS,
+    group_options,
+    read_yaml,
+    register_resolvers,
+    stage_blocks,
+)
 from ablate.errors import AblateError, ConfigError
 
 NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,99}")
@@ -60,16 +67,15 @@ def check_callback_overrides(argv: list[str]) -> None:
 
 def known_keys() -> list[str]:
     """Every key a user can set: the settings in ``conf/config.yaml`` and every stage's parameters."""
-    import yaml
 
     from ablate.record import flatten
 
     keys: set[str] = set()
-    data = yaml.safe_load((CONF_DIR / "config.yaml").read_text(encoding="utf-8")) or {}
+    data = read_yaml(CONF_DIR / "config.yaml") or {}
     keys.update(k for k in flatten({k: v for k, v in data.items() if k not in ("defaults", "hydra")}))
     for group in (*STAGE_GROUPS, "corpus"):
         for f in (CONF_DIR / group).glob("*.yaml"):
-            d = yaml.safe_load(f.read_text(encoding="utf-8")) or {}
+            d = read_yaml(f) or {}
             if group == "corpus":
                 d = {"corpus": d.get("corpus", d)}
             keys.update(k for k in flatten(d) if "_target_" not in k and not k.startswith("defaults"))

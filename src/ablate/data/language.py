@@ -13,9 +13,15 @@ HAN_RANGES = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0002ebef\U0003
 HAN_CHAR_RE = re.compile(rf"[{HAN_RANGES}]")
 
 
+def _non_space(text: str) -> int:
+    """How many characters of ``text`` are not whitespace (``str.isspace``; ``str.split()`` splits on exactly
+    those, in C: ~100x faster than a per-character loop on a whole corpus)."""
+    return sum(map(len, text.split()))
+
+
 def han_share(text: str) -> float:
     """Share of Han ideographs among the non-space characters of ``text`` (0 for an empty text)."""
-    n = sum(1 for c in text if not c.isspace())
+    n = _non_space(text)
     return len(HAN_CHAR_RE.findall(text)) / n if n else 0.0
 
 
@@ -30,5 +36,5 @@ def detect_language(texts: str | Iterable[str]) -> Literal["en", "zh"]:
     han = total = 0
     for t in texts:
         han += len(HAN_CHAR_RE.findall(t))
-        total += sum(1 for c in t if not c.isspace())
+        total += _non_space(t)
     return "zh" if total and han / total > ZH_SHARE else "en"

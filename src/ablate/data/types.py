@@ -104,9 +104,12 @@ class Query:
     # (aligned with ``subquestions`` when the question has them)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class Hit:
-    """One ranked result. ``score`` only orders results; it is not a probability of anything."""
+    """One ranked result. ``score`` only orders results; it is not a probability of anything.
+
+    A value: never changed after it is made (make a new one, ``dataclasses.replace``). Not ``frozen``, because a
+    frozen dataclass builds 3.4x slower here (1.57 vs 0.47 us), and runs are made of millions of hits."""
 
     chunk_id: str
     doc_id: str
