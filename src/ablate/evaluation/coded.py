@@ -3,15 +3,15 @@ integers only.
 
 What :func:`ablate.evaluation.evaluate` needs from a coded run is, per query in the declared order, the unit code of
 every result (``table.unit_codes(unit)[codes]``) and the unit code of every judgement. Judged ids are strings, so each
-is mapped once into the table's unit code space (:func:`unit_lookup`, block by block): an id the table does not have
+is mapped once into the table's unit code space (:func:`judged_lookup`, block by block): an id the table does not have
 gets a fresh code beyond it, so it can never equal a result. Results and judgements are then compared as integers,
 exactly, with no id string read per result.
 
-The mapping reads the judged ids as bytes (:func:`~ablate.evaluation.idbytes.id_tokens`) and looks them up in an
-open-addressing table over the unit ids' bytes, built once per (table, unit) and kept with the table
-(:meth:`~ablate.data.types.IdTable.memo`). Every match is checked byte for byte, so a hash collision can only cost a
-probe, never a wrong code. Where the bytes cannot be read (non-string ids, an id holding the separator), a plain
-dict lookup does the same job.
+The mapping joins the judged ids straight out of the judgement dicts, reads them as bytes
+(:func:`~ablate.evaluation.idbytes.joined_tokens`) and looks them up in an open-addressing table over the unit ids'
+bytes, built once per (table, unit) and kept with the table (:meth:`~ablate.data.types.IdTable.memo`). Every match
+is checked byte for byte, so a hash collision can only cost a probe, never a wrong code. Where the bytes cannot be
+read (non-string ids, an id holding the separator), a plain dict lookup does the same job.
 
 :func:`coded_inputs` returns ``None`` whenever it cannot vouch that the codes describe the run's Hit lists for the
 declared queries (no codes, a query present in one and not the other, a different number of results); the caller then
