@@ -285,3 +285,15 @@ def test_fixed_depth_runs_score_the_same_on_every_path(budget):
         coded = evaluate(run, qrels, qids, s)
         assert_same(coded, evaluate(plain(run), qrels, qids, s))
         assert_same(coded, evaluate(run, qrels, qids, s, vectorised=False))
+
+
+def test_a_table_that_repeats_a_chunk_id_still_scores_like_the_hit_lists():
+    """Snapshots refuse repeated chunk ids; a table built by hand may have them. At unit chunk the two positions are
+    one unit (as in the Hit lists), so the coded path agrees with the string path."""
+    table = IdTable(["a", "b", "a", "c"], ["A", "B", "A2", "C"], [None] * 4)
+    assert table.unit_codes("chunk")[0].tolist() == [0, 1, 0, 2]
+    run = Run.from_codes("dup", RunCodes.from_lists(table, ["q"], [[2, 1, 0, 3]], [[4.0, 3.0, 2.0, 1.0]]))
+    qrels = Qrels({"q": {"a": 2, "c": 1}}, unit="chunk")
+    for budget in ("chunks", "docs"):
+        s = EvalSettings(ks=(1, 2, 3), budget=budget)
+        assert_same(evaluate(run, qrels, ["q"], s), evaluate(plain(run), qrels, ["q"], s))
