@@ -17,7 +17,7 @@ from ablate.cache import Cache
 from ablate.data.corpus import load_corpus
 from ablate.data.types import Chunk, Hit, IdTable, Qrels, Query, Run, RunCodes
 from ablate.evaluation import EvalSettings, evaluate
-from ablate.evaluation.coded import unit_lookup
+from ablate.evaluation.coded import judged_lookup, unit_lookup
 from ablate.runner.candidates import CandidateSource, _from_json, _to_json
 from ablate.runner.session import Session
 from ablate.stages.retrievers.bm25 import BM25Index, BM25Retriever
@@ -35,7 +35,8 @@ def random_coded(
     rng: random.Random, table: IdTable, nq: int, docs: list[str]
 ) -> tuple[Run, dict[str, dict[str, int]], list[str]]:
     """A coded run (queries empty, missing, or with up to 25 distinct chunks of few documents, so documents repeat)
-    and doc judgements (some for ids the table does not have, some queries unjudged); query set in another order."""
+    and doc judgements (some for ids the table does not have, one holding the byte reader's separator, some queries
+    unjudged); query set in another order."""
     qids = [f"q{i}" for i in range(nq)]
     codes, scores, present = [], [], []
     judgements: dict[str, dict[str, int]] = {}
@@ -48,7 +49,7 @@ def random_coded(
             codes.append(picked)
             scores.append([float(100 - j) for j in range(n)])
         if rng.random() < 0.85:
-            pool = docs + ["not-in-table", "zz" * 9, "d100"]
+            pool = docs + ["not-in-table", "zz" * 9, "d100", SEP]
             judgements[q] = {rng.choice(pool): rng.randint(-1, 3) for _ in range(rng.randint(0, 6))}
     run = Run.from_codes("coded", RunCodes.from_lists(table, present, codes, scores), {"tie_rule": "test"})
     declared = qids[:]
@@ -166,6 +167,11 @@ def test_unit_lookup_is_exact_including_ids_the_table_does_not_have(extra):
         assert unit_lookup(table, "doc", asked).tolist() == [expect.get(u, -1) for u in asked]
     chunks = table.unit_codes("chunk")[1]
     assert unit_lookup(table, "chunk", chunks).tolist() == list(range(len(chunks)))
+    jdicts = [{u: 1 for u in units[:7]}, {}, {"missing": 0, units[-1]: 2}, {SEP: 1, "d1": 0}]
+    for part in (jdicts[:3], jdicts):
+        want = [expect.get(u, -1) for j in part for u in j]
+        assert judged_lookup(table, "doc", part, sum(map(len, part))).tolist() == want
+    assert judged_lookup(table, "doc", [{}, {}], 0).tolist() == []
 
 
 def test_unit_codes_number_documents_in_order_of_first_appearance():
@@ -279,3 +285,15 @@ def test_fixed_depth_runs_score_the_same_on_every_path(budget):
         coded = evaluate(run, qrels, qids, s)
         assert_same(coded, evaluate(plain(run), qrels, qids, s))
         assert_same(coded, evaluate(run, qrels, qids, s, vectorised=False))
+
+
+def test_a_table_that_repeats_a_chunk_id_still_scores_like_the_hit_lists():
+    """Snapshots refuse repeated chunk ids; a table built by hand may have them. At unit chunk the two positions are
+    one unit (as in the Hit lists), so the coded path agrees with the string path."""
+    table = IdTable(["a", "b", "a", "c"], ["A", "B", "A2", "C"], [None] * 4)
+    assert table.unit_codes("chunk")[0].tolist() == [0, 1, 0, 2]
+    run = Run.from_codes("dup", RunCodes.from_lists(table, ["q"], [[2, 1, 0, 3]], [[4.0, 3.0, 2.0, 1.0]]))
+    qrels = Qrels({"q": {"a": 2, "c": 1}}, unit="chunk")
+    for budget in ("chunks", "docs"):
+        s = EvalSettings(ks=(1, 2, 3), budget=budget)
+        assert_same(evaluate(run, qrels, ["q"], s), evaluate(plain(run), qrels, ["q"], s))

@@ -158,20 +158,19 @@ class IdTable:
 
     def unit_codes(self, unit: str) -> tuple[np.ndarray, list[str]]:
         """``(codes, ids)`` of ``unit`` (``doc`` or ``chunk``): ``codes[c]`` is chunk c's unit code (int64) and
-        ``ids[u]`` the id of unit code u. ``chunk`` is the identity (``arange``); ``doc`` numbers the distinct document
-        ids in order of first appearance. Built once per unit and cached."""
+        ``ids[u]`` the id of unit code u, the distinct ids numbered in order of first appearance. For ``chunk`` this
+        is ``arange`` (chunk ids are unique in a snapshot; a table that repeats one still gets one code per id).
+        Built once per unit and cached."""
         got = self._units.get(unit)
         if got is None:
-            if unit == "chunk":
-                got = (np.arange(len(self.chunk_ids), dtype=np.int64), self.chunk_ids)
-            elif unit == "doc":
-                first: dict[str, int] = {}
-                codes = np.fromiter(
-                    (first.setdefault(d, len(first)) for d in self.doc_ids), dtype=np.int64, count=len(self)
-                )
-                got = (codes, list(first))
-            else:
+            if unit not in UNITS:
                 raise ValueError(f"IdTable.unit_codes: unknown unit {unit!r}")
+            first: dict[str, int] = {}
+            ids = self.doc_ids if unit == "doc" else self.chunk_ids
+            codes = np.fromiter(
+                (first.setdefault(i, len(first)) for i in ids), dtype=np.int64, count=len(self)
+            )
+            got = (codes, list(first))
             got[0].setflags(write=False)
             self._units[unit] = got
         return got

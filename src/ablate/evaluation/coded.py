@@ -3,15 +3,15 @@ integers only.
 
 What :func:`ablate.evaluation.evaluate` needs from a coded run is, per query in the declared order, the unit code of
 every result (``table.unit_codes(unit)[codes]``) and the unit code of every judgement. Judged ids are strings, so each
-is mapped once into the table's unit code space (:func:`unit_lookup`, block by block): an id the table does not have
+is mapped once into the table's unit code space (:func:`judged_lookup`, block by block): an id the table does not have
 gets a fresh code beyond it, so it can never equal a result. Results and judgements are then compared as integers,
 exactly, with no id string read per result.
 
-The mapping reads the judged ids as bytes (:func:`~ablate.evaluation.idbytes.id_tokens`) and looks them up in an
-open-addressing table over the unit ids' bytes, built once per (table, unit) and kept with the table
-(:meth:`~ablate.data.types.IdTable.memo`). Every match is checked byte for byte, so a hash collision can only cost a
-probe, never a wrong code. Where the bytes cannot be read (non-string ids, an id holding the separator), a plain
-dict lookup does the same job.
+The mapping joins the judged ids straight out of the judgement dicts, reads them as bytes
+(:func:`~ablate.evaluation.idbytes.joined_tokens`) and looks them up in an open-addressing table over the unit ids'
+bytes, built once per (table, unit) and kept with the table (:meth:`~ablate.data.types.IdTable.memo`). Every match
+is checked byte for byte, so a hash collision can only cost a probe, never a wrong code. Where the bytes cannot be
+read (non-string ids, an id holding the separator), a plain dict lookup does the same job.
 
 :func:`coded_inputs` returns ``None`` whenever it cannot vouch that the codes describe the run's Hit lists for the
 declared queries (no codes, a query present in one and not the other, a different number of results); the caller then
@@ -28,7 +28,7 @@ from operator import methodcaller
 import numpy as np
 
 from ablate.data.types import IdTable, Run
-from ablate.evaluation.idbytes import id_tokens
+from ablate.evaluation.idbytes import SEP, id_tokens, joined_tokens
 
 _values = methodcaller("values")
 _MIX = (np.uint64(0x9E3779B97F4A7C15), np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB))
@@ -56,9 +56,8 @@ class CodedInputs:
         """``(unit codes, grades, size of the code space)`` of the judgements ``jdicts`` (``count`` in all, in dict
         order). A judged id the table does not have gets its own fresh code beyond the table's units: it equals no
         result, and no other judgement of its query."""
-        judged = list(chain.from_iterable(jdicts))
         grades = np.fromiter(chain.from_iterable(map(_values, jdicts)), dtype=np.int64, count=count)
-        labels = unit_lookup(self.table, self.unit, judged)
+        labels = judged_lookup(self.table, self.unit, jdicts, count)
         absent = labels < 0
         n_absent = int(absent.sum())
         if n_absent:
@@ -116,21 +115,55 @@ def _byte_index(ids: list[str]) -> _ByteIndex | None:
     return _ByteIndex(rows, lengths, words, shift)
 
 
+def _index_of(table: IdTable, unit: str) -> _ByteIndex | None:
+    units = table.unit_codes(unit)[1]
+    index: _ByteIndex | None = table.memo(("evaluation.byte_index", unit), lambda: _byte_index(units))
+    return index
+
+
+def _dict_lookup(table: IdTable, unit: str, ids: list[str]) -> np.ndarray:
+    """The plain path: a dict over the unit ids (built once per table and unit)."""
+    units = table.unit_codes(unit)[1]
+    by_id: dict[str, int] = table.memo(
+        ("evaluation.unit_index", unit), lambda: {u: i for i, u in enumerate(units)}
+    )
+    return np.fromiter((by_id.get(i, -1) for i in ids), dtype=np.int64, count=len(ids))
+
+
 def unit_lookup(table: IdTable, unit: str, ids: list[str]) -> np.ndarray:
     """The unit code of every id in ``ids`` (``-1`` where the table has no such unit), exact."""
-    units = table.unit_codes(unit)[1]
     if not ids:
         return np.zeros(0, dtype=np.int64)
-    index: _ByteIndex | None = table.memo(("evaluation.byte_index", unit), lambda: _byte_index(units))
+    index = _index_of(table, unit)
     tok = id_tokens(ids) if index is not None else None
     if index is None or tok is None:
-        by_id: dict[str, int] = table.memo(
-            ("evaluation.unit_index", unit), lambda: {u: i for i, u in enumerate(units)}
-        )
-        return np.fromiter((by_id.get(i, -1) for i in ids), dtype=np.int64, count=len(ids))
-    lengths, words, _ = tok
-    out = np.full(len(ids), -1, dtype=np.int64)
-    todo = np.arange(len(ids), dtype=np.int64)
+        return _dict_lookup(table, unit, ids)
+    return _probe(index, tok[0], tok[1])
+
+
+def judged_lookup(table: IdTable, unit: str, jdicts: Sequence[Mapping[str, int]], count: int) -> np.ndarray:
+    """:func:`unit_lookup` of every judged id of ``jdicts`` in order (``count`` in all). The ids are joined straight
+    out of the judgement dicts (one join per dict, then one over those), which reads each id string once."""
+    if not count:
+        return np.zeros(0, dtype=np.int64)
+    index = _index_of(table, unit)
+    tok = None
+    if index is not None:
+        try:
+            joined = SEP.join(map(SEP.join, filter(None, jdicts)))
+        except TypeError:
+            joined = None
+        tok = joined_tokens(joined, count) if joined is not None else None
+    if index is None or tok is None:
+        return _dict_lookup(table, unit, list(chain.from_iterable(jdicts)))
+    return _probe(index, tok[0], tok[1])
+
+
+def _probe(index: _ByteIndex, lengths: np.ndarray, words: list[np.ndarray]) -> np.ndarray:
+    """Codes of the ids given as bytes (``-1`` for ids the index does not hold): hash, then linear probing with
+    every candidate compared byte for byte."""
+    out = np.full(len(lengths), -1, dtype=np.int64)
+    todo = np.arange(len(lengths), dtype=np.int64)
     pos = (_hash(lengths, words) >> index.shift).astype(np.int64)
     inside = index.rows.shape[1] - 2
     # Words beyond the shorter side's last word are zero padding on both sides when the lengths are equal.

@@ -638,7 +638,10 @@ def _place_keyed(
     lab_off = np.zeros(nb, dtype=np.int64)
     np.cumsum(m[:-1], out=lab_off[1:])
     run_row = np.repeat(np.arange(nb), n)
-    run_slot = np.arange(n_run) - run_off[run_row]
+    if (n == n[0]).all():
+        run_slot = np.tile(np.arange(int(n[0]), dtype=np.int64), nb)
+    else:
+        run_slot = np.arange(n_run) - run_off[run_row]
     key = np.full(nb * width, pad, dtype=dtype)
     if (n == width).all():  # every row holds results only, all of one length: fill the matrix row-wise
         key.reshape(nb, width)[:] = h[:n_run].reshape(nb, width) | np.arange(width, dtype=dtype)
@@ -784,15 +787,18 @@ def _block_metrics(
     width = g.shape[1]
     disc = 1.0 / np.log2(np.arange(2, width + 2, dtype=np.float64))
     rel = g >= level
-    cum_rel = np.cumsum(rel, axis=1, dtype=np.int32)
-    cum_dcg = np.cumsum(_gains(g, level, settings.gain) * disc, axis=1)
+    count = np.uint8 if width < 256 else np.int32  # counts of positions: the narrowest type that holds them
+    cum_rel = np.cumsum(rel, axis=1, dtype=count)
+    # The gain x discount terms: relevant positions only (the others add 0.0, as in _gains(g) * disc).
+    gain = g * disc if settings.gain == "linear" else (np.exp2(g) - 1.0) * disc
+    cum_dcg = np.cumsum(np.where(rel, gain, 0.0), axis=1)
     first_rel = np.where(rel.any(axis=1), rel.argmax(axis=1), width)
     iwidth = ideal.shape[1]
     idisc = 1.0 / np.log2(np.arange(2, iwidth + 2, dtype=np.float64))
     cum_idcg = np.cumsum(_gains(ideal, level, settings.gain) * idisc, axis=1)
     win = block.scoring.windows
     win_full = block.full.windows  # judged statistics are on the full ranking
-    cum_judged = np.cumsum(block.full.grades != UNJUDGED, axis=1, dtype=np.int32)
+    cum_judged = np.cumsum(block.full.grades != UNJUDGED, axis=1, dtype=count)
 
     answerable = (category == 0)[:, None]
     n_rel_f = n_rel.astype(np.float64)[:, None]

@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 _SEP = "\x1f"  # unit separator: joins the ids of a block into one string (refused if any id contains it)
+SEP = _SEP
 _BYTE_MASKS = np.array([(1 << (8 * v)) - 1 for v in range(8)] + [0xFFFFFFFFFFFFFFFF], dtype=np.uint64)
 _MIX = (np.uint64(0x9E3779B97F4A7C15), np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB))
 
@@ -24,16 +25,22 @@ def id_tokens(ids: list[str]) -> tuple[np.ndarray, list[np.ndarray], np.ndarray]
         joined = _SEP.join(ids)
     except TypeError:
         return None
-    if joined.count(_SEP) != len(ids) - 1:
+    return joined_tokens(joined, len(ids))
+
+
+def joined_tokens(joined: str, count: int) -> tuple[np.ndarray, list[np.ndarray], np.ndarray] | None:
+    """:func:`id_tokens` of ``count`` ids the caller already joined with :data:`SEP` (one join can then read ids
+    straight out of their containers); ``None`` when the separators do not number ``count - 1`` (an id holds one)."""
+    if count < 1 or joined.count(_SEP) != count - 1:
         return None
     data = joined.encode("utf-8", "surrogatepass")
     buf = np.frombuffer(data + bytes(8), dtype=np.uint8)
     nbytes = len(data)
     ends = np.flatnonzero(buf[:nbytes] == 0x1F)
-    starts = np.empty(len(ids), dtype=np.int64)
+    starts = np.empty(count, dtype=np.int64)
     starts[0] = 0
     starts[1:] = ends + 1
-    lengths = np.empty(len(ids), dtype=np.int64)
+    lengths = np.empty(count, dtype=np.int64)
     lengths[:-1] = ends
     lengths[-1] = nbytes
     lengths -= starts
