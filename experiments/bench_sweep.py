@@ -52,6 +52,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--out", default=str(HERE / "results" / "bench_sweep.md"))
     ap.add_argument(
+        "--no-breakdown",
+        dest="breakdown",
+        action="store_false",
+        help="skip the per-section timing of one more sweep",
+    )
+    ap.add_argument(
         "--fresh-k", default="2,11,61,101", help="rrf.k values of the fresh-settings sweep ('' = skip)"
     )
     a = ap.parse_args(argv)
@@ -82,6 +88,27 @@ def main(argv: list[str] | None = None) -> int:
     if a.fresh_k:
         fresh = timed([*sweep[: len(common) + 1], f"rrf.k={a.fresh_k}", *sweep[len(common) + 2 :]], env)
         print(f"fresh-settings sweep (rrf.k={a.fresh_k}): {fresh:.1f} s", flush=True)
+
+    breakdown: list[str] = []
+    if a.breakdown:  # one more warm sweep, in its own process, with wall clocks around each section
+        out = subprocess.run(
+            [
+                sys.executable,
+                str(HERE / "profile_sweep.py"),
+                f"--corpus={a.corpus}",
+                f"--split={a.split}",
+                "--store",
+                str(tmp),
+            ],
+            cwd=REPO,
+            env=env,
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout
+        table = out[out.index("12-cell sweep:") :].splitlines()
+        breakdown = ["```", *table, "```", ""]
+        print("\n".join(table), flush=True)
 
     from ablate.record import ROLE_SWEEP_PARENT, T_ROLE
     from ablate.tracking import Tracker
@@ -127,11 +154,10 @@ def main(argv: list[str] | None = None) -> int:
         f"{statistics.median(per_job):.2f} s over {len(per_job)} jobs. The last sweep's 12 jobs encoded {enc:.0f} "
         f"passages and served {hits:.0f} candidate lists from the cache.",
         "",
-        "What a warm job still pays: Python start-up and imports once per command; Hydra composes every cell three "
-        "times (ablate's check of the whole command line, Hydra's sweeper check, the launcher); per job the "
-        "pipeline (candidates from the cache, fusion, evaluation), one MLflow log_batch and 9 artifacts; at the end "
-        "the report reads every run's per_query.csv.",
+        "Where one more warm sweep's time goes (`python experiments/profile_sweep.py`: the same sweep in-process, "
+        "wall clocks around each section, no profiler; indented rows are inside the row above):",
         "",
+        *breakdown,
         f"Reproduce: `python experiments/bench_sweep.py --corpus {a.corpus} --split {a.split} --rounds {a.rounds}`",
         "",
     ]

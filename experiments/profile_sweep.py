@@ -1,26 +1,35 @@
-"""Where a warm sweep's time goes: ``python -m ablate`` in-process under cProfile with a CPU-time clock (robust to
-other jobs sharing the machine), broken down by section.
+"""Where a warm sweep's time goes: ``python -m ablate`` in-process, broken down by section.
 
-    python experiments/profile_sweep.py [--corpus scifact] [--split train] [--single] [--out prof.pstats]
-    python experiments/profile_sweep.py --from sweep.prof   # the same breakdown of an existing profile, e.g. of
+    python experiments/profile_sweep.py [--corpus scifact] [--split train] [--single] [--store DIR]
+    python experiments/profile_sweep.py --cprofile [--out prof.pstats]   # under cProfile, CPU clock
+    python experiments/profile_sweep.py --from sweep.prof   # the cProfile breakdown of an existing profile, e.g. of
         python -m cProfile -o sweep.prof -m ablate -m corpus=scifact corpus.split=train variant=C \
             rrf.k=1,10,60,100 retrieval.window=20,50,100 tracking.uri=sqlite:////tmp/x/mlflow.db progress=false
 
 Runs the 12-cell C sweep of experiments/bench_sweep.py (or one C run with ``--single``) against a throwaway MLflow
-store, with the cache of ``$ABLATE_CACHE_DIR`` (warm it first: candidates and embeddings are not what this measures).
-Prints CPU seconds per section (cumulative, so nested rows are part of the row above them) and the call counts.
+store (or ``--store DIR``), with the cache of ``$ABLATE_CACHE_DIR`` (warm it first: candidates and embeddings are
+not what this measures).
+
+The default mode wraps the functions of each section with a wall clock (no profiler: cProfile slows Python-heavy
+code several times and unevenly) and prints seconds and calls per section, and per job. ``--cprofile`` runs under
+cProfile with a CPU-time clock instead (robust to other jobs sharing the machine; nested rows are part of the row
+above them). :func:`wall_sections` is what ``bench_sweep.py --breakdown`` embeds in its results page.
 """
 
 from __future__ import annotations
 
 import argparse
 import cProfile
+import functools
+import importlib
 import pstats
 import sys
 import tempfile
 import time
+from collections.abc import Callable
+from typing import Any
 
-#: (label, file suffix, function name): cumulative CPU time of every function matching is summed.
+#: (label, file suffix, function name): cumulative CPU time of every function matching is summed (``--cprofile``).
 SECTIONS: list[tuple[str, str, str]] = [
     ("entry point (everything)", "app/cli.py", "main"),
     ("ablate's command-line check (composes every cell)", "app/precheck.py", "check_command_line"),
@@ -34,16 +43,47 @@ SECTIONS: list[tuple[str, str, str]] = [
     ("  bootstrap intervals (headline_cis)", "runner/emit.py", "headline_cis"),
     ("  artifacts (artifacts_for)", "runner/emit.py", "artifacts_for"),
     ("  MLflow log_batch (log_run)", "ablate/tracking.py", "log_run"),
-    ("  MLflow params (log_params, before log_run)", "ablate/tracking.py", "log_params"),
-    ("  MLflow metrics (log_metrics, before log_run)", "ablate/tracking.py", "log_metrics"),
-    ("  MLflow tags (set_tags)", "ablate/tracking.py", "set_tags"),
     ("  MLflow artifacts (log_files)", "ablate/tracking.py", "log_files"),
     ("  MLflow run start + end", "ablate/tracking.py", "start|end"),
     ("end of sweep (callback)", "app/callbacks.py", "on_multirun_end"),
     ("  read runs + per_query.csv (fetch_runs)", "study/fetch.py", "fetch_runs"),
     ("  report (build_report)", "study/report.py", "build_report"),
-    ("    paired tests (_paired)", "study/report.py", "_paired"),
-    ("    figures (_figures)", "study/report.py", "_figures"),
+]
+
+#: (label, module, attribute path) wrapped with a wall clock in the default mode. Indented rows run inside the
+#: row above them.
+WALL: list[tuple[str, str, str]] = [
+    (
+        "ablate's command-line check (composes every cell, loads the corpus)",
+        "ablate.app.precheck",
+        "check_command_line",
+    ),
+    (
+        "Hydra: compose a job's config (sweeper check + launcher)",
+        "hydra._internal.config_loader_impl",
+        "ConfigLoaderImpl.load_sweep_config",
+    ),
+    ("Hydra: write a job's .hydra/*.yaml", "hydra.core.utils", "_save_config"),
+    ("job (run_task: config -> JobSpec -> run_job)", "ablate.app.cli", "run_task"),
+    (
+        "config -> JobSpec, stages built (once in the check, once in the job)",
+        "ablate.app.config",
+        "job_from_config",
+    ),
+    ("  candidates from the session + RRF", "ablate.runner.pipeline", "_rank"),
+    ("    RRF", "ablate.stages.fusion.rrf", "RRF.fuse"),
+    ("  evaluation", "ablate.runner.pipeline", "_score"),
+    ("  metrics + bootstrap intervals (cached by content)", "ablate.runner.job", "metrics_for"),
+    ("  artifacts: build the 9 files' text", "ablate.runner.job", "artifacts_for"),
+    ("    run.trec text", "ablate.data.types", "Run.to_trec"),
+    ("    unjudged.csv text", "ablate.runner.emit", "text_csv"),
+    ("  MLflow: create run", "ablate.tracking", "Tracker.start"),
+    ("  MLflow: one log_batch", "ablate.tracking", "Tracker.log_run"),
+    ("  MLflow: log the artifacts", "ablate.tracking", "Tracker.log_files"),
+    ("  MLflow: end run", "ablate.tracking", "Tracker.end"),
+    ("end of sweep: summary, report, outcome", "ablate.app.callbacks", "SweepCallback.on_multirun_end"),
+    ("  read the runs and per_query.csv", "ablate.study.report", "fetch_runs"),
+    ("  build the report (tests, figures cached)", "ablate.study.report", "build_report"),
 ]
 
 
@@ -58,21 +98,69 @@ def breakdown(stats: pstats.Stats) -> list[tuple[str, float, int]]:
     return out
 
 
+def _wrap(totals: dict[str, list[float]], label: str, module: str, path: str) -> Callable[[], None]:
+    """Wrap ``module.path`` with a wall clock adding into ``totals[label]``; returns the undo."""
+    owner: Any = importlib.import_module(module)
+    *parents, name = path.split(".")
+    for p in parents:
+        owner = getattr(owner, p)
+    fn = owner.__dict__[name] if isinstance(owner, type) else getattr(owner, name)
+
+    @functools.wraps(fn)
+    def timed(*args: Any, **kwargs: Any) -> Any:
+        t0 = time.perf_counter()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            row = totals.setdefault(label, [0.0, 0.0])
+            row[0] += time.perf_counter() - t0
+            row[1] += 1
+
+    setattr(owner, name, timed)
+    return lambda: setattr(owner, name, fn)
+
+
+def wall_sections(args: list[str]) -> tuple[float, list[tuple[str, float, int]]]:
+    """Run ``python -m ablate <args>`` in this process with the :data:`WALL` sections timed. Returns the total wall
+    seconds and (label, seconds, calls) per section."""
+    totals: dict[str, list[float]] = {}
+    # each name is wrapped where its caller looks it up at call time (a module that imported it by value)
+    undo = [_wrap(totals, label, module, path) for label, module, path in WALL]
+    from ablate.app.cli import main as ablate_main
+
+    sys.argv = ["ablate", *args]
+    t0 = time.perf_counter()
+    try:
+        ablate_main()
+    except SystemExit as e:
+        if e.code not in (None, 0):
+            raise
+    finally:
+        total = time.perf_counter() - t0
+        for u in reversed(undo):
+            u()
+    return total, [(label, *totals.get(label, [0.0, 0.0])) for label, _, _ in WALL]  # type: ignore[misc]
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--corpus", default="scifact")
     ap.add_argument("--split", default="train")
     ap.add_argument("--single", action="store_true", help="profile one C run instead of the 12-cell sweep")
-    ap.add_argument("--out", default="", help="also write the raw profile here (pstats)")
+    ap.add_argument("--store", default="", help="MLflow store folder (default: a new temporary one)")
     ap.add_argument(
-        "--from", dest="source", default="", help="print the breakdown of this profile dump and exit"
+        "--cprofile", action="store_true", help="run under cProfile (CPU clock) instead of wall clocks"
+    )
+    ap.add_argument("--out", default="", help="with --cprofile: also write the raw profile here (pstats)")
+    ap.add_argument(
+        "--from", dest="source", default="", help="print the cProfile breakdown of this profile dump and exit"
     )
     a = ap.parse_args(argv)
     if a.source:
         for label, ct, n in breakdown(pstats.Stats(a.source)):
             print(f"{label:52s} {ct:8.2f} s  ({n} calls)")
         return 0
-    store = tempfile.mkdtemp(prefix="profile-sweep-")
+    store = a.store or tempfile.mkdtemp(prefix="profile-sweep-")
     args = [
         f"corpus={a.corpus}",
         f"corpus.split={a.split}",
@@ -82,6 +170,15 @@ def main(argv: list[str] | None = None) -> int:
     ]
     if not a.single:
         args = ["-m", *args, "rrf.k=1,10,60,100", "retrieval.window=20,50,100"]
+    what = "single run" if a.single else "12-cell sweep"
+    if not a.cprofile:
+        total, rows = wall_sections(args)
+        jobs = 1 if a.single else 12
+        print(f"\n{what}: {total:.2f} wall s in-process (no profiler)")
+        print(f"{'section':72s} {'seconds':>8s} {'calls':>6s} {'s/job':>7s}")
+        for label, sec, n in rows:
+            print(f"{label:72s} {sec:8.2f} {n:6.0f} {sec / jobs:7.3f}")
+        return 0
     sys.argv = ["ablate", *args]
     from ablate.app.cli import main as ablate_main
 
@@ -98,9 +195,7 @@ def main(argv: list[str] | None = None) -> int:
     cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
     if a.out:
         prof.dump_stats(a.out)
-    print(
-        f"\n{'single run' if a.single else '12-cell sweep'}: {cpu:.1f} CPU s ({wall:.1f} wall s) under cProfile"
-    )
+    print(f"\n{what}: {cpu:.1f} CPU s ({wall:.1f} wall s) under cProfile")
     for label, ct, n in breakdown(pstats.Stats(prof)):
         print(f"{label:52s} {ct:8.2f} CPU s  ({n} calls)")
     return 0

@@ -99,6 +99,18 @@ def _parent_run(sweep_dir: Path | None) -> str | None:
     return None
 
 
+def settle_heap() -> None:
+    """Before a job: collect what earlier work left in reference cycles, then move every live object (the loaded
+    corpus, built indexes, cached candidates: they live as long as the command) out of the cyclic collector's sight
+    (``gc.freeze``). A job makes hundreds of thousands of small objects (hits, rows), and each collection they
+    trigger would otherwise walk the whole long-lived heap again; building a fused run's hits took 2.6x longer so.
+    Objects frozen here are still freed by reference counting; only cycles among them would outlive the command."""
+    import gc
+
+    gc.collect()
+    gc.freeze()
+
+
 def run_task(cfg: Any, launch_dir: str | None = None) -> dict[str, Any]:
     """One configured job (what Hydra calls per job). Returns the headline metrics and the run id."""
     from ablate.app.config import job_from_config, print_notes
@@ -211,6 +223,7 @@ def main() -> None:
 
     @hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name="config")
     def _app(cfg: Any) -> dict[str, Any]:
+        settle_heap()  # the command's process only: library callers keep their own collector settings
         try:
             return run_task(cfg, launch_dir)
         except AblateError as e:
