@@ -74,13 +74,15 @@ def rrf(
     return Run(name=name, results=out, meta=meta)
 
 
-def _coded_rrf(runs: Sequence[Run], qids: list[str], inv: np.ndarray, window: int, depth: int | None) -> RunCodes | None:
+def _coded_rrf(
+    runs: Sequence[Run], qids: list[str], inv: np.ndarray, window: int, depth: int | None
+) -> RunCodes | None:
     """:func:`rrf` on integer codes when every input run carries codes over one table and covers ``qids`` in
     order; None otherwise (the caller fuses the Hit lists). Same hits, scores and order as the loop: each id's
     terms are summed in run order (``np.bincount`` adds its weights in input order), a list naming an id twice
     counts it at its first rank with later ranks closing up, ties go by chunk id (the table's id order)."""
-    codes = [r.codes for r in runs]
-    if not codes or any(c is None for c in codes):
+    codes = [r.codes for r in runs if r.codes is not None]
+    if not codes or len(codes) != len(runs):
         return None
     table = codes[0].table
     if any(c.table is not table for c in codes) or any(c.qids != qids for c in codes):
