@@ -8,9 +8,14 @@ is involved) and graded qrels (0-3; some judged documents are not retrieved; eve
 Both evaluators start from the same generated data already in memory, each in the form its API takes, and nothing is
 precomputed for either. Timed for pytrec_eval: ``RelevanceEvaluator(qrels_dict, measures)`` (it copies the qrels
 into its own structures) + ``.evaluate(run_dict)`` (it copies the run, sorts it by score and scores it), returning a
-dict of dicts. Timed for ours: ``evaluate(run, qrels, qids, settings)`` from a ``Run`` of ``Hit`` objects and
-``Qrels`` to the finished ``EvalResult``: reading every hit's id, the byte conversion, the per-query placement, all
-7 metrics x K per query, the per-query DataFrame, the means and the accounting. Measures: ``ndcg_cut``, ``recall`` at
+dict of dicts. Timed for ours: ``evaluate(run, qrels, qids, settings)`` from a coded ``Run`` and ``Qrels`` to the
+finished ``EvalResult``. The coded run is the form our retrievers (BM25, dense) and the candidate cache hand runs
+over: ``Run.from_codes`` over an ``IdTable`` of the generated documents (position = document number), so it carries
+integer codes beside its ``Hit`` lists. Building the table, its cached unit codes and byte index, and the run is not
+timed, just as generating pytrec_eval's dicts is not. Timed: checking that the codes describe the run, the unit codes
+of every result, mapping every judged id (a string) into the table's code space, the per-query placement, all 7
+metrics x K per query, the per-query DataFrame, the means and the accounting. The same evaluation from a run of
+plain ``Hit`` objects (no codes: every id is read as bytes) is timed beside it. Measures: ``ndcg_cut``, ``recall`` at
 the same cutoffs and ``recip_rank`` (no cutoff in trec_eval; equal to our ``rr@depth`` because every run has exactly
 ``depth`` results). Ours runs with linear gain (trec_eval's) for the comparison; the default exponential gain and the
 plain Python reference placement (``vectorised=False``) are timed too. Memory: the peak of Python and numpy
@@ -32,7 +37,7 @@ import tracemalloc
 
 import numpy as np
 
-from ablate.data.types import Hit, Qrels, Run
+from ablate.data.types import Hit, IdTable, Qrels, Run, RunCodes
 from ablate.evaluation import EvalSettings, evaluate
 
 N_DOCS = 1_000_003  # prime, so base + step * j (mod N_DOCS) is distinct for j < depth when 0 < step < N_DOCS
@@ -60,7 +65,40 @@ def generate(nq: int, depth: int, judged: int, seed: int):
         run_results[q] = [Hit(d, d, s) for d, s in zip(ids[:depth], sc, strict=True)]
         trec_run[q] = dict(zip(ids[:depth], sc, strict=True))
         judgements[q] = {ids[p]: g for p, g in zip(jpos[i].tolist(), grades[i].tolist(), strict=True)}
-    return qids, Run("synthetic", run_results), Qrels(judgements, unit="doc"), trec_run, judgements
+    return (
+        qids,
+        Run("synthetic", run_results),
+        Qrels(judgements, unit="doc"),
+        trec_run,
+        judgements,
+        docs[:, :depth],
+    )
+
+
+def documents_table(per_doc: int) -> IdTable:
+    """The generated corpus as a chunk table: document ``n`` is ``d<n>``; with ``per_doc`` > 1 its chunks
+    ``d<n>#p<j>`` sit at positions ``n * per_doc + j``."""
+    docs = [f"d{n}" for n in range(N_DOCS)]
+    if per_doc == 1:
+        return IdTable(docs, docs, [None] * N_DOCS)
+    chunk_ids = [f"{d}#p{j}" for d in docs for j in range(per_doc)]
+    return IdTable(chunk_ids, [d for d in docs for _ in range(per_doc)], [None] * len(chunk_ids))
+
+
+def coded(run: Run, table: IdTable, codes: np.ndarray, per_doc: int = 1) -> Run:
+    """``run`` as our retrievers hand it over: ``Run.from_codes`` (Hit lists built from the codes), same scores.
+    ``codes`` are document numbers (query x rank); a chunk run takes chunk ``j`` of each document as
+    :func:`chunked` does."""
+    qids = list(run.results)
+    n = codes.shape[1]
+    if per_doc > 1:
+        cols = np.arange(n)
+        codes = codes[:, cols // per_doc] * per_doc + cols % per_doc
+    scores = np.array([[h.score for h in run.results[q]] for q in qids], dtype=np.float64)
+    offsets = np.arange(len(qids) + 1, dtype=np.int64) * n
+    return Run.from_codes(
+        run.name + "-coded", RunCodes(table, qids, offsets, codes.reshape(-1), scores.reshape(-1))
+    )
 
 
 def chunked(run: Run, per_doc: int = 3) -> Run:
@@ -129,11 +167,23 @@ def main(argv: list[str] | None = None) -> int:
         f"{os.cpu_count()} CPUs, load average at start {os.getloadavg()[0]:.1f}"
     )
     t = time.perf_counter()
-    qids, run, qrels, trec_run, trec_qrels = generate(args.queries, args.depth, args.judged, args.seed)
+    qids, run, qrels, trec_run, trec_qrels, doc_codes = generate(
+        args.queries, args.depth, args.judged, args.seed
+    )
     print(
         f"generated {args.queries} queries x {args.depth} results, {args.judged} judgements/query "
         f"in {time.perf_counter() - t:.1f}s"
     )
+    t = time.perf_counter()
+    table = documents_table(1)
+    crun = coded(run, table, doc_codes)
+    warm = evaluate(
+        crun, qrels, qids[:10], EvalSettings(ks=ks)
+    )  # builds the table's cached unit codes and index
+    print(
+        f"coded run over a {len(table):,}-document table built in {time.perf_counter() - t:.1f}s (not timed)"
+    )
+    del warm
 
     linear = EvalSettings(ks=ks, gain="linear")
     kstr = ",".join(map(str, ks))
@@ -142,15 +192,28 @@ def main(argv: list[str] | None = None) -> int:
         "pytrec_eval (ndcg_cut, recall, recip_rank)": lambda: pytrec_eval.RelevanceEvaluator(
             trec_qrels, measures
         ).evaluate(trec_run),
-        "ablate evaluate, linear gain (all metrics)": lambda: evaluate(run, qrels, qids, linear),
-        "ablate evaluate, exponential gain": lambda: evaluate(run, qrels, qids, EvalSettings(ks=ks)),
+        "ablate evaluate, coded run, linear gain": lambda: evaluate(crun, qrels, qids, linear),
+        "ablate evaluate, coded run, exponential gain": lambda: evaluate(
+            crun, qrels, qids, EvalSettings(ks=ks)
+        ),
+        "ablate evaluate, from Hit objects, linear gain": lambda: evaluate(run, qrels, qids, linear),
         "ablate, Python reference placement": lambda: evaluate(run, qrels, qids, linear, vectorised=False),
     }
     if args.chunked:
-        crun = chunked(run)
+        t = time.perf_counter()
+        hrun_c = chunked(run)
+        ctable = documents_table(3)
+        crun_c = coded(run, ctable, doc_codes, per_doc=3)
+        evaluate(crun_c, qrels, qids[:10], EvalSettings(ks=ks, unit="doc"))
+        print(
+            f"chunk runs and a {len(ctable):,}-chunk table built in {time.perf_counter() - t:.1f}s (not timed)"
+        )
         for b in ("chunks", "docs"):
-            jobs[f"ablate, chunk run at unit doc, budget={b}"] = lambda b=b: evaluate(
-                crun, qrels, qids, EvalSettings(ks=ks, unit="doc", budget=b)
+            jobs[f"ablate, coded chunk run at unit doc, budget={b}"] = lambda b=b: evaluate(
+                crun_c, qrels, qids, EvalSettings(ks=ks, unit="doc", budget=b)
+            )
+            jobs[f"ablate, Hit chunk run at unit doc, budget={b}"] = lambda b=b: evaluate(
+                hrun_c, qrels, qids, EvalSettings(ks=ks, unit="doc", budget=b)
             )
     best: dict[str, tuple[float, float]] = {}
     every: dict[str, list[tuple[float, float]]] = {}
@@ -163,7 +226,7 @@ def main(argv: list[str] | None = None) -> int:
             every.setdefault(name, []).append((wall, cpu))
 
     ref = values["pytrec_eval (ndcg_cut, recall, recip_rank)"]
-    pq = values["ablate evaluate, linear gain (all metrics)"].per_query  # type: ignore[attr-defined]
+    pq = values["ablate evaluate, coded run, linear gain"].per_query  # type: ignore[attr-defined]
     worst = 0.0
     for k in ks:
         for ours_col, ref_key in ((f"ndcg@{k}", f"ndcg_cut_{k}"), (f"recall@{k}", f"recall_{k}")):
@@ -178,34 +241,52 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"best of {args.repeat}, interleaved (each column's own best; load average now {os.getloadavg()[0]:.1f})"
     )
-    print(f"{'evaluator':<46}{'wall s':>9}{'CPU s':>9}{'queries/s (CPU)':>17}")
+    print(f"{'evaluator':<52}{'wall s':>9}{'CPU s':>9}{'queries/s (CPU)':>17}")
     for name, (wall, cpu) in best.items():
-        print(f"{name:<46}{wall:>9.2f}{cpu:>9.2f}{n / cpu:>17,.0f}")
+        print(f"{name:<52}{wall:>9.2f}{cpu:>9.2f}{n / cpu:>17,.0f}")
     print("all repeats (wall s / CPU s):")
     for name, runs in every.items():
-        print(f"  {name:<44}" + "  ".join(f"{w:.2f}/{c:.2f}" for w, c in runs))
+        print(f"  {name:<50}" + "  ".join(f"{w:.2f}/{c:.2f}" for w, c in runs))
     tw, tc = best["pytrec_eval (ndcg_cut, recall, recip_rank)"]
-    ow, oc = best["ablate evaluate, linear gain (all metrics)"]
-    ew, ec = best["ablate evaluate, exponential gain"]
+    ow, oc = best["ablate evaluate, coded run, linear gain"]
+    ew, ec = best["ablate evaluate, coded run, exponential gain"]
+    hw, hc = best["ablate evaluate, from Hit objects, linear gain"]
     print(
-        f"pytrec_eval time / ours: {tc / oc:.2f}x CPU, {tw / ow:.2f}x wall (linear); "
+        f"pytrec_eval time / ours (coded run): {tc / oc:.2f}x CPU, {tw / ow:.2f}x wall (linear); "
         f"{tc / ec:.2f}x CPU, {tw / ew:.2f}x wall (exponential)"
     )
+    print(f"pytrec_eval time / ours (from Hit objects, linear): {tc / hc:.2f}x CPU, {tw / hw:.2f}x wall")
     print(f"throughput (ours, linear, CPU): {n / oc:,.0f} queries/s = {n * args.depth / oc:,.0f} results/s")
     print(f"max |ours - pytrec_eval| over {len(ks) * 2 + 1} measures x {n} queries: {worst:.3g}")
-    fast, ref_pq = pq, values["ablate, Python reference placement"].per_query  # type: ignore[attr-defined]
-    same = fast.equals(ref_pq)
-    print(f"vectorised placement == Python reference placement (all {fast.shape[1]} columns): {same}")
-    del values, ref, fast, ref_pq, pq
-    print("memory (separate untimed pass, tracemalloc peak of one evaluation / queries):")
-    mem_jobs = {"ablate evaluate, linear gain": lambda: evaluate(run, qrels, qids, linear)}
+    hit_pq = values["ablate evaluate, from Hit objects, linear gain"].per_query  # type: ignore[attr-defined]
+    ref_pq = values["ablate, Python reference placement"].per_query  # type: ignore[attr-defined]
+    same = pq.equals(hit_pq) and hit_pq.equals(ref_pq)
+    print(
+        f"coded run == from Hit objects == Python reference placement (all {pq.shape[1]} columns, "
+        f"DataFrame.equals): {same}"
+    )
     if args.chunked:
-        mem_jobs["ablate, chunk run at unit doc, budget=chunks"] = lambda: evaluate(
-            crun, qrels, qids, EvalSettings(ks=ks, unit="doc", budget="chunks")
+        for b in ("chunks", "docs"):
+            a = values[f"ablate, coded chunk run at unit doc, budget={b}"]
+            h = values[f"ablate, Hit chunk run at unit doc, budget={b}"]
+            same_c = a.per_query.equals(h.per_query) and a.accounting == h.accounting  # type: ignore[attr-defined]
+            print(
+                f"chunk run, budget={b}: coded == from Hit objects (per-query table and accounting): {same_c}"
+            )
+            same = same and same_c
+    del values, ref, ref_pq, hit_pq, pq
+    print("memory (separate untimed pass, tracemalloc peak of one evaluation / queries):")
+    mem_jobs = {
+        "ablate evaluate, coded run, linear gain": lambda: evaluate(crun, qrels, qids, linear),
+        "ablate evaluate, from Hit objects, linear gain": lambda: evaluate(run, qrels, qids, linear),
+    }
+    if args.chunked:
+        mem_jobs["ablate, coded chunk run at unit doc, budget=chunks"] = lambda: evaluate(
+            crun_c, qrels, qids, EvalSettings(ks=ks, unit="doc", budget="chunks")
         )
     for name, fn in mem_jobs.items():
         peak = peak_bytes(fn)
-        print(f"  {name:<44}{peak / n:>10,.0f} bytes/query (peak {peak / 2**20:,.0f} MiB)")
+        print(f"  {name:<50}{peak / n:>10,.0f} bytes/query (peak {peak / 2**20:,.0f} MiB)")
     ok = worst <= 1e-9 and same
     print("values agree (<= 1e-9)" if ok else "VALUES DISAGREE")
     return 0 if ok else 1

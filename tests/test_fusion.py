@@ -80,3 +80,60 @@ def test_rrf_stage_validates_and_fuses():
     b = Run("b", {"q": [Hit(c, c, 1.0) for c in DENSE]})
     out = RRF(k=60, window=3).fuse([a, b], depth=2)
     assert [h.chunk_id for h in out.get("q")] == ["4.2", "6.1"] and out.name == "rrf"
+
+
+def _coded_pair(rng, table, qids, n_lists, dup):
+    """The same random runs twice: carrying integer codes over ``table``, and as plain Hit lists."""
+    from ablate.data.types import RunCodes
+
+    coded, plain = [], []
+    for j in range(n_lists):
+        codes, scores = [], []
+        for _ in qids:
+            n = rng.randint(0, 12)
+            c = [rng.randrange(len(table)) for _ in range(n)]
+            if not dup:
+                c = list(dict.fromkeys(c))
+            codes.append(c)
+            scores.append([float(len(c) - i) for i in range(len(c))])
+        rc = RunCodes.from_lists(table, qids, codes, scores)
+        run = Run.from_codes(f"r{j}", rc)
+        coded.append(run)
+        plain.append(Run(run.name, run.results))  # no codes: fused by the per-query loop
+    return coded, plain
+
+
+@pytest.mark.parametrize("dup", [False, True])
+def test_rrf_on_codes_equals_the_loop(dup):
+    """Runs that carry codes are fused on integers: same ids, same float scores, same order (ties by id), for any
+    window, depth and k, with empty lists and (dup) ids named twice in one list."""
+    import random
+
+    from ablate.data.types import IdTable
+
+    rng = random.Random(3)
+    ids = [f"c{rng.randrange(10**6)}#{i % 3}" for i in range(40)]
+    table = IdTable(ids, [i.split("#")[0] for i in ids], [None if i % 2 else "v1" for i in range(40)])
+    for trial in range(60):
+        qids = [f"q{i}" for i in range(rng.randint(1, 6))]
+        coded, plain = _coded_pair(rng, table, qids, rng.randint(1, 3), dup)
+        k, window, depth = rng.choice([0.0, 1.0, 60.0]), rng.randint(1, 14), rng.choice([None, 1, 5, 30])
+        got, want = rrf(coded, k, window, depth), rrf(plain, k, window, depth)
+        assert got.codes is not None and want.codes is None
+        assert got.results == want.results, (trial, k, window, depth)
+        assert [[h.score for h in hs] for hs in got.results.values()] == [
+            [h.score for h in hs] for hs in want.results.values()
+        ]
+        assert got.meta == want.meta
+
+
+def test_rrf_falls_back_to_the_loop_when_codes_do_not_cover_every_query():
+    from ablate.data.types import IdTable, RunCodes
+
+    table = IdTable(["a", "b", "c"], ["a", "b", "c"], [None] * 3)
+    one = Run.from_codes("bm25", RunCodes.from_lists(table, ["q1", "q2"], [[0, 1], [2]], [[2.0, 1.0], [1.0]]))
+    two = Run("dense", {"q1": [Hit("c", "c", 0.9)], "q3": [Hit("a", "a", 0.5)]})
+    fused = rrf([one, two], k=60, window=10)
+    assert fused.codes is None
+    assert list(fused.results) == ["q1", "q2", "q3"]
+    assert [h.chunk_id for h in fused.results["q1"]] == ["a", "c", "b"]

@@ -25,7 +25,7 @@ import yaml
 from ablate.data.chunking import ChunkerSpec, chunk_corpus
 from ablate.data.language import detect_language
 from ablate.data.qrels import read_qrels, read_text_lines
-from ablate.data.types import Chunk, Document, Qrels, Query, Section, SubQuestion, Unit
+from ablate.data.types import Chunk, Document, IdTable, Qrels, Query, Section, SubQuestion, Unit
 from ablate.errors import ConfigError, InputError
 
 FORMAT_VERSION = "ablate-corpus-1"
@@ -80,7 +80,12 @@ class Snapshot:
 
     @cached_property
     def chunk_index(self) -> dict[str, int]:
-        return {c.chunk_id: i for i, c in enumerate(self.chunks)}
+        return self.id_table.index
+
+    @cached_property
+    def id_table(self) -> IdTable:
+        """The chunk table coded runs over this snapshot refer to (position = code), built once."""
+        return IdTable.of(self.chunks)
 
     @property
     def identities(self) -> dict[str, list[str]]:

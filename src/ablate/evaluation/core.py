@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from itertools import chain, compress
 from typing import Any, Literal
@@ -29,6 +29,8 @@ import pandas as pd
 
 from ablate.data.types import TIE_RULE, Hit, Qrels, Run
 from ablate.errors import ConfigError, InputError
+from ablate.evaluation.coded import CodedInputs, coded_inputs
+from ablate.evaluation.idbytes import id_tokens as _tokens
 from ablate.evaluation.units import judgements_at, ranked_units, resolve_unit
 
 #: Metrics computed per query at every K, in column order. ``rr`` is averaged into ``mrr``.
@@ -325,17 +327,19 @@ def _json_safe(x: Any) -> Any:
     return x
 
 
-def _query_set(qids: Iterable[str]) -> list[str]:
+def _query_set(qids: Iterable[str]) -> tuple[list[str], set[str]]:
+    """The declared query ids as a list (their order) and a set; a repeated id is refused."""
     if isinstance(qids, str):
         raise ConfigError("qids", qids, "give a sequence of query ids, not one string")
     out = list(qids)
-    if len(set(out)) != len(out):
+    qset = set(out)
+    if len(qset) != len(out):
         seen: set[str] = set()
         dup = next(q for q in out if q in seen or seen.add(q))  # type: ignore[func-returns-value]
         raise InputError(
             "query set", f"query id {dup!r} is declared more than once", "declare each query once"
         )
-    return out
+    return out, qset
 
 
 #: Grade-matrix marker for "no judgement for this query" (also fills positions past the end of a list).
@@ -423,8 +427,11 @@ class _Placement:
 
 
 def _take(cum: np.ndarray, w: np.ndarray) -> np.ndarray:
-    """``cum[q, w[q] - 1]`` (a prefix sum over the first w[q] positions), 0 where w[q] == 0."""
+    """``cum[q, w[q, c] - 1]`` (a prefix sum over the first w[q, c] positions), 0 where w[q, c] == 0; ``w`` is
+    queries x K (or one value per query)."""
     r = np.arange(cum.shape[0])
+    if w.ndim == 2:
+        r = r[:, None]
     vals = cum[r, np.maximum(w - 1, 0)]
     return np.where(w > 0, vals, 0)
 
@@ -523,53 +530,6 @@ def _block_python(
     return _Block(_from_placement(scoring, ks) if condensed else f, f, n_units, has_unjudged)
 
 
-_SEP = "\x1f"  # unit separator: joins the ids of a block into one string (refused if any id contains it)
-_ALL = np.uint64(0xFFFFFFFFFFFFFFFF)
-_BYTE_MASKS = np.array([(1 << (8 * v)) - 1 for v in range(8)] + [0xFFFFFFFFFFFFFFFF], dtype=np.uint64)
-_MIX = (np.uint64(0x9E3779B97F4A7C15), np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB))
-
-
-def _tokens(ids: list[str]) -> tuple[np.ndarray, list[np.ndarray], np.ndarray] | None:
-    """Each id's exact UTF-8 content as ``(byte length, [8-byte words], 64-bit hash of both)``, without a Python
-    object per id: the ids are joined into one string (one C-level pass), encoded, and cut at the separators.
-    ``None`` when an id is not a string or contains the separator (the caller then uses the reference path)."""
-    if not ids:
-        return None
-    try:
-        joined = _SEP.join(ids)
-    except TypeError:
-        return None
-    if joined.count(_SEP) != len(ids) - 1:
-        return None
-    data = joined.encode("utf-8", "surrogatepass")
-    buf = np.frombuffer(data + bytes(8), dtype=np.uint8)
-    nbytes = len(data)
-    ends = np.flatnonzero(buf[:nbytes] == 0x1F)
-    starts = np.empty(len(ids), dtype=np.int64)
-    starts[0] = 0
-    starts[1:] = ends + 1
-    lengths = np.empty(len(ids), dtype=np.int64)
-    lengths[:-1] = ends
-    lengths[-1] = nbytes
-    lengths -= starts
-    # Every byte offset read as a little-endian 8-byte word (overlapping, unaligned view; 8 zero bytes of padding).
-    view = np.ndarray(shape=(nbytes + 1,), dtype="<u8", buffer=buf, strides=(1,))
-    longest = int(lengths.max())
-    if longest <= 8:  # one word holds every id (numeric and short ids): the hash is one multiplication
-        word = view[starts] & _BYTE_MASKS[lengths]
-        return lengths, [word], word * _MIX[1]
-    h = lengths.astype(np.uint64) * _MIX[0]
-    words: list[np.ndarray] = []
-    for w in range(-(-longest // 8)):
-        valid = np.clip(lengths - 8 * w, 0, 8)
-        word = view[np.minimum(starts + 8 * w, nbytes)] & _BYTE_MASKS[valid]
-        words.append(word)
-        h = (h ^ word) * _MIX[1]
-        h ^= h >> np.uint64(31)
-    h *= _MIX[2]
-    return lengths, words, h
-
-
 def _block_vectorised(
     lists: Sequence[Sequence[Hit]],
     jdicts: Sequence[Mapping[str, int]],
@@ -582,22 +542,14 @@ def _block_vectorised(
 ) -> _Block | None:
     """The placement of a block of queries with no Python work per result beyond reading its id.
 
-    The run's ids and the judged ids of the block are read as exact bytes (:func:`_tokens`). Per query, one row
-    holds a sort key per result and per judgement (hash in the high bits, slot in the low bits: results first, in
-    rank order, then judgements); sorting the rows puts equal ids next to each other with the first result first.
-    Equal neighbours (few: matched judgements and repeated units) are then handled sparsely and checked byte for
-    byte, so a hash collision can never merge two ids: it returns ``None`` and the caller places the block with
-    :func:`_block_python`. From "first occurrence" and "grade" per result everything else (dedup, condensed list,
-    both budgets, windows) is prefix sums over flat arrays (:func:`_placed_flat`).
-
-    Long because it is one vectorised pass: the sort order, run lengths and offsets it computes feed every later
-    step, so pieces of it would each take and return half a dozen of the same arrays.
-    """
+    The run's ids and the judged ids of the block are read as exact bytes (:func:`_tokens`) and placed by
+    :func:`_place_keyed` with their hash as identity; equal hashes are checked byte for byte there, so a hash
+    collision can never merge two ids: it returns ``None`` and the caller places the block with
+    :func:`_block_python`."""
     nb = len(lists)
     n = np.fromiter(map(len, lists), dtype=np.int64, count=nb)
     m = np.fromiter(map(len, jdicts), dtype=np.int64, count=nb)
-    n_run, n_lab = int(n.sum()), int(m.sum())
-    if n_run == 0:
+    if int(n.sum()) == 0:
         return None
     if doc_unit:
         ids = [h.doc_id for hs in lists for h in hs]
@@ -610,29 +562,105 @@ def _block_vectorised(
         return None
     lengths, words, h = tok
 
+    def same(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        equal = lengths[a] == lengths[b]
+        for word in words:
+            equal &= word[a] == word[b]
+        return equal
+
+    pbits = int((n + m).max()).bit_length()
+    h &= ~np.uint64((1 << pbits) - 1)
+    return _place_keyed(h, n, m, lab_grades, pbits, same, depth, chunks_budget, condensed, ks)
+
+
+def _block_coded(
+    units: np.ndarray,
+    labels: np.ndarray,
+    n: np.ndarray,
+    m: np.ndarray,
+    lab_grades: np.ndarray,
+    n_codes: int,
+    depth: int,
+    chunks_budget: bool,
+    condensed: bool,
+    ks: tuple[int, ...],
+) -> _Block | None:
+    """The placement of a block of a coded run (:mod:`ablate.evaluation.coded`): the results' and judgements' unit
+    codes are the identities :func:`_place_keyed` sorts on. Codes are exact, so nothing is checked byte for byte.
+    ``None`` (the caller then places the block from the Hit lists) for an empty block or codes too wide for the
+    key."""
+    if int(n.sum()) == 0:
+        return None
+    pbits = int((n + m).max()).bit_length()
+    if n_codes >= (1 << (64 - pbits)) - 1:
+        return None
+    # Narrow keys sort and move twice as fast; they fit whenever the code space is below 2^(32 - pbits) - 1.
+    dtype = np.uint32 if n_codes < (1 << (32 - pbits)) - 1 else np.uint64
+    ident = np.left_shift(np.concatenate((units, labels)).astype(dtype), dtype(pbits))
+    return _place_keyed(ident, n, m, lab_grades, pbits, None, depth, chunks_budget, condensed, ks)
+
+
+def _place_keyed(
+    h: np.ndarray,
+    n: np.ndarray,
+    m: np.ndarray,
+    lab_grades: np.ndarray,
+    pbits: int,
+    same: Callable[[np.ndarray, np.ndarray], np.ndarray] | None,
+    depth: int,
+    chunks_budget: bool,
+    condensed: bool,
+    ks: tuple[int, ...],
+) -> _Block | None:
+    """Place a block from one identity per result and per judgement (``h``: the block's results in query and rank
+    order, then its judgements in query order; identities in the bits above the low ``pbits``, which are zero;
+    unsigned, 32 or 64 bits).
+
+    Per query, one row holds a sort key per result and per judgement (identity in the high bits, slot in the low
+    bits: results first, in rank order, then judgements); sorting the rows puts equal ids next to each other with the
+    first result first. Equal neighbours (few: matched judgements and repeated units) are then handled sparsely; when
+    identities are hashes, ``same(a, b)`` says whether the ids at flat positions a and b really are equal, and any
+    that are not return ``None``. From "first occurrence" and "grade" per result everything else (dedup, condensed
+    list, both budgets, windows) is prefix sums over flat arrays (:func:`_placed_flat`).
+
+    Long because it is one vectorised pass: the sort order, run lengths and offsets it computes feed every later
+    step, so pieces of it would each take and return half a dozen of the same arrays.
+    """
+    nb = len(n)
+    n_run, n_lab = int(n.sum()), int(m.sum())
     # One row per query: results in slots [0, n), judgements in [n, n + m); pads are all ones and sort last.
     width = int((n + m).max())
-    pbits = width.bit_length()
-    low = np.uint64((1 << pbits) - 1)
+    dtype = h.dtype.type
+    low = dtype((1 << pbits) - 1)
+    pad = dtype(np.iinfo(dtype).max)
     run_off = np.zeros(nb, dtype=np.int64)
     np.cumsum(n[:-1], out=run_off[1:])
     lab_off = np.zeros(nb, dtype=np.int64)
     np.cumsum(m[:-1], out=lab_off[1:])
     run_row = np.repeat(np.arange(nb), n)
-    run_slot = np.arange(n_run) - run_off[run_row]
-    h &= ~low
-    key = np.full(nb * width, _ALL, dtype=np.uint64)
-    key[run_row * width + run_slot] = h[:n_run] | run_slot.astype(np.uint64)
+    if (n == n[0]).all():
+        run_slot = np.tile(np.arange(int(n[0]), dtype=np.int64), nb)
+    else:
+        run_slot = np.arange(n_run) - run_off[run_row]
+    key = np.full(nb * width, pad, dtype=dtype)
+    if (n == width).all():  # every row holds results only, all of one length: fill the matrix row-wise
+        key.reshape(nb, width)[:] = h[:n_run].reshape(nb, width) | np.arange(width, dtype=dtype)
+    elif (n == n[0]).all():
+        key.reshape(nb, width)[:, : int(n[0])] = h[:n_run].reshape(nb, int(n[0])) | np.arange(
+            int(n[0]), dtype=dtype
+        )
+    else:
+        key[run_row * width + run_slot] = h[:n_run] | run_slot.astype(dtype)
     if n_lab:
         lab_row = np.repeat(np.arange(nb), m)
         lab_slot = np.arange(n_lab) - lab_off[lab_row] + n[lab_row]
-        key[lab_row * width + lab_slot] = h[n_run:] | lab_slot.astype(np.uint64)
+        key[lab_row * width + lab_slot] = h[n_run:] | lab_slot.astype(dtype)
     del h
     key.reshape(nb, width).sort(axis=1)  # a view: sorts each row of the flat array in place
-    top = key >> np.uint64(pbits)
+    top = key >> dtype(pbits)
     dup = np.flatnonzero(top[1:] == top[:-1]) + 1  # sorted positions equal to their left neighbour (sparse)
     del top
-    dup = dup[(dup % width != 0) & (key[dup] != _ALL)]  # not across rows, not pads
+    dup = dup[(dup % width != 0) & (key[dup] != pad)]  # not across rows, not pads
     first = np.ones(n_run, dtype=bool)
     grade = np.full(n_run, UNJUDGED, dtype=np.int64)
     if len(dup):
@@ -654,10 +682,7 @@ def _block_vectorised(
             return None  # two judged ids alike: impossible for dict keys unless the hash collides
         a = run_off[row] + first_slot
         b = np.where(slot < nrow, run_off[row] + slot, n_run + lab_off[row] + slot - nrow)
-        equal = lengths[a] == lengths[b]
-        for word in words:
-            equal &= word[a] == word[b]
-        if not equal.all():
+        if same is not None and not same(a, b).all():
             return None  # two different ids share the hash's high bits: place this block exactly instead
         is_run = slot < nrow
         first[b[is_run]] = False
@@ -713,6 +738,10 @@ def _placed_flat(
     the kept list as in the full one."""
     nb = len(n)
     kv = np.asarray(ks, dtype=np.int64)
+    if kept is None and no_dups and nb and 0 < int(n[0]) <= depth and (n == n[0]).all():
+        # Every list has the same length within the budget (a fixed-depth run): the grades are already a matrix.
+        g = grade.reshape(nb, int(n[0])).astype(np.int32)
+        return _Placed(n.copy(), g, np.minimum(n[:, None], kv[None, :]))
     if kept is None and no_dups:  # unit j is result j
         lens = np.minimum(n, depth)
         width = max(1, int(lens.max()) if nb else 1)
@@ -751,54 +780,50 @@ def _block_metrics(
     ideal: np.ndarray,
     settings: EvalSettings,
 ) -> dict[str, np.ndarray]:
-    """``<metric>@<k>`` columns of one block: prefix sums along the deduplicated list, read at each K's window."""
+    """``metric -> (queries x K)`` values of one block: prefix sums along the deduplicated list, read at each K's
+    window (column c is ``ks[c]``)."""
     level, ks = settings.relevance_level, settings.ks
     g = block.scoring.grades
     width = g.shape[1]
     disc = 1.0 / np.log2(np.arange(2, width + 2, dtype=np.float64))
     rel = g >= level
-    cum_rel = np.cumsum(rel, axis=1, dtype=np.int32)
-    cum_dcg = np.cumsum(_gains(g, level, settings.gain) * disc, axis=1)
+    count = np.uint8 if width < 256 else np.int32  # counts of positions: the narrowest type that holds them
+    cum_rel = np.cumsum(rel, axis=1, dtype=count)
+    # The gain x discount terms: relevant positions only (the others add 0.0, as in _gains(g) * disc).
+    gain = g * disc if settings.gain == "linear" else (np.exp2(g) - 1.0) * disc
+    cum_dcg = np.cumsum(np.where(rel, gain, 0.0), axis=1)
     first_rel = np.where(rel.any(axis=1), rel.argmax(axis=1), width)
     iwidth = ideal.shape[1]
     idisc = 1.0 / np.log2(np.arange(2, iwidth + 2, dtype=np.float64))
     cum_idcg = np.cumsum(_gains(ideal, level, settings.gain) * idisc, axis=1)
     win = block.scoring.windows
-    # Judged statistics on the full ranking.
-    cum_judged = np.cumsum(block.full.grades != UNJUDGED, axis=1, dtype=np.int32)
-    win_full = block.full.windows
+    win_full = block.full.windows  # judged statistics are on the full ranking
+    cum_judged = np.cumsum(block.full.grades != UNJUDGED, axis=1, dtype=count)
 
-    answerable = category == 0
-    n_rel_f = n_rel.astype(np.float64)
+    answerable = (category == 0)[:, None]
+    n_rel_f = n_rel.astype(np.float64)[:, None]
     with np.errstate(divide="ignore", invalid="ignore"):
         inv_first = 1.0 / (first_rel + 1.0)
-    out: dict[str, np.ndarray] = {}
-    for c, k in enumerate(ks):
-        w = win[:, c]
-        hits_k = _take(cum_rel, w).astype(np.float64)
-        dcg = _take(cum_dcg, w)
-        idcg = cum_idcg[:, min(k, iwidth) - 1]
-        with np.errstate(divide="ignore", invalid="ignore"):
-            recall = hits_k / n_rel_f
-            ndcg = dcg / idcg
-        wf = win_full[:, c]
-        unj = (wf - _take(cum_judged, wf)).astype(np.float64)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            judged_share = np.where(wf > 0, 1.0 - unj / wf, 1.0)
-        vals = {
-            "hit": (hits_k > 0).astype(np.float64),
-            "recall": recall,
-            "rr": np.where(first_rel < w, inv_first, 0.0),
-            "ndcg": ndcg,
-            "judged": judged_share,
-            "complete": (hits_k >= n_rel_f).astype(np.float64),
-            "unjudged": unj,
-        }
-        for m in QUALITY_METRICS:
-            vals[m] = np.where(answerable, vals[m], np.nan)
-        for m in METRICS:
-            out[f"{m}@{k}"] = vals[m]
-    return out
+    hits_k = _take(cum_rel, win).astype(np.float64)
+    dcg = _take(cum_dcg, win)
+    idcg = cum_idcg[:, np.minimum(np.asarray(ks), iwidth) - 1]
+    unj = (win_full - _take(cum_judged, win_full)).astype(np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        recall = hits_k / n_rel_f
+        ndcg = dcg / idcg
+        judged_share = np.where(win_full > 0, 1.0 - unj / win_full, 1.0)
+    vals = {
+        "hit": (hits_k > 0).astype(np.float64),
+        "recall": recall,
+        "rr": np.where(first_rel[:, None] < win, inv_first[:, None], 0.0),
+        "ndcg": ndcg,
+        "judged": judged_share,
+        "complete": (hits_k >= n_rel_f).astype(np.float64),
+        "unjudged": unj,
+    }
+    for m in QUALITY_METRICS:
+        vals[m] = np.where(answerable, vals[m], np.nan)
+    return vals
 
 
 #: Queries per block: bounds the working arrays (experiments/results/bench_eval.md measures the peak per query) and keeps them
@@ -809,6 +834,9 @@ _BLOCK_CELLS = 1 << 20
 
 def _blocks(width: np.ndarray) -> list[tuple[int, int]]:
     """Contiguous query ranges with at most ``_BLOCK_QUERIES`` queries and ``rows x widest row <= _BLOCK_CELLS``."""
+    if not len(width) or int(width.max()) * _BLOCK_QUERIES <= _BLOCK_CELLS:  # the cell cap cannot bind
+        bounds = [*range(0, len(width), _BLOCK_QUERIES), len(width)]
+        return list(zip(bounds[:-1], bounds[1:], strict=True)) or [(0, 0)]
     out: list[tuple[int, int]] = []
     start, widest = 0, 0
     for i, w in enumerate(width.tolist()):
@@ -827,15 +855,14 @@ def _accounting(
     status: np.ndarray,
     excluded: np.ndarray,
     per_query: pd.DataFrame,
-    results: Mapping[str, Any],
-    judg: Mapping[str, Any],
-    qset: set[str],
+    outside: tuple[int, int],
     settings: EvalSettings,
     unit: str,
     qrels_unit: str,
     tie_rule: str,
 ) -> dict[str, Any]:
-    """Where every query of the set went (the module's accounting rules): counts per category and status."""
+    """Where every query of the set went (the module's accounting rules): counts per category and status.
+    ``outside``: how many of the run's queries and of the judged queries are not in the declared set."""
     nq = len(category)
     answerable = category == 0
     depth = settings.max_k
@@ -853,8 +880,8 @@ def _accounting(
         "fewer_than_k": int((status == 1).sum()),
         "missing_from_run": int((status == 3).sum()),
         "excluded_missing": int((answerable & excluded).sum()),
-        "not_in_query_set": sum(1 for q in results if q not in qset),
-        "qrels_not_in_query_set": sum(1 for q in judg if q not in qset),
+        "not_in_query_set": outside[0],
+        "qrels_not_in_query_set": outside[1],
         "unjudged_results": int(per_query[f"unjudged@{depth}"].fillna(0).sum()),
         "by_category": by_category,
         "rules": applied_rules(settings, unit, qrels_unit, tie_rule),
@@ -870,9 +897,11 @@ def _score_blocks(
     settings: EvalSettings,
     doc_unit: bool,
     vectorised: bool,
+    coded: CodedInputs | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict[str, np.ndarray]]:
     """Place and score the queries block by block: units counted, unjudged flags, category, relevant count and one
-    column per metric@K (the vectorised placement, else the Python reference where it cannot vouch for a block)."""
+    column per metric@K (the coded placement when the run's codes were vouched for, else the vectorised placement,
+    else the Python reference where neither can vouch for a block)."""
     nq = len(lists)
     ks, depth = settings.ks, settings.max_k
     chunks_budget = settings.budget == "chunks"
@@ -881,14 +910,27 @@ def _score_blocks(
     has_unjudged = np.zeros(nq, dtype=bool)
     category = np.zeros(nq, dtype=np.int64)
     n_rel = np.zeros(nq, dtype=np.int64)
-    metric_cols: dict[str, np.ndarray] = {
-        f"{m}@{k}": np.empty(nq, dtype=np.float64) for m in METRICS for k in ks
-    }
+    values = {m: np.empty((nq, len(ks)), dtype=np.float64) for m in METRICS}
     for a, b in _blocks(n_results + label_counts):
         bl, bj = lists[a:b], jdicts[a:b]
-        grades = np.fromiter(chain.from_iterable(j.values() for j in bj), dtype=np.int64)
         block = None
-        if vectorised:
+        if coded is not None:
+            labels, grades, n_codes = coded.labels(bj, int(label_counts[a:b].sum()))
+            block = _block_coded(
+                coded.units(a, b),
+                labels,
+                n_results[a:b],
+                label_counts[a:b],
+                grades,
+                n_codes,
+                depth,
+                chunks_budget,
+                condensed,
+                ks,
+            )
+        else:
+            grades = np.fromiter(chain.from_iterable(j.values() for j in bj), dtype=np.int64)
+        if block is None and vectorised:
             block = _block_vectorised(bl, bj, grades, doc_unit, depth, chunks_budget, condensed, ks)
         if block is None:
             block = _block_python(bl, bj, doc_unit, depth, chunks_budget, condensed, ks)
@@ -896,9 +938,37 @@ def _score_blocks(
         has_unjudged[a:b] = block.has_unjudged
         cat, rel, ideal = _ideal(label_counts[a:b], grades, settings.relevance_level, depth)
         category[a:b], n_rel[a:b] = cat, rel
-        for name, v in _block_metrics(block, cat, rel, ideal, settings).items():
-            metric_cols[name][a:b] = v
+        for m, v in _block_metrics(block, cat, rel, ideal, settings).items():
+            values[m][a:b] = v
+    metric_cols = {f"{m}@{k}": values[m][:, c] for m in METRICS for c, k in enumerate(ks)}
     return n_units, has_unjudged, category, n_rel, metric_cols
+
+
+def _per_query(
+    results: Mapping[str, Sequence[Hit]],
+    judg: Mapping[str, Mapping[str, int]],
+    qlist: list[str],
+    qset: set[str],
+) -> tuple[list[Sequence[Hit]], np.ndarray, list[Mapping[str, int]], tuple[int, int]]:
+    """Each declared query's hit list (empty when missing), which are missing from the run, its judgements (empty
+    when none), and how many of the run's and of the judged queries are outside the declared set. The run's (and
+    the qrels') own query order is usually the declared one: then no per-query lookup is needed."""
+    nq = len(qlist)
+    run_aligned = len(results) == nq and list(results) == qlist
+    found = list(results.values()) if run_aligned else list(map(results.get, qlist))
+    missing = np.fromiter((h is None for h in found), dtype=bool, count=nq)
+    lists: list[Sequence[Hit]] = [() if h is None else h for h in found]
+    empty: dict[str, int] = {}
+    qrels_aligned = len(judg) == nq and list(judg) == qlist
+    if qrels_aligned:
+        jdicts: list[Mapping[str, int]] = [j or empty for j in judg.values()]
+    else:
+        jdicts = [judg.get(q) or empty for q in qlist]
+    outside = (
+        0 if run_aligned else sum(1 for q in results if q not in qset),
+        0 if qrels_aligned else sum(1 for q in judg if q not in qset),
+    )
+    return lists, missing, jdicts, outside
 
 
 def evaluate(
@@ -916,16 +986,17 @@ def evaluate(
     are ignored and counted. ``chunk_to_doc`` is needed only when chunk qrels are evaluated at unit ``doc``.
     Never mutates its arguments; never rounds.
 
-    Queries are scored in blocks (:func:`_blocks`), each placed by :func:`_block_vectorised` (ids read once as bytes,
-    dedup and judgement lookup by sorting per query) and, only where that cannot vouch for its result, by the plain
-    Python reference :func:`_block_python`; ``vectorised=False`` uses the reference everywhere (tests compare both).
+    Queries are scored in blocks (:func:`_blocks`). A run carrying integer codes (``run.codes``) is placed from them
+    (:func:`_block_coded`; no id string read per result, see :mod:`ablate.evaluation.coded`); otherwise each block
+    is placed by :func:`_block_vectorised` (ids read once as bytes, dedup and judgement lookup by sorting per query)
+    and, only where that cannot vouch for its result, by the plain Python reference :func:`_block_python`;
+    ``vectorised=False`` uses the reference everywhere (tests compare all three).
     """
     if not isinstance(settings, EvalSettings):
         raise ConfigError("settings", type(settings).__name__, "pass an ablate.evaluation.EvalSettings")
     unit = resolve_unit(settings.unit, qrels.unit)
     judg = judgements_at(qrels, unit, chunk_to_doc)
-    qlist = _query_set(qids)
-    qset = set(qlist)
+    qlist, qset = _query_set(qids)
     depth = settings.max_k
     chunks_budget = settings.budget == "chunks"
     tie_rule = str(run.meta.get("tie_rule", TIE_RULE)) if isinstance(run.meta, Mapping) else TIE_RULE
@@ -933,15 +1004,12 @@ def evaluate(
     nq = len(qlist)
     doc_unit = unit == "doc"
 
-    found = list(map(results.get, qlist))
-    missing = np.fromiter((h is None for h in found), dtype=bool, count=nq)
-    lists: list[Sequence[Hit]] = [() if h is None else h for h in found]
-    empty: dict[str, int] = {}
-    jdicts: list[Mapping[str, int]] = [judg.get(q) or empty for q in qlist]
+    lists, missing, jdicts, outside = _per_query(results, judg, qlist, qset)
     n_results = np.fromiter(map(len, lists), dtype=np.int64, count=nq)
     label_counts = np.fromiter(map(len, jdicts), dtype=np.int64, count=nq)
+    coded = coded_inputs(run, qlist, n_results, unit) if vectorised else None
     n_units, has_unjudged, category, n_rel, metric_cols = _score_blocks(
-        lists, jdicts, n_results, label_counts, settings, doc_unit, vectorised
+        lists, jdicts, n_results, label_counts, settings, doc_unit, vectorised, coded
     )
 
     status = np.where(
@@ -969,7 +1037,7 @@ def evaluate(
     means = means_of(per_query, settings.ks)
 
     accounting = _accounting(
-        category, status, excluded, per_query, results, judg, qset, settings, unit, qrels.unit, tie_rule
+        category, status, excluded, per_query, outside, settings, unit, qrels.unit, tie_rule
     )
     return EvalResult(
         per_query=per_query,

@@ -21,7 +21,7 @@ import numpy as np
 
 from ablate.cache import Cache, key_of, sha256_text
 from ablate.data.corpus import Snapshot
-from ablate.data.types import Hit, Query, Run
+from ablate.data.types import Query, Run, RunCodes
 from ablate.runner.session import Session
 from ablate.stages.base import Retriever
 
@@ -37,9 +37,15 @@ def _to_json(run: Run) -> dict[str, list[list[Any]]]:
 
 
 def _from_json(name: str, data: dict[str, list[list[Any]]], snapshot: Snapshot) -> Run:
-    c2d = snapshot.chunk_to_doc
-    ver = snapshot.chunk_version
-    return Run(name, {q: [Hit(c, c2d[c], float(s), ver[c]) for c, s in hits] for q, hits in data.items()})
+    """The stored lists as a coded run over the snapshot's :class:`~ablate.data.types.IdTable` (chunk id -> code
+    once per hit; the Hit lists are then built from the codes). A chunk id the snapshot does not have is a
+    ``KeyError``, as before: the key includes the snapshot fingerprint, so that means a damaged entry."""
+    table = snapshot.id_table
+    index = table.index
+    qids = list(data)
+    codes = [[index[c] for c, _ in hits] for hits in data.values()]
+    scores = [[float(s) for _, s in hits] for hits in data.values()]
+    return Run.from_codes(name, RunCodes.from_lists(table, qids, codes, scores))
 
 
 class CandidateSource:

@@ -152,7 +152,15 @@ def fingerprint_keys(pipeline: Pipeline, components: dict[str, dict[str, Any]]) 
 # the run
 
 
-_CACHED = ("fingerprint", "content_fingerprint", "chunk_to_doc", "chunk_version", "chunk_text", "chunk_index")
+_CACHED = (
+    "fingerprint",
+    "content_fingerprint",
+    "chunk_to_doc",
+    "chunk_version",
+    "chunk_text",
+    "chunk_index",
+    "id_table",
+)
 
 
 def relabelled(snapshot: Snapshot, resolver: Resolver) -> Snapshot:

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 import numpy as np
 
-from ablate.data.types import Chunk, Hit, Query, Run
+from ablate.data.types import Chunk, Hit, IdTable, Query, Run, RunCodes
 from ablate.errors import ConfigError, InputError
 
 
@@ -32,18 +32,31 @@ class Retriever(Protocol):
 @dataclass(frozen=True)
 class ChunkTable:
     """What an index over ``chunks`` needs besides the text: its content hash, each position's (chunk_id, doc_id,
-    version), and each position's rank in plain string order of the chunk ids (for the tie rule)."""
+    version), each position's rank in plain string order of the chunk ids (for the tie rule), and the
+    :class:`~ablate.data.types.IdTable` its runs' codes refer to (position = code)."""
 
     sha256: str
     meta: list[tuple[str, str, str | None]]
     id_order: np.ndarray
+    ids: IdTable
 
     @classmethod
-    def of(cls, chunks: Sequence[Chunk]) -> ChunkTable:
-        ids = np.array([c.chunk_id for c in chunks], dtype=object)
-        id_order = np.empty(len(ids), dtype=np.int64)
-        id_order[np.argsort(ids, kind="stable")] = np.arange(len(ids))
-        return cls(chunks_sha256(chunks), [(c.chunk_id, c.doc_id, c.version) for c in chunks], id_order)
+    def of(cls, chunks: Sequence[Chunk], ids: IdTable | None = None) -> ChunkTable:
+        """``ids``: the snapshot's table when the index is built over the snapshot's chunks (so runs of every
+        retriever share it); it must list exactly ``chunks``. Without it, a table of ``chunks`` is built."""
+        chunk_ids = [c.chunk_id for c in chunks]
+        if ids is None:
+            ids = IdTable.of(chunks)
+        elif (
+            ids.chunk_ids != chunk_ids
+            or ids.doc_ids != [c.doc_id for c in chunks]
+            or ids.versions != [c.version for c in chunks]
+        ):
+            raise ValueError("ChunkTable.of: the id table does not list these chunks")
+        arr = np.array(chunk_ids, dtype=object)
+        id_order = np.empty(len(arr), dtype=np.int64)
+        id_order[np.argsort(arr, kind="stable")] = np.arange(len(arr))
+        return cls(chunks_sha256(chunks), [(c.chunk_id, c.doc_id, c.version) for c in chunks], id_order, ids)
 
 
 def chunks_sha256(chunks: Sequence[Chunk]) -> str:
@@ -85,6 +98,21 @@ def top_by_tie_rule(scores: np.ndarray, depth: int, id_order: np.ndarray, keep: 
         return cand
     order = np.lexsort((id_order[cand], -scores[cand].astype(np.float64)))
     return cand[order[:depth]]
+
+
+def coded_run(
+    name: str,
+    table: IdTable,
+    qids: Sequence[str],
+    ranked: Mapping[str, tuple[np.ndarray, np.ndarray]],
+    meta: dict[str, object],
+) -> Run:
+    """The run of chunk positions ``ranked[qid] = (idx, scores)`` (rank order; a query absent from ``ranked`` has no
+    results), as Hit lists and as the :class:`~ablate.data.types.RunCodes` they were built from."""
+    empty = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float64))
+    got = [ranked.get(q, empty) for q in qids]
+    codes = RunCodes.from_lists(table, qids, [g[0] for g in got], [g[1] for g in got])
+    return Run.from_codes(name, codes, meta)
 
 
 def hits_of(meta: Sequence[tuple[str, str, str | None]], idx: np.ndarray, scores: np.ndarray) -> list[Hit]:

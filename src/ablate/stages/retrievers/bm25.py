@@ -61,7 +61,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 
 from ablate.cache import Cache, key_of
-from ablate.data.types import TIE_RULE, Chunk, Hit, Query, Run
+from ablate.data.types import TIE_RULE, Chunk, IdTable, Query, Run
 from ablate.errors import ConfigError
 from ablate.stages.base import (
     Fingerprint,
@@ -76,7 +76,7 @@ from ablate.stages.retrievers.base import (
     ChunkTable,
     check_depth,
     check_mask,
-    hits_of,
+    coded_run,
     top_by_tie_rule,
 )
 from ablate.stages.text.tokenize import Tokenizer
@@ -135,14 +135,16 @@ class BM25Index:
         method: str = "lucene",
         n_threads: int = 0,
         cache: Cache | None = None,
+        ids: IdTable | None = None,
     ) -> None:
         self.impl, self.method, self.k1, self.b = check_settings("bm25", impl, method, k1, b)
         self.chunks = list(chunks)
         self.tokenizer = tokenizer
         self.n_threads = n_threads
         self.stats: dict[str, float] = {}
-        table = ChunkTable.of(self.chunks)
+        table = ChunkTable.of(self.chunks, ids)
         self._chunks_sha256, self._meta, self._id_order = table.sha256, table.meta, table.id_order
+        self._ids = table.ids
 
         self._vocab: dict[str, Any] = {}
         self._bm25: Any = None
@@ -316,7 +318,8 @@ class BM25Index:
         depth = check_depth(depth)
         mask = check_mask(allowed, len(self.chunks))
         t0 = time.perf_counter()
-        results: dict[str, list[Hit]] = {q.qid: [] for q in queries}
+        qids = list(dict.fromkeys(q.qid for q in queries))
+        found: dict[str, tuple[np.ndarray, np.ndarray]] = {}
         # Terms absent from the index can never score; a query left with none has no results.
         q_terms = [[t for t in self.tokenizer.tokenize(q.text) if t in self._vocab] for q in queries]
         todo = [i for i, terms in enumerate(q_terms) if terms]
@@ -326,7 +329,7 @@ class BM25Index:
             else:
                 ranked = self._search_rank_bm25([q_terms[i] for i in todo], depth, mask)
             for i, (idx, sc) in zip(todo, ranked, strict=True):
-                results[queries[i].qid] = hits_of(self._meta, idx, sc)
+                found[queries[i].qid] = (idx, sc)
         self.stats["search_seconds"] = self.stats.get("search_seconds", 0.0) + time.perf_counter() - t0
         meta = {
             "retriever": self.name,
@@ -334,7 +337,7 @@ class BM25Index:
             "depth": depth,
             "chunks_sha256": self._chunks_sha256,
         }
-        return Run(self.name, results, meta)
+        return coded_run(self.name, self._ids, qids, found, meta)
 
     # -- searching ---------------------------------------------------------------------------------------------------
     def _search_bm25s(
@@ -457,6 +460,7 @@ class BM25Retriever:
             impl=self.impl,
             method=self.method,
             cache=context.cache,
+            ids=context.snapshot.id_table,
         )
         self._prepared_for = context.snapshot.fingerprint
         self.stats.update(self._index.stats)

@@ -42,13 +42,13 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 
 from ablate.cache import Cache, key_of
-from ablate.data.types import TIE_RULE, Chunk, Hit, Query, Run
+from ablate.data.types import TIE_RULE, Chunk, IdTable, Query, Run
 from ablate.stages.base import Fingerprint, StageContext, check_int, fingerprint_of, library_versions
 from ablate.stages.retrievers.base import (
     ChunkTable,
     check_depth,
     check_mask,
-    hits_of,
+    coded_run,
     top_by_tie_rule,
 )
 from ablate.stages.retrievers.faiss_index import (
@@ -87,6 +87,7 @@ class DenseIndex:
         index: str = "flat",
         index_params: dict[str, Any] | None = None,
         cache: Cache | None = None,
+        ids: IdTable | None = None,
     ) -> None:
         self.chunks = list(chunks)
         self.encoder = encoder
@@ -97,8 +98,9 @@ class DenseIndex:
             "index_cache_hits": 0.0,
             "exact_fallback_queries": 0.0,
         }
-        table = ChunkTable.of(self.chunks)
+        table = ChunkTable.of(self.chunks, ids)
         self._chunks_sha256, self._meta, self._id_order = table.sha256, table.meta, table.id_order
+        self._ids = table.ids
         t0 = time.perf_counter()
         self._emb = encoder.encode_passages([c.text for c in self.chunks])
         self._emb.setflags(write=False)
@@ -195,7 +197,8 @@ class DenseIndex:
         n = len(self.chunks)
         mask = check_mask(allowed, n)
         t0 = time.perf_counter()
-        results: dict[str, list[Hit]] = {q.qid: [] for q in queries}
+        qids = list(dict.fromkeys(q.qid for q in queries))
+        ranked: dict[str, tuple[np.ndarray, np.ndarray]] = {}
         if queries and n and (mask is None or mask.any()):
             qemb = self.encode_queries([q.text for q in queries])
             import faiss
@@ -218,18 +221,18 @@ class DenseIndex:
                 if exact and k > depth and valid[depth] and s_row[depth - 1] == s_row[depth]:
                     full = self._emb @ qemb[qi]
                     top = top_by_tie_rule(full, depth, self._id_order, keep_all)
-                    results[q.qid] = hits_of(self._meta, top, full[top])
+                    ranked[q.qid] = (top, full[top])
                 elif not exact and int(valid.sum()) < want:  # a selective filter starved the index
                     full = self._emb @ qemb[qi]
                     top = top_by_tie_rule(full, depth, self._id_order, keep_all)
-                    results[q.qid] = hits_of(self._meta, top, full[top])
+                    ranked[q.qid] = (top, full[top])
                     self.stats["exact_fallback_queries"] += 1
                 else:
                     i_row, s_row = i_row[valid], s_row[valid]
                     if not exact:  # candidates re-scored with the exact cosines
                         s_row = self._emb[i_row] @ qemb[qi]
                     order = np.lexsort((self._id_order[i_row], -s_row.astype(np.float64)))[:depth]
-                    results[q.qid] = hits_of(self._meta, i_row[order], s_row[order])
+                    ranked[q.qid] = (i_row[order], s_row[order])
         self.stats["search_seconds"] += time.perf_counter() - t0
         meta = {
             "retriever": self.name,
@@ -237,7 +240,7 @@ class DenseIndex:
             "depth": depth,
             "chunks_sha256": self._chunks_sha256,
         }
-        return Run(self.name, results, meta)
+        return coded_run(self.name, self._ids, qids, ranked, meta)
 
 
 class DenseRetriever:
@@ -360,6 +363,7 @@ class DenseRetriever:
             index=self.index,
             index_params=self.index_blocks.get(self.index),
             cache=context.cache,
+            ids=context.snapshot.id_table,
         )
         self._prepared_for = context.snapshot.fingerprint
         self._sync_stats()
