@@ -75,6 +75,7 @@ def main(argv: list[str] | None = None) -> int:
     # a timing benchmark, not tuning; an unconfirmed sweep on the held-out split is refused
     if a.split == "test":
         sweep.append("--confirm-test")
+    load0 = os.getloadavg()[0]
     print("warm-up (fills the candidate and embedding caches, creates the store) ...", flush=True)
     warm = timed(sweep, env)
     times: dict[str, list[float]] = {"single": [], "sweep": []}
@@ -130,7 +131,8 @@ def main(argv: list[str] | None = None) -> int:
         "# Warm sweep vs one warm run",
         "",
         f"Corpus `{a.corpus}`, split `{a.split}`; variant C; sweep = 12 cells (rrf.k 1,10,60,100 × window 20,50,100).",
-        f"Measured {time.strftime('%Y-%m-%d %H:%M')} on {os.cpu_count()} cores (shared with other jobs), Python "
+        f"Measured {time.strftime('%Y-%m-%d %H:%M')} on {os.cpu_count()} cores (load average {load0:.1f} at the start, "
+        f"{os.getloadavg()[0]:.1f} at the end), Python "
         f"{platform.python_version()}; medians of {a.rounds} alternating rounds after a warm-up sweep of {warm:.0f} s.",
         "",
         "| command | wall seconds (median) | all rounds |",
