@@ -120,21 +120,27 @@ def _wrap(totals: dict[str, list[float]], label: str, module: str, path: str) ->
     return lambda: setattr(owner, name, fn)
 
 
+def run_ablate(args: list[str]) -> None:
+    """``python -m ablate <args>`` in this process; a clean exit is not an error."""
+    from ablate.app.cli import main as ablate_main
+
+    sys.argv = ["ablate", *args]
+    try:
+        ablate_main()
+    except SystemExit as e:
+        if e.code not in (None, 0):
+            raise
+
+
 def wall_sections(args: list[str]) -> tuple[float, list[tuple[str, float, int]]]:
     """Run ``python -m ablate <args>`` in this process with the :data:`WALL` sections timed. Returns the total wall
     seconds and (label, seconds, calls) per section."""
     totals: dict[str, list[float]] = {}
     # each name is wrapped where its caller looks it up at call time (a module that imported it by value)
     undo = [_wrap(totals, label, module, path) for label, module, path in WALL]
-    from ablate.app.cli import main as ablate_main
-
-    sys.argv = ["ablate", *args]
     t0 = time.perf_counter()
     try:
-        ablate_main()
-    except SystemExit as e:
-        if e.code not in (None, 0):
-            raise
+        run_ablate(args)
     finally:
         total = time.perf_counter() - t0
         for u in reversed(undo):
@@ -179,17 +185,11 @@ def main(argv: list[str] | None = None) -> int:
         for label, sec, n in rows:
             print(f"{label:72s} {sec:8.2f} {n:6.0f} {sec / jobs:7.3f}")
         return 0
-    sys.argv = ["ablate", *args]
-    from ablate.app.cli import main as ablate_main
-
     prof = cProfile.Profile(time.process_time)
     cpu0, wall0 = time.process_time(), time.perf_counter()
     prof.enable()
     try:
-        ablate_main()
-    except SystemExit as e:
-        if e.code not in (None, 0):
-            raise
+        run_ablate(args)
     finally:
         prof.disable()
     cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0

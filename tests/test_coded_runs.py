@@ -9,7 +9,6 @@ from __future__ import annotations
 import random
 
 import numpy as np
-import pandas as pd
 import pytest
 
 import ablate.evaluation.core as core
@@ -21,6 +20,7 @@ from ablate.evaluation.coded import judged_lookup, unit_lookup
 from ablate.runner.candidates import CandidateSource, _from_json, _to_json
 from ablate.runner.session import Session
 from ablate.stages.retrievers.bm25 import BM25Index, BM25Retriever
+from test_evaluation_vectorised import assert_same
 
 DOCS = ["d1", "doc-0000000017", "政策-旅行-2026", "x", "p" * 30, "d10", "d01", "a", "é" * 3, ""]
 SEP = "q\x1fsep"  # holds the separator the byte reader joins ids with: the lookups fall back to a dict
@@ -60,16 +60,6 @@ def random_coded(
 def plain(run: Run) -> Run:
     """The same run without codes: evaluation then reads the Hit lists."""
     return Run(run.name, run.results, dict(run.meta))
-
-
-def assert_same(a, b) -> None:
-    assert a.per_query.equals(b.per_query)
-    pd.testing.assert_frame_equal(a.per_query, b.per_query, check_exact=True)
-    assert a.means.keys() == b.means.keys()
-    for k in a.means:
-        assert a.means[k] == b.means[k] or (np.isnan(a.means[k]) and np.isnan(b.means[k])), k
-    assert a.accounting == b.accounting
-    pd.testing.assert_frame_equal(a.unjudged, b.unjudged, check_exact=True)
 
 
 SETTINGS = [

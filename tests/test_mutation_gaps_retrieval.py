@@ -26,11 +26,15 @@ def _hand_sha(chunks):
     return h.hexdigest()
 
 
-def test_chunk_table_records_the_content_hash_meta_and_id_order():
+def test_chunk_table_records_the_content_hash_ids_and_id_order():
     t = ChunkTable.of(CHUNKS)
     assert t.sha256 == chunks_sha256(CHUNKS) == _hand_sha(CHUNKS)
     assert t.sha256 != _hand_sha(list(reversed(CHUNKS)))  # order-sensitive
-    assert t.meta == [("b#2", "B", "2026"), ("a", "A", None), ("b#10", "B", "2026")]
+    assert (t.ids.chunk_ids, t.ids.doc_ids, t.ids.versions) == (
+        ["b#2", "a", "b#10"],
+        ["B", "A", "B"],
+        ["2026", None, "2026"],
+    )
     # plain string order: "a" < "b#10" < "b#2" (not numeric order)
     assert t.id_order.tolist() == [2, 0, 1]
 
@@ -43,7 +47,7 @@ def test_tie_rule_uses_the_table_order_score_desc_then_id_asc():
     assert top_by_tie_rule(np.array([0.5, 0.2, 0.9]), 2, t.id_order, keep).tolist() == [2, 0]
     assert top_by_tie_rule(scores, 3, t.id_order, np.array([False, True, False])).tolist() == [1]
     assert top_by_tie_rule(scores, 3, t.id_order, np.zeros(3, dtype=bool)).tolist() == []
-    hits = [Hit(cid, did, 1.0) for cid, did, _ in t.meta]
+    hits = [Hit(cid, did, 1.0) for cid, did in zip(t.ids.chunk_ids, t.ids.doc_ids, strict=True)]
     assert [h.chunk_id for h in rank_hits(hits)] == ["a", "b#10", "b#2"]
     assert TIE_RULE == "score desc, then id asc"
 

@@ -36,7 +36,7 @@ def fmt(v: Any, digits: int = 3) -> str:
 
 
 def text_csv(df: Any) -> str:
-    """``df.to_csv(index=False)``, the same text, ~2x faster for a frame of string and integer columns whose fields
+    """``df.to_csv(index=False)``, the same text, 1.7x faster (80k unjudged rows) for a frame of string and integer columns whose fields
     need no quoting (the unjudged export: tens of thousands of ids per run). Anything else (floats, missing values,
     a field with a comma, quote or line break) is left to pandas."""
     kinds = [df[c].dtype.kind for c in df.columns]

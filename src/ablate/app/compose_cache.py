@@ -123,8 +123,9 @@ def _compose(
     if validate_sweep_overrides:
         loader.validate_sweep_overrides_legal(overrides=parsed, run_mode=run_mode, from_shell=from_shell)
     sources = tuple((s.provider, s.path) for s in repo.get_sources())
-    values = [o for o in parsed if _is_value_override(o, repo)]
-    groups = tuple(o.input_line for o in parsed if not _is_value_override(o, repo))
+    is_value = [_is_value_override(o, repo) for o in parsed]
+    values = [o for o, v in zip(parsed, is_value, strict=True) if v]
+    groups = tuple(o.input_line for o, v in zip(parsed, is_value, strict=True) if not v)
     key = (config_name, sources, groups)
     template = _TEMPLATES.get(key)
     if template is None:

@@ -182,8 +182,18 @@ class IdTable:
             self._memo[key] = build()
         return self._memo[key]
 
-    def hit(self, code: int, score: float) -> Hit:
-        return Hit(self.chunk_ids[code], self.doc_ids[code], score, self.versions[code])
+    def id_order(self) -> np.ndarray:
+        """Each code's rank when the chunk ids are sorted in plain string order (the tie rule's "id asc"), int64,
+        built once: what retrievers and RRF break ties with."""
+
+        def build() -> np.ndarray:
+            order = np.empty(len(self), dtype=np.int64)
+            order[np.argsort(np.array(self.chunk_ids, dtype=object), kind="stable")] = np.arange(len(self))
+            order.setflags(write=False)
+            return order
+
+        got: np.ndarray = self.memo("id-order", build)
+        return got
 
 
 @dataclass(frozen=True, eq=False)

@@ -17,7 +17,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from ablate.data.types import Hit, IdTable, Run, RunCodes
+from ablate.data.types import Hit, Run, RunCodes
 from ablate.stages.base import Fingerprint, check_float, check_int, fingerprint_of
 
 #: Bump when the fusion rule changes (part of the stage fingerprint).
@@ -112,7 +112,7 @@ def _coded_rrf(
     fused, inverse = np.unique(qkey, return_inverse=True)
     scores = np.bincount(inverse.reshape(-1), weights=inv[rank0], minlength=len(fused))
     fq, fc = fused // n_ids, fused % n_ids
-    order = np.lexsort((_id_order(table)[fc], -scores, fq))
+    order = np.lexsort((table.id_order()[fc], -scores, fq))
     counts = np.bincount(fq, minlength=n_q)
     if depth:
         rank = np.arange(len(order)) - np.repeat(np.cumsum(counts) - counts, counts)
@@ -121,19 +121,6 @@ def _coded_rrf(
     offsets = np.zeros(n_q + 1, dtype=np.int64)
     np.cumsum(counts, out=offsets[1:])
     return RunCodes(table, qids, offsets, fc[order], scores[order])
-
-
-def _id_order(table: IdTable) -> np.ndarray:
-    """Each code's position when the table's chunk ids are sorted (the tie rule's "id asc"), built once per table."""
-
-    def build() -> np.ndarray:
-        order = sorted(range(len(table.chunk_ids)), key=table.chunk_ids.__getitem__)
-        out = np.empty(len(order), dtype=np.int64)
-        out[order] = np.arange(len(order))
-        return out
-
-    got: np.ndarray = table.memo("rrf/id-order", build)
-    return got
 
 
 class RRF:

@@ -9,7 +9,7 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
-from ablate.data.types import Chunk, Hit, IdTable, Query, Run, RunCodes
+from ablate.data.types import Chunk, IdTable, Query, Run, RunCodes
 from ablate.errors import ConfigError, InputError
 
 
@@ -31,32 +31,30 @@ class Retriever(Protocol):
 
 @dataclass(frozen=True)
 class ChunkTable:
-    """What an index over ``chunks`` needs besides the text: its content hash, each position's (chunk_id, doc_id,
-    version), each position's rank in plain string order of the chunk ids (for the tie rule), and the
-    :class:`~ablate.data.types.IdTable` its runs' codes refer to (position = code)."""
+    """What an index over ``chunks`` needs besides the text: its content hash and the
+    :class:`~ablate.data.types.IdTable` its runs' codes refer to (position = code; it also holds each position's rank
+    in plain string order of the chunk ids, for the tie rule)."""
 
     sha256: str
-    meta: list[tuple[str, str, str | None]]
-    id_order: np.ndarray
     ids: IdTable
+
+    @property
+    def id_order(self) -> np.ndarray:
+        return self.ids.id_order()
 
     @classmethod
     def of(cls, chunks: Sequence[Chunk], ids: IdTable | None = None) -> ChunkTable:
         """``ids``: the snapshot's table when the index is built over the snapshot's chunks (so runs of every
         retriever share it); it must list exactly ``chunks``. Without it, a table of ``chunks`` is built."""
-        chunk_ids = [c.chunk_id for c in chunks]
         if ids is None:
             ids = IdTable.of(chunks)
         elif (
-            ids.chunk_ids != chunk_ids
+            ids.chunk_ids != [c.chunk_id for c in chunks]
             or ids.doc_ids != [c.doc_id for c in chunks]
             or ids.versions != [c.version for c in chunks]
         ):
             raise ValueError("ChunkTable.of: the id table does not list these chunks")
-        arr = np.array(chunk_ids, dtype=object)
-        id_order = np.empty(len(arr), dtype=np.int64)
-        id_order[np.argsort(arr, kind="stable")] = np.arange(len(arr))
-        return cls(chunks_sha256(chunks), [(c.chunk_id, c.doc_id, c.version) for c in chunks], id_order, ids)
+        return cls(chunks_sha256(chunks), ids)
 
 
 def chunks_sha256(chunks: Sequence[Chunk]) -> str:
@@ -113,12 +111,3 @@ def coded_run(
     got = [ranked.get(q, empty) for q in qids]
     codes = RunCodes.from_lists(table, qids, [g[0] for g in got], [g[1] for g in got])
     return Run.from_codes(name, codes, meta)
-
-
-def hits_of(meta: Sequence[tuple[str, str, str | None]], idx: np.ndarray, scores: np.ndarray) -> list[Hit]:
-    """Hits for chunk positions ``idx`` (already in rank order); ``meta[i]`` = (chunk_id, doc_id, version)."""
-    out = []
-    for i, s in zip(np.asarray(idx).tolist(), np.asarray(scores, dtype=np.float64).tolist(), strict=True):
-        cid, did, ver = meta[i]
-        out.append(Hit(cid, did, s, ver))
-    return out

@@ -143,7 +143,7 @@ class BM25Index:
         self.n_threads = n_threads
         self.stats: dict[str, float] = {}
         table = ChunkTable.of(self.chunks, ids)
-        self._chunks_sha256, self._meta, self._id_order = table.sha256, table.meta, table.id_order
+        self._chunks_sha256, self._id_order = table.sha256, table.id_order
         self._ids = table.ids
 
         self._vocab: dict[str, Any] = {}

@@ -99,7 +99,7 @@ class DenseIndex:
             "exact_fallback_queries": 0.0,
         }
         table = ChunkTable.of(self.chunks, ids)
-        self._chunks_sha256, self._meta, self._id_order = table.sha256, table.meta, table.id_order
+        self._chunks_sha256, self._id_order = table.sha256, table.id_order
         self._ids = table.ids
         t0 = time.perf_counter()
         self._emb = encoder.encode_passages([c.text for c in self.chunks])

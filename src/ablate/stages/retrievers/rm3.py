@@ -30,10 +30,10 @@ from typing import Any
 
 import numpy as np
 
-from ablate.data.types import TIE_RULE, Hit, Query, Run
+from ablate.data.types import TIE_RULE, Query, Run
 from ablate.errors import ConfigError
 from ablate.stages.base import Fingerprint, StageContext, check_float, check_int, fingerprint_of
-from ablate.stages.retrievers.base import ChunkTable, check_depth, check_mask, hits_of, top_by_tie_rule
+from ablate.stages.retrievers.base import ChunkTable, check_depth, check_mask, coded_run, top_by_tie_rule
 from ablate.stages.retrievers.bm25 import BM25Retriever
 
 #: Bump when the feedback or scoring rules of this module change (part of the stage fingerprint).
@@ -92,7 +92,7 @@ class RM3Retriever(BM25Retriever):
         t0 = time.perf_counter()
         chunks = context.snapshot.chunks
         tokens = self.tokenizer.tokenize_many(c.text for c in chunks)
-        self._table = ChunkTable.of(chunks)
+        self._table = ChunkTable.of(chunks, context.snapshot.id_table)
         self._n = len(chunks)
         self._doc_terms = [Counter(t) for t in tokens]
         df: Counter[str] = Counter()
@@ -144,7 +144,8 @@ class RM3Retriever(BM25Retriever):
         depth = check_depth(depth)
         mask = check_mask(allowed, self._n)
         t0 = time.perf_counter()
-        results: dict[str, list[Hit]] = {q.qid: [] for q in queries}
+        qids = list(dict.fromkeys(q.qid for q in queries))
+        found: dict[str, tuple[np.ndarray, np.ndarray]] = {}
         id_order = self._table.id_order
         if self._bm25 is not None and (mask is None or mask.any()):
             vocab = self._bm25.vocab_dict
@@ -159,6 +160,7 @@ class RM3Retriever(BM25Retriever):
                 final = self._term_scores(self.expansion(terms, first, feedback), mask)
                 keep = final > 0 if mask is None else (final > 0) & mask
                 top = top_by_tie_rule(final, depth, id_order, keep)
-                results[q.qid] = hits_of(self._table.meta, top, final[top])
+                found[q.qid] = (top, final[top])
         self.stats["search_seconds"] = self.stats.get("search_seconds", 0.0) + time.perf_counter() - t0
-        return Run(self.name, results, {"retriever": self.name, "tie_rule": TIE_RULE, "depth": depth})
+        meta = {"retriever": self.name, "tie_rule": TIE_RULE, "depth": depth}
+        return coded_run(self.name, self._table.ids, qids, found, meta)
