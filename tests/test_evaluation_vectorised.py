@@ -147,3 +147,29 @@ def test_block_boundaries_follow_the_cell_cap(monkeypatch):
     for a, b in blocks:
         assert b - a == 1 or (b - a) * widths[a:b].max() <= 100
     assert core._blocks(np.zeros(0, dtype=np.int64)) == [(0, 0)]
+
+
+@pytest.mark.parametrize("level", [1, 2])
+def test_ideal_lists_from_counts_equal_the_sorted_ones(level, monkeypatch):
+    """The ideal lists built from per-grade counts (few grade levels) equal those built by sorting."""
+    rng = np.random.default_rng(level)
+    n_labels = rng.integers(0, 30, 400)
+    n_labels[:5] = 0
+    grades = rng.integers(-1, 6, int(n_labels.sum()))
+    counted = core._ideal(n_labels, grades, level, depth=12)
+    monkeypatch.setattr(core, "_IDEAL_COUNTED", 0)
+    sorted_ = core._ideal(n_labels, grades, level, depth=12)
+    for a, b in zip(counted, sorted_, strict=True):
+        assert a.dtype == b.dtype and np.array_equal(a, b)
+    assert counted[2].shape[1] == 12 and (counted[2][:, 0] >= level).sum() == (counted[1] > 0).sum()
+
+
+def test_judged_grades_read_every_value_exactly():
+    from ablate.evaluation.coded import judged_grades
+
+    small = [{"a": 0, "b": 3}, {}, {"c": 255}]
+    assert judged_grades(small, 3).tolist() == [0, 3, 255]
+    # Values a byte cannot hold take the plain path, unchanged.
+    wide = [{"a": -2, "b": 300}, {"c": True}, {"d": 2.0}]
+    assert judged_grades(wide, 4).tolist() == [-2, 300, 1, 2]
+    assert judged_grades(wide, 4).dtype == np.int64

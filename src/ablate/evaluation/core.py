@@ -443,6 +443,10 @@ def _gains(grades: np.ndarray, level: int, gain: str) -> np.ndarray:
     return np.exp2(g) - 1.0 if gain == "exponential" else g
 
 
+#: Up to this many relevant grade levels the ideal lists are built from per-level counts (no sort).
+_IDEAL_COUNTED = 16
+
+
 def _ideal(
     n_labels: np.ndarray, flat: Sequence[int] | np.ndarray, level: int, depth: int
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -454,20 +458,31 @@ def _ideal(
     keep = grades >= level
     grades, rows = grades[keep], rows[keep]
     n_rel = np.bincount(rows, minlength=nq).astype(np.int64)
-    if len(grades):
-        top, span = int(grades.max()), int(grades.max()) - level + 1
+    width = max(1, min(depth, int(n_rel.max()) if nq else 1))
+    top = int(grades.max()) if len(grades) else level
+    span = top - level + 1
+    if span <= _IDEAL_COUNTED:
+        # Few grade levels: count each query's labels per level (column 0 = the top grade); the ideal list's
+        # position j holds the grade whose cumulative count first exceeds j.
+        counts = np.bincount(rows * span + (top - grades), minlength=nq * span).reshape(nq, span)
+        cum = np.cumsum(counts, axis=1)
+        pos = np.arange(width)
+        below = np.zeros((nq, width), dtype=np.int32)
+        for c in range(span - 1):
+            below += cum[:, c, None] <= pos
+        ideal = np.where(pos < n_rel[:, None], top - below, UNJUDGED).astype(np.int32)
+    else:
         if nq * span < 1 << 62:  # one sort of row * span + (top - grade): rows ascending, grades descending
             packed = np.sort(rows * span + (top - grades))
             rows, grades = packed // span, top - packed % span
         else:
             order = np.lexsort((-grades, rows))
             grades, rows = grades[order], rows[order]
-    starts = np.concatenate(([0], np.cumsum(n_rel)[:-1])) if nq else np.zeros(0, dtype=np.int64)
-    cols = np.arange(len(rows)) - starts[rows] if len(rows) else np.zeros(0, dtype=np.int64)
-    keep = cols < depth
-    width = max(1, min(depth, int(n_rel.max()) if nq else 1))
-    ideal = np.full((nq, width), UNJUDGED, dtype=np.int32)
-    ideal[rows[keep], cols[keep]] = grades[keep]
+        starts = np.concatenate(([0], np.cumsum(n_rel)[:-1])) if nq else np.zeros(0, dtype=np.int64)
+        cols = np.arange(len(rows)) - starts[rows] if len(rows) else np.zeros(0, dtype=np.int64)
+        keep = cols < depth
+        ideal = np.full((nq, width), UNJUDGED, dtype=np.int32)
+        ideal[rows[keep], cols[keep]] = grades[keep]
     category = np.where(n_labels == 0, 1, np.where(n_rel == 0, 2, 0))
     return category, n_rel, ideal
 
