@@ -141,3 +141,70 @@ def test_text_csv_is_pandas_to_csv_text():
         assert text_csv(df) == df.to_csv(index=False), df
     one = pd.DataFrame({"x": ["a", "", "b"]})  # a lone empty field is quoted by pandas
     assert text_csv(one) == one.to_csv(index=False) == 'x\na\n""\nb\n'
+
+
+def test_unjudged_csv_is_pandas_text_for_any_ids():
+    """The unjudged export written straight from its rows is pandas' exact text for random ids (commas, quotes, line
+    breaks, empty ids: pandas then writes it) and for ids that are not strings."""
+    import random
+
+    from ablate.data.types import Hit, Qrels, Run
+    from ablate.evaluation import EvalSettings, evaluate
+
+    rng = random.Random(11)
+    alphabet = ["a", "Z", "9", "-", "#", "中", " ", "_", ".", ",", '"', "\n", "\r", ""]
+    fast = 0
+    for trial in range(200):
+        plain_ids = trial % 2 == 0
+        pool = alphabet[:9] if plain_ids else alphabet
+
+        def ident(pool: list[str] = pool) -> str:
+            return "".join(rng.choice(pool) for _ in range(rng.randint(0, 3)))
+
+        results = {}
+        for q in range(rng.randint(1, 4)):
+            docs = [ident() for _ in range(rng.randint(0, 6))]
+            results[f"q{q}"] = [Hit(f"{d}#{j}", d, 10.0 - j) for j, d in enumerate(docs)]
+        if trial % 17 == 0 and results["q0"]:
+            results["q0"][0] = Hit("c", None, 10.0)  # type: ignore[arg-type] - an id that is not a string
+        qrels = Qrels({q: {ident(): 1} for q in results}, unit="doc")
+        ev = evaluate(
+            Run("r", results),
+            qrels,
+            list(results),
+            EvalSettings(ks=(1, 3), budget=rng.choice(["chunks", "docs"])),
+        )
+        expected = ev.unjudged.to_csv(index=False)
+        ev2 = evaluate(Run("r", results), qrels, list(results), EvalSettings(**{**ev.settings.as_dict()}))
+        got = ev2.unjudged_csv()  # before the frame is built: the fast path when it can vouch
+        assert got == expected, (results, got, expected)
+        fast += ev2._unjudged is None  # written without building the frame
+    assert fast > 30
+
+
+def test_unjudged_csv_is_the_unjudged_frames_csv():
+    """EvalResult.unjudged_csv() is exactly unjudged.to_csv(index=False), fast path or not, either budget."""
+    from ablate.data.types import Hit, Qrels, Run
+    from ablate.evaluation import EvalSettings, evaluate
+
+    run = Run(
+        "r",
+        {
+            "q1": [
+                Hit("d1#0", "d1", 3.0),
+                Hit("d2#0", "d2", 2.0),
+                Hit("d1#1", "d1", 1.5),
+                Hit("d3#0", "d3", 1.0),
+            ],
+            "q2": [Hit("e,1#0", "e,1", 2.0), Hit('e"2#0', 'e"2', 1.0)],
+            "q3": [],
+        },
+    )
+    qrels = Qrels({"q1": {"d2": 1}, "q2": {"x": 1}, "q3": {"d1": 1}}, unit="doc")
+    for budget in ("chunks", "docs"):
+        for qids in (["q1"], ["q1", "q2", "q3"]):
+            ev = evaluate(run, qrels, qids, EvalSettings(ks=(1, 2, 3), budget=budget))
+            text = ev.unjudged_csv()
+            assert text == ev.unjudged.to_csv(index=False)
+            assert text == ev.unjudged_csv()  # again, now from the built frame
+    assert "q1,d1,1,d1#0,d1" in text and "q1,d3,3,d3#0,d3" in text and '"e,1"' in text

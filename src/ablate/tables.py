@@ -48,11 +48,24 @@ def text_csv(df: Any) -> str:
     cols = [col if k == "O" else list(map(str, col)) for k, col in zip(kinds, cols, strict=True)]
     text = ",".join(df.columns) + "\n" + "\n".join(map(",".join, zip(*cols, strict=True))) + "\n"
     n_rows, n_cols = len(df), len(df.columns)
-    plain = (
-        text.count(",") == (n_rows + 1) * (n_cols - 1)
+    plain = unquoted_csv(text, n_rows, n_cols) or (
+        n_cols == 1
         and text.count("\n") == n_rows + 1
         and '"' not in text
         and "\r" not in text
-        and (n_cols > 1 or not any(v == "" for v in cols[0]))
+        and not any(v == "" for v in cols[0])
     )
     return text if plain else str(df.to_csv(index=False))
+
+
+def unquoted_csv(text: str, n_rows: int, n_cols: int) -> bool:
+    """Whether CSV ``text`` (a header line and ``n_rows`` lines of ``n_cols`` fields, each line ending in a line
+    break) is what pandas' ``to_csv`` writes for the same fields: no field holds a comma, a quote or a line break, so
+    nothing is quoted (a lone empty field, which pandas quotes, cannot occur with two or more columns)."""
+    return (
+        n_cols > 1
+        and text.count(",") == (n_rows + 1) * (n_cols - 1)
+        and text.count("\n") == n_rows + 1
+        and '"' not in text
+        and "\r" not in text
+    )

@@ -16,7 +16,7 @@ from ablate import record as R
 from ablate.cache import Cache, arrays_digest, key_of, source_digest
 from ablate.data.corpus import Snapshot
 from ablate.runner.settings import CorpusSpec, RunSettings
-from ablate.tables import as_number, fmt, format_table, text_csv
+from ablate.tables import as_number, fmt, format_table
 
 
 def params_for(
@@ -221,7 +221,7 @@ def artifacts_for(
             ensure_ascii=False,
             default=str,
         ),
-        R.A_UNJUDGED: text_csv(ev.unjudged),
+        R.A_UNJUDGED: ev.unjudged_csv(),
         R.A_SLICES: _slices_csv(result.slices),
     }
     if result.abstention is not None:
