@@ -175,7 +175,7 @@ def test_unjudged_csv_is_pandas_text_for_any_ids():
             EvalSettings(ks=(1, 3), budget=rng.choice(["chunks", "docs"])),
         )
         expected = ev.unjudged.to_csv(index=False)
-        ev2 = evaluate(Run("r", results), qrels, list(results), EvalSettings(**{**ev.settings.as_dict()}))
+        ev2 = evaluate(Run("r", results), qrels, list(results), ev.settings)
         got = ev2.unjudged_csv()  # before the frame is built: the fast path when it can vouch
         assert got == expected, (results, got, expected)
         fast += ev2._unjudged is None  # written without building the frame

@@ -291,7 +291,7 @@ class EvalResult:
                 lines = [",".join((q, u, str(r), c, d)) for q, u, r, c, d in rows]
             except TypeError:
                 lines = []
-            text = ",".join(_EXPORT_COLUMNS) + "\n" + "".join(line + "\n" for line in lines)
+            text = ",".join(_EXPORT_COLUMNS) + "\n" + "\n".join(lines) + "\n"
             if lines and unquoted_csv(text, len(lines), len(_EXPORT_COLUMNS)):
                 return text
         return text_csv(self.unjudged)
