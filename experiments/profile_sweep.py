@@ -1,6 +1,6 @@
 """Where a warm sweep's time goes: ``python -m ablate`` in-process, broken down by section.
 
-    python experiments/profile_sweep.py [--corpus scifact] [--split train] [--single] [--store DIR]
+    python experiments/profile_sweep.py [--corpus scifact] [--split train] [--single] [--store DIR] [--no-reuse]
     python experiments/profile_sweep.py --cprofile [--out prof.pstats]   # under cProfile, CPU clock
     python experiments/profile_sweep.py --from sweep.prof   # the cProfile breakdown of an existing profile, e.g. of
         python -m cProfile -o sweep.prof -m ablate -m corpus=scifact corpus.split=train variant=C \
@@ -58,6 +58,9 @@ WALL: list[tuple[str, str, str]] = [
         "ablate.app.precheck",
         "check_command_line",
     ),
+    ("  reuse plan: key and look-up per cell", "ablate.app.reuse_plan", "plan"),
+    ("reuse: record the planned cells (sweeper)", "ablate.app.reuse_plan", "run_cells"),
+    ("  copy one finished run", "ablate.app.reuse_plan", "record_planned"),
     (
         "Hydra: compose a job's config (sweeper check + launcher)",
         "hydra._internal.config_loader_impl",
@@ -70,6 +73,10 @@ WALL: list[tuple[str, str, str]] = [
         "ablate.app.config",
         "job_from_config",
     ),
+    ("  reuse: plan the components (stages bound)", "ablate.runner.job", "planned_components"),
+    ("  reuse: cell key", "ablate.runner.job", "cell_key"),
+    ("  reuse: find a finished run with the key", "ablate.runner.job", "find_reusable"),
+    ("  reuse: record the reused run (copy)", "ablate.runner.job", "record_reuse"),
     ("  candidates from the session + RRF", "ablate.runner.pipeline", "_rank"),
     ("    RRF", "ablate.stages.fusion.rrf", "RRF.fuse"),
     ("  evaluation", "ablate.runner.pipeline", "_score"),
@@ -81,6 +88,7 @@ WALL: list[tuple[str, str, str]] = [
     ("  MLflow: one log_batch", "ablate.tracking", "Tracker.log_run"),
     ("  MLflow: log the artifacts", "ablate.tracking", "Tracker.log_files"),
     ("  MLflow: end run", "ablate.tracking", "Tracker.end"),
+    ("  MLflow: copy a run's artifacts (reuse)", "ablate.tracking", "Tracker.copy_artifacts"),
     ("end of sweep: summary, report, outcome", "ablate.app.callbacks", "SweepCallback.on_multirun_end"),
     ("  read the runs and per_query.csv", "ablate.study.report", "fetch_runs"),
     ("  build the report (tests, figures cached)", "ablate.study.report", "build_report"),
@@ -155,6 +163,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--single", action="store_true", help="profile one C run instead of the 12-cell sweep")
     ap.add_argument("--store", default="", help="MLflow store folder (default: a new temporary one)")
     ap.add_argument(
+        "--no-reuse",
+        dest="reuse",
+        action="store_false",
+        help="tracking.reuse=false: every cell runs, none reuses a finished run of the store",
+    )
+    ap.add_argument(
         "--cprofile", action="store_true", help="run under cProfile (CPU clock) instead of wall clocks"
     )
     ap.add_argument("--out", default="", help="with --cprofile: also write the raw profile here (pstats)")
@@ -173,6 +187,7 @@ def main(argv: list[str] | None = None) -> int:
         "variant=C",
         f"tracking.uri=sqlite:///{store}/mlflow.db",
         "progress=false",
+        *([] if a.reuse else ["tracking.reuse=false"]),
     ]
     if not a.single:
         args = ["-m", *args, "rrf.k=1,10,60,100", "retrieval.window=20,50,100"]

@@ -54,7 +54,7 @@ def test_single_run_logs_params_metrics_artifacts_and_warm_rerun_encodes_nothing
     p = ablate([*base, "variant=C", "rrf.k=60"], cwd, env)
     assert p.returncode == 0, p.stderr
     assert "| C " in p.stdout and "ndcg@10" in p.stdout
-    p2 = ablate([*base, "variant=C", "rrf.k=60"], cwd, env)
+    p2 = ablate([*base, "variant=C", "rrf.k=60", "tracking.reuse=false"], cwd, env)  # runs again, warm
     assert p2.returncode == 0, p2.stderr
     t, runs = _runs(uri, "cli-single")
     assert [r.status for r in runs] == ["FINISHED", "FINISHED"]

@@ -15,6 +15,7 @@ from ablate.cache import Cache
 from ablate.record import metric_key, param_key, param_value
 from ablate.runner.emit import CI_KIND, metrics_for, params_for, split_defined
 from ablate.runner.job import result_tags, run_job
+from ablate.runner.reuse import cell_key
 from ablate.runner.session import Session
 from ablate.tracking import Tracker
 
@@ -22,8 +23,9 @@ from ablate.tracking import Tracker
 @pytest.fixture
 def job(tmp_path: Path, mlflow_uri: str, monkeypatch):
     monkeypatch.setenv("ABLATE_CACHE_DIR", str(tmp_path / "cache"))
+    # tracking.reuse=false: each run_job here must run (these tests read what it computed and logged)
     overrides = ["corpus=demo", "variant=A", f"tracking.uri={mlflow_uri}", "tracking.experiment=job-logging",
-                 "progress=false", "stats.bootstrap=200"]  # fmt: skip
+                 "progress=false", "stats.bootstrap=200", "tracking.reuse=false"]  # fmt: skip
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         cfg = compose(config_name="config", overrides=overrides)
     return job_from_config(cfg, str(tmp_path))
@@ -40,7 +42,7 @@ def test_logged_run_equals_the_emitters_output(job, mlflow_uri):
     assert run.params == {param_key(k): param_value(v) for k, v in params.items()}
     assert run.metrics == {metric_key(k): v for k, v in metrics.items()}
     assert len(run.metrics) > 100 and "ndcg_at_10_ci_low" in run.metrics
-    tags = result_tags(done.result, done.snapshot, job.corpus)
+    tags = result_tags(done.result, done.snapshot, job.corpus, cell_key(job, done.result.components))
     assert {k: run.tags[k] for k in tags} == tags
 
 

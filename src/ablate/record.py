@@ -83,6 +83,11 @@ T_TEST_CONFIRMED = "ablate.test_confirmed"
 #: "test-tuned" marking both read this.
 HELD_OUT_SPLITS: tuple[str, ...] = ("test",)
 T_CHILDREN = "ablate.children"
+#: sha256 of everything that decides a run's numbers (ablate.runner.reuse): a FINISHED run with the same key may stand
+#: for a new job (tracking.reuse)
+T_CELL = "ablate.cell"
+#: on a run recorded for a job whose inputs matched an earlier FINISHED run: that run's id (nothing ran again)
+T_REUSED_FROM = "ablate.reused_from"
 T_FAILED_CHILDREN = "ablate.failed_children"
 T_REPORT_BASELINE = "ablate.report_baseline"
 

@@ -313,6 +313,36 @@ class Tracker:
                     p.write_text(content, encoding="utf-8")
             _retry(self.client.log_artifacts, run_id, tmp)
 
+    def copy_artifacts(self, src_run_id: str, dst_run_id: str, skip: Sequence[str] = ()) -> None:
+        """Give ``dst_run_id`` every artifact of ``src_run_id`` (same relative paths) but those named in ``skip``.
+
+        When both runs keep their artifacts in local folders (a ``file:`` artifact store), each file is hard-linked
+        (copied where the file system refuses a link): artifacts are written once and never changed, so the two
+        runs share the bytes, and deleting either run's folder leaves the other whole. A file the caller is about to
+        write for the new run must be in ``skip``: writing through a link would change the source run's file too.
+        Otherwise the artifacts are downloaded to a temp folder and logged through MLflow."""
+        self._wrote(dst_run_id)
+        skipped = set(skip)
+        src, dst = self.local_artifact_root(src_run_id), self.local_artifact_root(dst_run_id)
+        if src is not None and dst is not None and src.is_dir():
+            for f in sorted(src.rglob("*")):
+                rel = f.relative_to(src).as_posix()
+                if not f.is_file() or rel in skipped:
+                    continue
+                target = dst / rel
+                target.parent.mkdir(parents=True, exist_ok=True)
+                try:
+                    os.link(f, target)
+                except OSError:  # another file system, or links refused: a copy
+                    shutil.copy2(f, target)
+            return
+        os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
+        with tempfile.TemporaryDirectory(prefix="ablate-artifacts-") as tmp:
+            local = Path(_retry(self.client.download_artifacts, src_run_id, "", tmp))
+            for rel in skipped:
+                (local / rel).unlink(missing_ok=True)
+            _retry(self.client.log_artifacts, dst_run_id, str(local))
+
     # -- reading back -----------------------------------------------------------------------------------------------
     def get_run(self, run_id: str) -> RecordedRun | None:
         def read() -> RecordedRun | None:

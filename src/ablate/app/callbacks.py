@@ -39,13 +39,13 @@ class SweepCallback(Callback):
         from ablate.app.paths import register_resolvers
         from ablate.runner.job import git_commit
         from ablate.runner.orphans import process_tags
-        from ablate.tracking import resolve_tracking_uri
+        from ablate.tracking import resolve_tracking_uri, shared_tracker
 
         register_resolvers()
         try:
             self.sweep_dir = Path(str(config.hydra.sweep.dir)).resolve()
             self.sweep_dir.mkdir(parents=True, exist_ok=True)
-            self.tracker = Tracker(resolve_tracking_uri(config.tracking.uri or None, os.getcwd()))
+            self.tracker = shared_tracker(resolve_tracking_uri(config.tracking.uri or None, os.getcwd()))
             overrides = list(config.hydra.overrides.task)
             self.parent = self.tracker.start(
                 experiment_name(config),

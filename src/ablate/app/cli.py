@@ -13,11 +13,13 @@ import os
 import sys
 import uuid
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from ablate.app.paths import CONF_DIR, register_resolvers
 from ablate.app.precheck import check_group_options
+from ablate.app.reuse_plan import ENV_LAUNCHED
 from ablate.errors import AblateError
 
 log = logging.getLogger("ablate")
@@ -121,8 +123,13 @@ def run_task(cfg: Any, launch_dir: str | None = None) -> dict[str, Any]:
     register_resolvers()  # also in joblib workers, which never ran main()
     sweep_id, sweep_dir, overrides, num = _sweep_context()
     if num is not None:
-        size = os.environ.get(ENV_SIZE)
-        print(f"[sweep] cell {num + 1}/{size or '?'}: {' '.join(overrides) or '(defaults)'}", file=sys.stderr)
+        size, launched = os.environ.get(ENV_SIZE), os.environ.get(ENV_LAUNCHED)
+        which = (
+            f"job {num + 1}/{launched} (the other cells reused)"
+            if launched
+            else f"cell {num + 1}/{size or '?'}"
+        )
+        print(f"[sweep] {which}: {' '.join(overrides) or '(defaults)'}", file=sys.stderr)
     notes: list[str] = []
     job = job_from_config(
         cfg,
@@ -133,6 +140,10 @@ def run_task(cfg: Any, launch_dir: str | None = None) -> dict[str, Any]:
         notes=notes,
     )
     print_notes(notes)
+    from ablate.app.reuse_plan import looked_up
+
+    if num is not None and looked_up(overrides):  # the sweep's plan found no finished run: no second look-up
+        job = replace(job, output=replace(job.output, reuse=False))
     return run_job(job).headline()
 
 
@@ -165,27 +176,33 @@ def _fail(message: str, code: int) -> None:
 
 def _prepare(argv: list[str], launch_dir: str) -> list[str]:
     """Validate the whole command line (nothing is created when it fails) and set the command's environment."""
-    from ablate.app.precheck import check_command_line
+    from ablate.app import reuse_plan
+    from ablate.app.precheck import cells, check_command_line
     from ablate.runner.heldout import HELD_OUT_SPLITS
     from ablate.runner.orphans import clean_orphans
-    from ablate.tracking import Tracker
+    from ablate.tracking import shared_tracker
 
     argv = stage_overrides_where_they_run(argv)
     jobs = check_command_line(argv, launch_dir)
     os.environ.setdefault(ENV_INVOCATION, uuid.uuid4().hex[:6])
     os.environ[ENV_SIZE] = str(len(jobs))
     os.environ.pop(ENV_PARENT, None)
+    os.environ.pop(ENV_LAUNCHED, None)
     if any(j.test_confirmed and j.corpus.split in HELD_OUT_SPLITS for j in jobs):
         os.environ[ENV_TEST_CONFIRMED] = "1"
     else:
         os.environ.pop(ENV_TEST_CONFIRMED, None)
     for uri in dict.fromkeys(j.output.tracking_uri for j in jobs):
-        report = clean_orphans(Tracker(uri))
+        report = clean_orphans(shared_tracker(uri))
         for run in report.closed:
             print(
                 f"note: run {run.run_id} ({run.name}) was left RUNNING by a process that ended; marked FAILED",
                 file=sys.stderr,
             )
+    if any(
+        a in ("-m", "--multirun") for a in argv
+    ):  # which cells a finished run stands for (the sweeper records them)
+        reuse_plan.plan(cells(argv), jobs)
     return argv
 
 

@@ -88,6 +88,14 @@ def _check_nested_targets(key: str, node: Any) -> None:
             _check_nested_targets(f"{key}[{i}]", v)
 
 
+def _has_target(node: Any) -> bool:
+    if isinstance(node, Mapping):
+        return "_target_" in node or any(_has_target(v) for v in node.values())
+    if isinstance(node, list):
+        return any(_has_target(v) for v in node)
+    return False
+
+
 def build_stage(key: str, node: DictConfig) -> Any:
     """Instantiate the stage block ``key`` (Hydra ``_target_``), named ``key``; errors become one-line ConfigErrors."""
     from hydra.errors import InstantiationException
@@ -116,13 +124,24 @@ def build_stage(key: str, node: DictConfig) -> Any:
                     raw[param],
                     f"{hint}{cls.__name__} has no such parameter; known: {', '.join(names)}",
                 )
-    try:
-        stage = instantiate(node, name=key, _convert_="all")
-    except InstantiationException as e:
-        cause = e.__cause__
-        if isinstance(cause, AblateError):
-            raise cause from None
-        raise ConfigError(key, target, f"could not be built: {cause or e}") from None
+    params = {str(k): v for k, v in raw.items() if k != "_target_"}
+    if not _has_target(
+        params
+    ):  # plain values (every stage ablate ships): what instantiate would pass, 15x sooner
+        try:
+            stage = cls(name=key, **params)
+        except AblateError:
+            raise
+        except Exception as e:  # noqa: BLE001 - a constructor's refusal, as instantiate reports it below
+            raise ConfigError(key, target, f"could not be built: {e}") from None
+    else:
+        try:
+            stage = instantiate(node, name=key, _convert_="all")
+        except InstantiationException as e:
+            cause = e.__cause__
+            if isinstance(cause, AblateError):
+                raise cause from None
+            raise ConfigError(key, target, f"could not be built: {cause or e}") from None
     try:
         kind_of(stage)
     except TypeError as e:
@@ -134,14 +153,12 @@ def param_sources(cfg: DictConfig, stage_keys: list[str]) -> dict[str, str]:
     """Config keys that feed a stage parameter through a plain interpolation: ``{"retrieval.window": "rrf.window"}``."""
     out: dict[str, str] = {}
     for key in stage_keys:
-        node = cfg[key]
-        for param in node:
-            raw = OmegaConf.to_container(node, resolve=False)
-            assert isinstance(raw, dict)
-            value = raw.get(param)
+        raw = OmegaConf.to_container(cfg[key], resolve=False)
+        assert isinstance(raw, dict)
+        for param, value in raw.items():
             m = _INTERPOLATION.match(value) if isinstance(value, str) else None
             if m:
-                out[m.group(1)] = f"{key}.{param}"
+                out[m.group(1)] = f"{key}.{param!s}"
     return out
 
 
@@ -238,6 +255,7 @@ def job_from_config(
             cache_dir=_opt(cache.get("dir")),
             cache_enabled=cache.get("enabled", True),
             progress=cfg.get("progress", True),
+            reuse=tracking.get("reuse", True),
         )
         variant = _plain(cfg, "variant")
         confirm = _plain(cfg, "heldout").get("confirm_test", False)

@@ -7,6 +7,7 @@ so bad input leaves no run behind; anything that fails once work has started end
 
 from __future__ import annotations
 
+import functools
 import json
 import subprocess
 import sys
@@ -29,7 +30,8 @@ from ablate.runner.heldout import (
 )
 from ablate.runner.inputs import check_inputs
 from ablate.runner.orphans import process_tags
-from ablate.runner.pipeline import Pipeline, RunResult, run_pipeline
+from ablate.runner.pipeline import Pipeline, RunResult, planned_components, run_pipeline
+from ablate.runner.reuse import cell_key, find_reusable, print_reused, record_reuse, why_not_reusable
 from ablate.runner.session import Session, shared_session
 from ablate.runner.settings import CorpusSpec, OutputSpec, RunSettings
 from ablate.tracking import Tracker, shared_tracker
@@ -61,11 +63,18 @@ class JobSpec:
 
 @dataclass(frozen=True)
 class JobResult:
+    """A job's run. ``result`` is None when the job reused a finished run (``reused_from``, :mod:`ablate.runner.reuse`);
+    ``metrics`` are then that run's logged metrics."""
+
     run_id: str
-    result: RunResult
+    result: RunResult | None
     snapshot: Snapshot
+    reused_from: str | None = None
+    metrics: dict[str, float] = field(default_factory=dict)
 
     def headline(self) -> dict[str, Any]:
+        if self.result is None:
+            return {"run_id": self.run_id, **{k: self.metrics.get(R.metric_key(k)) for k in R.HEADLINE}}
         means = self.result.evaluation.means
         return {"run_id": self.run_id, **{k: means.get(k) for k in R.HEADLINE}}
 
@@ -85,8 +94,13 @@ def git_commit() -> str:
         return "unknown"
 
 
+@functools.cache
+def _git_commit_once() -> str:
+    return git_commit()
+
+
 def start_tags(job: JobSpec) -> dict[str, str]:
-    tags = {R.T_VARIANT: job.variant, R.T_GIT: git_commit(), **process_tags()}
+    tags = {R.T_VARIANT: job.variant, R.T_GIT: _git_commit_once(), **process_tags()}
     if job.variant_order is not None:
         tags[R.T_VARIANT_ORDER] = f"{job.variant_order:g}"
     if job.sweep_id:
@@ -98,9 +112,10 @@ def start_tags(job: JobSpec) -> dict[str, str]:
     return tags
 
 
-def result_tags(result: RunResult, snapshot: Snapshot, corpus: CorpusSpec) -> dict[str, str]:
+def result_tags(result: RunResult, snapshot: Snapshot, corpus: CorpusSpec, cell: str) -> dict[str, str]:
     qrels = snapshot.split_qrels(result.split)
     return {
+        R.T_CELL: cell,
         R.T_SNAPSHOT: snapshot.fingerprint,
         R.T_INDEX_SNAPSHOT: snapshot.content_fingerprint,
         R.T_QRELS_HASH: qrels.content_hash(),
@@ -151,6 +166,16 @@ def run_job(
     )
     tracker = tracker or shared_tracker(job.output.tracking_uri)
     cache = Cache(job.output.cache_dir, enabled=job.output.cache_enabled)
+    planned = planned_components(
+        snapshot, job.corpus.split, job.pipeline, job.settings, access=job.corpus.access
+    )
+    cell = cell_key(job, planned)
+    if why_not_reusable(job) is None:
+        source = find_reusable(tracker, job.output.experiment, cell)
+        if source is not None:
+            run_id = record_reuse(tracker, job, source, start_tags(job))
+            print_reused(job, run_id, source, tracker.uri, stream=stream)
+            return JobResult(run_id, None, snapshot, reused_from=source.run_id, metrics=dict(source.metrics))
     with tracker.run(job.output.experiment, job.variant, start_tags(job), job.parent_run_id) as run_id:
         result = run_pipeline(
             snapshot,
@@ -168,7 +193,10 @@ def run_job(
         if result.split in HELD_OUT_SPLITS and job.corpus.split_file:
             mark_used_by_test(job.corpus.split_file, run_id, result.split)
         params = params_for(job.variant, result, snapshot, job.corpus, job.settings)
-        tags = result_tags(result, snapshot, job.corpus)
+        # the key names what ran; a stage whose fingerprint only settles while it runs (none of ours) gets a key
+        # no later plan matches, so it is never reused
+        ran = cell if result.components == planned else cell_key(job, result.components)
+        tags = result_tags(result, snapshot, job.corpus, ran)
         if result.split in HELD_OUT_SPLITS:
             cfp, verdict = heldout_verdict(
                 tracker, job.output.experiment, run_id, result, snapshot, job.settings, job.sweep_id

@@ -143,6 +143,23 @@ def components_of(
     return comps
 
 
+def planned_components(
+    snapshot: Snapshot,
+    split: str,
+    pipeline: Pipeline,
+    settings: RunSettings,
+    *,
+    identity: str | None = None,
+    access: Access | None = None,
+) -> dict[str, dict[str, Any]]:
+    """The components :func:`run_pipeline` would record for these arguments (``RunResult.components``), known before
+    anything runs: the stages bound to the same (relabelled) snapshot and split, nothing retrieved or scored."""
+    access = access if access is not None else Access(identity=identity)
+    resolver = Resolver(snapshot, access)
+    bound = pipeline.bind(relabelled(snapshot, resolver), split)
+    return components_of(snapshot, split, bound, access.identity, settings, access)
+
+
 def fingerprint_keys(pipeline: Pipeline, components: dict[str, dict[str, Any]]) -> dict[str, str]:
     stage_keys = {s.name: s.fingerprint().key for s in pipeline.stages}
     return {name: stage_keys.get(name) or key_of(value) for name, value in components.items()}

@@ -161,17 +161,21 @@ class RunSettings:
 
 @dataclass(frozen=True)
 class OutputSpec:
-    """Where a job writes: the MLflow ``tracking_uri`` and ``experiment``, the cache folder, progress lines."""
+    """Where a job writes: the MLflow ``tracking_uri`` and ``experiment``, the cache folder, progress lines.
+    ``reuse``: a FINISHED run of the experiment with the same inputs stands for this job instead of running it again
+    (:mod:`ablate.runner.reuse`; the command line's ``tracking.reuse`` defaults to true, library callers opt in)."""
 
     tracking_uri: str
     experiment: str
     cache_dir: str | None = None
     cache_enabled: bool = True
     progress: bool = True
+    reuse: bool = False
 
     def __post_init__(self) -> None:
         check_bool("cache.enabled", self.cache_enabled)
         check_bool("progress", self.progress)
+        check_bool("tracking.reuse", self.reuse)
 
 
 def _opt_str(v: Any) -> str | None:

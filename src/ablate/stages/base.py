@@ -25,6 +25,7 @@ the per-job increase as ``<stage>.<counter>``.
 
 from __future__ import annotations
 
+import functools
 import math
 import sys
 from collections.abc import Callable, Mapping, Sequence
@@ -55,15 +56,19 @@ KINDS: dict[str, str] = {
 }
 
 
+@functools.cache
+def _installed_version(dist: str) -> str | None:
+    # importlib.metadata scans the installed distributions on every call (~1 ms each); a process's installed
+    # versions do not change under it, and every fingerprint asks for them
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return None
+
+
 def library_versions(*dists: str) -> dict[str, str | None]:
     """Installed versions of the named distributions (``None`` when not installed)."""
-    out: dict[str, str | None] = {}
-    for d in dists:
-        try:
-            out[d] = metadata.version(d)
-        except metadata.PackageNotFoundError:
-            out[d] = None
-    return out
+    return {d: _installed_version(d) for d in dists}
 
 
 @dataclass(frozen=True)

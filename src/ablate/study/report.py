@@ -428,13 +428,34 @@ def _cis(
     bootstrap: int,
     seed: int,
     warnings: list[str],
+    cache: Cache | None = None,
 ) -> dict[str, dict[str, tuple[float, float, float]]]:
-    """Mean and 95% interval per run and metric; warns when a logged mean disagrees with per_query.csv."""
+    """Mean and 95% interval per run and metric; warns when a logged mean disagrees with per_query.csv. With a
+    ``cache``, each run's intervals are kept by content (its per-query values, the resamples, the seed, the stats
+    code), so a report over unchanged runs does not resample again."""
     cis: dict[str, dict[str, tuple[float, float, float]]] = {}
     for r in plan.ordered:
         pq = tables[r.run_id].loc[scored[r.run_id], cols]
-        got = stats.bootstrap_cis(pq, cols, n_resamples=bootstrap, seed=seed, nan_policy="omit")
-        cis[r.run_id] = {str(k): v for k, v in got.items()}
+
+        def compute(pq: pd.DataFrame = pq) -> dict[str, list[float]]:
+            got = stats.bootstrap_cis(pq, cols, n_resamples=bootstrap, seed=seed, nan_policy="omit")
+            return {str(k): [float(x) for x in v] for k, v in got.items()}
+
+        if cache is None:
+            raw = compute()
+        else:
+            matrix = pq.to_numpy(dtype=np.float64, na_value=np.nan)
+            key = key_of(
+                REPORT_CI_KIND,
+                source_digest(stats.__file__),
+                bootstrap,
+                seed,
+                cols,
+                pq.index.tolist(),
+                arrays_digest(matrix),
+            )
+            raw = cache.memo_json(REPORT_CI_KIND, key, compute)
+        cis[r.run_id] = {k: (v[0], v[1], v[2]) for k, v in raw.items()}
         for m, c in zip(metrics, cols, strict=True):
             logged = r.metric(m)
             mean = cis[r.run_id][c][0]
@@ -488,6 +509,9 @@ def _paired(
         results.setdefault(rid, {})[c] = res
     return results, paired_n
 
+
+#: Cache kind of the report's per-run intervals (keyed like the paired tests: the values, the settings, the code).
+REPORT_CI_KIND = "report-cis"
 
 #: Cache kind of the paired tests (keyed by the paired values, the test, its settings and the stats code).
 TESTS_KIND = "paired-tests"
@@ -648,7 +672,7 @@ def build_report(
     warnings += _split_warnings(plan.ordered, plan.kind)
     checks = _checks(plan, base, force)  # may raise ComparisonRefused
     scored = {rid: scored_ids(pq, cols) for rid, pq in tables.items()}
-    cis = _cis(plan, tables, scored, metrics, cols, bootstrap, seed, warnings)
+    cis = _cis(plan, tables, scored, metrics, cols, bootstrap, seed, warnings, cache)
     results, paired_n = _paired(plan, base, tables, scored, cols, checks, test, n_resamples, seed, cache)
     csv_rows, md_rows, footnotes, family = _rows(
         plan, base, metrics, cols, scored, cis, results, paired_n, checks

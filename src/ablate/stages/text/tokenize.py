@@ -68,6 +68,7 @@ the BEIR BM25 baselines, so our figures are comparable with theirs.
 
 from __future__ import annotations
 
+import functools
 import logging
 import re
 import threading
@@ -161,7 +162,8 @@ def _stemmer(name: str) -> Any:
     return st
 
 
-def _version(dist: str) -> str | None:
+@functools.cache
+def _version(dist: str) -> str | None:  # read once per process: a fingerprint asks on every call
     try:
         return metadata.version(dist)
     except metadata.PackageNotFoundError:

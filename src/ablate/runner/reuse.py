@@ -1,0 +1,192 @@
+"""A finished run whose every input matches is reused, not run again: a sweep costs little more than its new cells.
+
+Every run carries a *cell key* (the tag ``ablate.cell``): the sha256 of everything that decides its numbers.
+
+* every component the one-factor check compares, as the run would record them (``RunResult.components``, known
+  before anything runs: :func:`~ablate.runner.pipeline.planned_components`): each stage's fingerprint after binding
+  (class, parameters, library versions, ``CODE_VERSION``, the content of the resources it reads), the snapshot and
+  its content fingerprint, the split's labels, the identity and its groups, the evaluation and abstention rules;
+* the variant's name and place in the table, the summary settings (bootstrap resamples, seed, cache depth, the split
+  thresholds are tuned on), the corpus settings and the content of a split file;
+* the source of the whole ablate package (every ``.py`` file under it: :func:`package_digest`) and the versions of
+  the libraries the scoring and the statistics run on.
+
+With ``tracking.reuse=true`` (the command line's default), a job whose key matches a FINISHED run of the same
+experiment does not run. It records a new run instead, under this command (a sweep's parent run), with the earlier
+run's parameters, metrics, result tags and artifacts, its own start tags (sweep, overrides, process) and its own
+``config.yaml``, tagged ``ablate.reused_from=<run id>``. The MLflow UI, the sweep summary and the report then see
+every cell of the sweep as they would after a full run.
+
+Never reused (:func:`why_not_reusable`): a run on the held-out split (the test split is run once, and every run
+there is judged against the earlier ones), a run with a generator (latency, cost and sampled answers are
+measurements of that run), a job with ``cache.enabled=false`` (compute everything again), and ``tracking.reuse=false``.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import sys
+from dataclasses import asdict
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any, Protocol
+
+from ablate import record as R
+from ablate.cache import key_of
+from ablate.record import RecordedRun
+from ablate.runner.heldout import HELD_OUT_SPLITS
+from ablate.stages.base import library_versions
+
+if TYPE_CHECKING:
+    from ablate.runner.pipeline import Pipeline
+    from ablate.runner.settings import CorpusSpec, OutputSpec, RunSettings
+    from ablate.tracking import Tracker
+
+
+class Job(Protocol):
+    """What reuse reads of a job (:class:`ablate.runner.job.JobSpec` has it all)."""
+
+    @property
+    def variant(self) -> str: ...
+    @property
+    def variant_order(self) -> float | None: ...
+    @property
+    def pipeline(self) -> Pipeline: ...
+    @property
+    def corpus(self) -> CorpusSpec: ...
+    @property
+    def settings(self) -> RunSettings: ...
+    @property
+    def output(self) -> OutputSpec: ...
+    @property
+    def config_yaml(self) -> str: ...
+    @property
+    def parent_run_id(self) -> str | None: ...
+
+
+#: Bump when what a cell key covers changes.
+CELL_KEY_VERSION = "ablate-run-cell/1"
+#: The libraries scoring, statistics and the artifacts' text run on (the stages' own are in their fingerprints).
+SCORING_LIBRARIES = ("numpy", "scipy", "pandas")
+PACKAGE_DIR = Path(__file__).resolve().parents[1]
+#: Tags a reused run takes from this job, never from the run it reuses.
+OWN_TAGS = (
+    R.T_VARIANT,
+    R.T_VARIANT_ORDER,
+    R.T_GIT,
+    R.T_SWEEP,
+    R.T_OVERRIDES,
+    R.T_PARAM_SOURCES,
+    R.T_HOST,
+    R.T_PID,
+    R.T_PID_START,
+    R.T_FAILURE,
+    R.T_REUSED_FROM,
+)
+
+
+@functools.cache
+def package_digest() -> str:
+    """sha256 over the path and content of every ``.py`` file of the ablate package (read once per process): any
+    change to the code that computed a run gives its cells a new key."""
+    h = hashlib.sha256()
+    for path in sorted(PACKAGE_DIR.rglob("*.py")):
+        h.update(path.relative_to(PACKAGE_DIR).as_posix().encode())
+        h.update(b"\0")
+        h.update(hashlib.sha256(path.read_bytes()).digest())
+    return h.hexdigest()
+
+
+@functools.cache
+def _file_sha256(path: str) -> str | None:
+    try:
+        return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    except OSError:
+        return None
+
+
+def cell_key(job: Job, components: dict[str, dict[str, Any]]) -> str:
+    """The key of the run ``job`` makes with these components (see the module docstring)."""
+    s = job.settings
+    corpus = asdict(job.corpus)
+    return key_of(
+        CELL_KEY_VERSION,
+        {
+            "components": components,
+            "variant": job.variant,
+            "variant_order": job.variant_order,
+            "settings": {
+                "bootstrap": s.bootstrap,
+                "seed": s.seed,
+                "cache_depth": s.cache_depth,
+                "tune_split": s.tune_split,
+                "abstain_threshold": s.abstain_threshold,
+                "eval": s.eval.as_dict(),
+            },
+            "corpus": corpus,
+            "split_file": _file_sha256(job.corpus.split_file) if job.corpus.split_file else None,
+            "code": package_digest(),
+            "libraries": library_versions(*SCORING_LIBRARIES),
+            "python": sys.version_info[:2],
+        },
+    )
+
+
+def why_not_reusable(job: Job) -> str | None:
+    """None when an earlier identical run may stand for this job; else why it must run."""
+    if not job.output.reuse:
+        return "tracking.reuse=false"
+    if not job.output.cache_enabled:
+        return "cache.enabled=false"
+    if job.corpus.split in HELD_OUT_SPLITS:
+        return f"the held-out split ({job.corpus.split}) is run, never reused"
+    if job.pipeline.generator is not None:
+        return "a generator's answers, latency and cost are measured anew"
+    return None
+
+
+def find_reusable(
+    tracker: Tracker, experiment: str, key: str, experiment_id: str | None = None
+) -> RecordedRun | None:
+    """The newest FINISHED run of ``experiment`` (or of ``experiment_id`` when the caller knows it) whose cell key is
+    ``key``."""
+    exp_id = experiment_id or tracker.experiment_id(experiment, create=False)
+    if exp_id is None:
+        return None
+    found = tracker.find_runs(
+        [exp_id],
+        f"tags.`{R.T_CELL}` = '{key}' and attributes.status = 'FINISHED'",
+        max_results=1,
+        newest_first=True,
+    )
+    return found[0] if found else None
+
+
+def record_reuse(tracker: Tracker, job: Job, source: RecordedRun, start_tags: dict[str, str]) -> str:
+    """A new run of ``job`` standing for ``source``: its params, metrics, result tags and artifacts, this job's start
+    tags and ``config.yaml``. Ends FAILED with the reason if copying fails."""
+    copied = {k: v for k, v in source.tags.items() if not k.startswith("mlflow.") and k not in OWN_TAGS}
+    tags = {**copied, **start_tags, R.T_REUSED_FROM: source.run_id}  # created with the run: one transaction
+    with tracker.run(job.output.experiment, job.variant, tags, job.parent_run_id) as run_id:
+        tracker.log_run(run_id, params=source.params, metrics=source.metrics)
+        # this job's own config.yaml (its tracking and output settings may differ from the source's)
+        tracker.copy_artifacts(source.run_id, run_id, skip=[R.A_CONFIG] if job.config_yaml else [])
+        if job.config_yaml:
+            tracker.log_files(run_id, {R.A_CONFIG: job.config_yaml})
+    return run_id
+
+
+def print_reused(job: Job, run_id: str, source: RecordedRun, uri: str, stream: IO[str] | None = None) -> None:
+    """What a reused job prints: the headline row of the reused metrics and where both runs are."""
+    from ablate.tables import fmt, format_table
+
+    stream = stream or sys.stdout
+    cols = [k for k in R.HEADLINE if R.metric_key(k) in source.metrics]
+    row = {"variant": job.variant, **{k: fmt(source.metrics[R.metric_key(k)]) for k in cols}}
+    print(format_table([row], ["variant", *cols]), file=stream)
+    print(
+        f"reused run {source.run_id}: every input is the same (cell key {source.tags.get(R.T_CELL, '')[:12]}), "
+        "so nothing ran again; tracking.reuse=false runs it anew",
+        file=stream,
+    )
+    print(f"mlflow run {run_id} in experiment {job.output.experiment!r} at {uri}", file=stream)

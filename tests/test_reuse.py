@@ -1,0 +1,268 @@
+"""A finished run whose every input matches is reused, not run again (ablate.runner.reuse, ablate.app.reuse_plan,
+the sweeper): through the library with a real MLflow sqlite store, and through the real entry point and Hydra."""
+
+from __future__ import annotations
+
+import io
+import os
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from hydra import compose, initialize_config_dir
+
+from ablate import record as R
+from ablate.app.config import job_from_config
+from ablate.app.paths import CONF_DIR
+from ablate.runner import reuse
+from ablate.runner.inputs import check_inputs
+from ablate.runner.job import run_job
+from ablate.runner.pipeline import planned_components
+from ablate.runner.session import Session
+from ablate.tracking import Tracker
+
+
+def _job(tmp_path: Path, uri: str, exp: str, *extra: str, reuse_on: bool = True):
+    overrides = ["corpus=demo", f"tracking.uri={uri}", f"tracking.experiment={exp}", "progress=false",
+                 "stats.bootstrap=100", *extra]  # fmt: skip
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        cfg = compose(config_name="config", overrides=overrides)
+    job = job_from_config(cfg, str(tmp_path))
+    return replace(job, output=replace(job.output, reuse=reuse_on))
+
+
+@pytest.fixture
+def cache_env(tmp_path, monkeypatch):
+    monkeypatch.setenv("ABLATE_CACHE_DIR", str(tmp_path / "cache"))
+
+
+@pytest.mark.parametrize("variant", ["A", "B", "C", "oracle"])
+def test_the_planned_components_are_the_ones_the_run_records(tmp_path, mlflow_uri, cache_env, variant):
+    """The key is computed before anything runs; it must name what then runs, or a reuse would stand for other work."""
+    job = _job(tmp_path, mlflow_uri, f"reuse-plan-{variant}", f"variant={variant}")
+    session = Session()
+    done = run_job(job, Tracker(mlflow_uri), session, stream=io.StringIO())
+    snapshot = check_inputs(job.corpus, job.output, job.pipeline, session=session)
+    planned = planned_components(
+        snapshot, job.corpus.split, job.pipeline, job.settings, access=job.corpus.access
+    )
+    assert done.result is not None and done.result.components == planned
+    run = Tracker(mlflow_uri).get_run(done.run_id)
+    assert run is not None and run.tags[R.T_CELL] == reuse.cell_key(job, planned)
+    assert len(run.tags[R.T_CELL]) == 64 and R.T_REUSED_FROM not in run.tags
+
+
+def test_an_identical_job_reuses_the_finished_run_with_everything_it_logged(tmp_path, mlflow_uri, cache_env):
+    t = Tracker(mlflow_uri)
+    job = _job(tmp_path, mlflow_uri, "reuse-same", "variant=C", "rrf.k=30")
+    first = run_job(job, t, Session(), stream=io.StringIO())
+    out = io.StringIO()
+    second = run_job(job, t, Session(), stream=out)
+    assert second.result is None and second.reused_from == first.run_id and second.run_id != first.run_id
+    assert first.result is not None
+    assert second.headline() == {**first.headline(), "run_id": second.run_id}
+    a, b = t.get_run(first.run_id), t.get_run(second.run_id)
+    assert a is not None and b is not None and b.status == "FINISHED"
+    assert b.params == a.params and b.metrics == a.metrics and len(b.metrics) > 100
+    assert b.tags[R.T_REUSED_FROM] == first.run_id and b.tags[R.T_CELL] == a.tags[R.T_CELL]
+    for k in (R.T_SNAPSHOT, R.T_INDEX_SNAPSHOT, R.T_QRELS_HASH, R.T_LABEL_VERSION, R.T_SPLIT):
+        assert b.tags[k] == a.tags[k], k
+    assert {k for k in a.tags if k.startswith(R.T_FP_PREFIX)} == {
+        k for k in b.tags if k.startswith(R.T_FP_PREFIX)
+    }
+    ra, rb = t.local_artifact_root(first.run_id), t.local_artifact_root(second.run_id)
+    assert ra is not None and rb is not None
+    names = sorted(p.relative_to(ra).as_posix() for p in ra.rglob("*") if p.is_file())
+    assert names == sorted(p.relative_to(rb).as_posix() for p in rb.rglob("*") if p.is_file())
+    assert R.A_RUN in names and R.A_PER_QUERY in names and R.A_CONFIG in names
+    for name in names:
+        assert (ra / name).read_bytes() == (rb / name).read_bytes(), name
+    text = out.getvalue()
+    assert f"reused run {first.run_id}" in text and "tracking.reuse=false" in text and "| C " in text
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        ("rrf.k=31",),  # a stage parameter
+        ("eval.ks=[1,10]",),  # an evaluation rule
+        ("stats.bootstrap=101",),  # the intervals' resamples
+        ("stats.seed=1",),
+        ("variant.name=C2",),  # the name the table shows
+        ("bm25.k1=1.1",),  # an upstream stage
+        ("corpus.split=train",),
+        ("corpus.identity=employee",),  # who asks (permission filtering)
+    ],
+)
+def test_any_input_that_changes_the_numbers_or_their_record_gives_a_new_key(
+    tmp_path, mlflow_uri, cache_env, change
+):
+    t = Tracker(mlflow_uri)
+    exp = f"reuse-change-{change[0].split('=')[0]}"
+    base = _job(tmp_path, mlflow_uri, exp, "variant=C", "rrf.k=30")
+    first = run_job(base, t, Session(), stream=io.StringIO())
+    changed = _job(tmp_path, mlflow_uri, exp, "variant=C", "rrf.k=30", *change)
+    second = run_job(changed, t, Session(), stream=io.StringIO())
+    assert second.result is not None and second.reused_from is None
+    a, b = t.get_run(first.run_id), t.get_run(second.run_id)
+    assert a is not None and b is not None and a.tags[R.T_CELL] != b.tags[R.T_CELL]
+
+
+def test_a_change_to_ablate_code_or_a_scoring_library_gives_a_new_key(
+    tmp_path, mlflow_uri, cache_env, monkeypatch
+):
+    job = _job(tmp_path, mlflow_uri, "reuse-code", "variant=A")
+    session = Session()
+    snapshot = check_inputs(job.corpus, job.output, job.pipeline, session=session)
+    comps = planned_components(
+        snapshot, job.corpus.split, job.pipeline, job.settings, access=job.corpus.access
+    )
+    key = reuse.cell_key(job, comps)
+    assert reuse.cell_key(job, comps) == key  # deterministic
+    monkeypatch.setattr(reuse, "package_digest", lambda: "other code")
+    assert reuse.cell_key(job, comps) != key
+    monkeypatch.undo()
+    real = reuse.library_versions
+    monkeypatch.setattr(reuse, "library_versions", lambda *d: {**real(*d), "numpy": "0.0"})
+    assert reuse.cell_key(job, comps) != key
+
+
+def test_package_digest_follows_every_source_file(tmp_path, monkeypatch):
+    pkg = tmp_path / "pkg"
+    (pkg / "sub").mkdir(parents=True)
+    (pkg / "a.py").write_text("x = 1\n")
+    (pkg / "sub" / "b.py").write_text("y = 2\n")
+    monkeypatch.setattr(reuse, "PACKAGE_DIR", pkg)
+    digests = []
+    for edit in (None, ("sub/b.py", "y = 3\n"), ("c.py", "")):
+        if edit:
+            (pkg / edit[0]).write_text(edit[1])
+        reuse.package_digest.cache_clear()
+        digests.append(reuse.package_digest())
+    reuse.package_digest.cache_clear()
+    assert len(set(digests)) == 3
+
+
+def test_runs_that_are_never_reused(tmp_path, mlflow_uri, cache_env):
+    job = _job(tmp_path, mlflow_uri, "reuse-never", "variant=A")
+    assert reuse.why_not_reusable(job) is None
+    assert (
+        reuse.why_not_reusable(replace(job, output=replace(job.output, reuse=False)))
+        == "tracking.reuse=false"
+    )
+    assert "cache.enabled" in str(
+        reuse.why_not_reusable(replace(job, output=replace(job.output, cache_enabled=False)))
+    )
+    held = replace(job, corpus=replace(job.corpus, split="test"))
+    assert "held-out" in str(reuse.why_not_reusable(held))
+    gen = _job(tmp_path, mlflow_uri, "reuse-never", "variant=A", "generator=llama_cpp")
+    assert "generator" in str(reuse.why_not_reusable(gen))
+
+
+def test_a_run_that_did_not_finish_is_never_reused(tmp_path, mlflow_uri, cache_env):
+    t = Tracker(mlflow_uri)
+    job = _job(tmp_path, mlflow_uri, "reuse-failed", "variant=A")
+    first = run_job(job, t, Session(), stream=io.StringIO())
+    t.client.set_terminated(first.run_id, "FAILED")
+    second = run_job(job, t, Session(), stream=io.StringIO())
+    assert second.reused_from is None and second.result is not None
+    third = run_job(job, t, Session(), stream=io.StringIO())
+    assert third.reused_from == second.run_id  # the newest FINISHED run with the key
+
+
+def test_reuse_off_runs_again(tmp_path, mlflow_uri, cache_env):
+    t = Tracker(mlflow_uri)
+    job = _job(tmp_path, mlflow_uri, "reuse-off", "variant=A", reuse_on=False)
+    run_job(job, t, Session(), stream=io.StringIO())
+    again = run_job(job, t, Session(), stream=io.StringIO())
+    assert again.reused_from is None and again.result is not None
+
+
+# -- through the real entry point --------------------------------------------------------------------------------
+
+
+def ablate(args: list[str], cwd: Path, env_extra: dict[str, str]) -> subprocess.CompletedProcess:
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", **env_extra}
+    env.pop("MLFLOW_TRACKING_URI", None)
+    return subprocess.run(
+        [sys.executable, "-m", "ablate", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=600
+    )
+
+
+def test_a_repeated_sweep_records_its_cells_as_reused_and_an_extended_one_runs_only_its_new_cells(tmp_path):
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    env = {"ABLATE_CACHE_DIR": str(tmp_path / "cache")}
+    base = ["-m", "corpus=demo", f"tracking.uri={uri}", "progress=false", "stats.bootstrap=100", "variant=C"]
+    first = ablate([*base, "rrf.k=10,60", "hydra.sweep.dir=multirun/first"], tmp_path, env)
+    assert first.returncode == 0, first.stderr
+    assert "reused" not in first.stderr
+    again = ablate([*base, "rrf.k=10,60", "hydra.sweep.dir=multirun/again"], tmp_path, env)
+    assert again.returncode == 0, again.stderr
+    assert "2 of 2 cells reused finished runs" in again.stderr and "running 0" in again.stderr
+    assert "full report" in again.stdout  # the sweep's report still covers every cell
+    # no job ran: no job folders, only the sweep's own files
+    assert sorted(p.name for p in (tmp_path / "multirun" / "again").iterdir()) == [
+        ".ablate_parent_run",
+        "multirun.yaml",
+        "report",
+    ]
+    extended = ablate([*base, "rrf.k=10,60,100", "hydra.sweep.dir=multirun/extended"], tmp_path, env)
+    assert extended.returncode == 0, extended.stderr
+    assert "2 of 3 cells reused" in extended.stderr and "running 1" in extended.stderr
+    assert "[sweep] job 1/1" in extended.stderr and "++rrf.k=100" in extended.stderr
+    forced = ablate(
+        [*base, "rrf.k=10,60", "tracking.reuse=false", "hydra.sweep.dir=multirun/forced"], tmp_path, env
+    )
+    assert forced.returncode == 0, forced.stderr
+    assert "reused" not in forced.stderr and "[sweep] cell 2/2" in forced.stderr
+
+    t = Tracker(uri)
+    exp = t.experiment_id("demo", create=False)
+    runs = t.find_runs([exp])
+    parents = {
+        r.tags[R.T_SWEEP].rsplit("/", 1)[-1]: r for r in runs if r.tags.get(R.T_ROLE) == R.ROLE_SWEEP_PARENT
+    }
+    kids = {name: t.children(p.run_id) for name, p in parents.items()}
+    assert {n: len(c) for n, c in kids.items()} == {"first": 2, "again": 2, "extended": 3, "forced": 2}
+    assert all(r.status == "FINISHED" for r in runs)
+    by_k = {r.params["rrf.k"]: r for r in kids["first"]}
+    for r in kids["again"]:
+        src = by_k[r.params["rrf.k"]]
+        assert r.tags[R.T_REUSED_FROM] == src.run_id and r.metrics == src.metrics
+        assert r.tags[R.T_SWEEP].endswith("again") and src.tags[R.T_SWEEP].endswith("first")
+        assert r.tags[R.T_OVERRIDES] == src.tags[R.T_OVERRIDES] and r.parent == parents["again"].run_id
+    ext = {float(r.params["rrf.k"]): r for r in kids["extended"]}
+    assert (
+        R.T_REUSED_FROM not in ext[100].tags
+        and ext[10].tags[R.T_REUSED_FROM]
+        and ext[60].tags[R.T_REUSED_FROM]
+    )
+    assert not any(R.T_REUSED_FROM in r.tags for r in kids["forced"])
+    assert {r.tags[R.T_CELL] for r in kids["forced"]} == {r.tags[R.T_CELL] for r in kids["first"]}
+    assert parents["again"].tags[R.T_CHILDREN] == "2"
+
+
+def test_reused_artifacts_are_linked_and_the_new_config_never_writes_through_to_the_source(
+    tmp_path, mlflow_uri, cache_env
+):
+    t = Tracker(mlflow_uri)
+    quiet = _job(tmp_path, mlflow_uri, "reuse-links", "variant=A")
+    loud = _job(
+        tmp_path, mlflow_uri, "reuse-links", "variant=A", "progress=true"
+    )  # not an input of the numbers
+    first = run_job(quiet, t, Session(), stream=io.StringIO())
+    second = run_job(loud, t, Session(), stream=io.StringIO())
+    assert second.reused_from == first.run_id
+    ra, rb = t.local_artifact_root(first.run_id), t.local_artifact_root(second.run_id)
+    assert ra is not None and rb is not None
+    assert (ra / R.A_RUN).stat().st_ino == (rb / R.A_RUN).stat().st_ino  # one copy of the bytes on disk
+    assert (ra / R.A_CONFIG).stat().st_ino != (rb / R.A_CONFIG).stat().st_ino
+    assert (
+        "progress: false" in (ra / R.A_CONFIG).read_text()
+        and "progress: true" in (rb / R.A_CONFIG).read_text()
+    )
+    assert (ra / R.A_CONFIG).read_text() == quiet.config_yaml and (
+        rb / R.A_CONFIG
+    ).read_text() == loud.config_yaml
