@@ -192,7 +192,10 @@ def main(argv: list[str] | None = None) -> int:
         ),
         row("the single command with reuse (reused from the warm-up sweep)", once["single_reused"]),
         "",
-        f"**Ratio repeated sweep / one warm run: {w / s:.2f}×** (the goal is ≤ 1.3×). A sweep costs little more than "
+        f"**Ratio repeated sweep / one warm run: {w / s:.2f}×** (the goal is ≤ 1.3×); round by round (each round "
+        "times both commands, in alternating order): "
+        + ", ".join(f"{x / y:.2f}×" for x, y in zip(times["sweep"], times["single"], strict=True))
+        + ". A sweep costs little more than "
         "its cells whose inputs changed: a cell whose every input (stage fingerprints, snapshot, labels, settings, "
         "ablate's code) matches a FINISHED run is recorded as a reused run (tag `ablate.reused_from`) instead of "
         f"running again. Cells that do run cost what the `tracking.reuse=false` row shows: "

@@ -202,6 +202,7 @@ def test_a_repeated_sweep_records_its_cells_as_reused_and_an_extended_one_runs_o
     assert again.returncode == 0, again.stderr
     assert "2 of 2 cells reused finished runs" in again.stderr and "running 0" in again.stderr
     assert "full report" in again.stdout  # the sweep's report still covers every cell
+    assert again.stdout.count("FINISHED (reused)") == 2  # the sweep's table says which cells were reused
     # no job ran: no job folders, only the sweep's own files
     assert sorted(p.name for p in (tmp_path / "multirun" / "again").iterdir()) == [
         ".ablate_parent_run",

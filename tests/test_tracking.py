@@ -175,3 +175,30 @@ def test_held_reads_query_once_and_forget_what_a_write_changes(store):
         assert len(calls) == 5
     finally:
         t.client.search_runs = real
+
+
+def test_copied_artifacts_are_links_and_writing_a_run_file_never_changes_the_other_run(store):
+    import os
+    import stat
+
+    _, t = store
+    with t.run("exp-links", "src") as src:
+        t.log_files(src, {"run.trec": "q1 Q0 c1 1 1.0 x\n", "sub/a.json": "{}", "config.yaml": "a: 1\n"})
+    with t.run("exp-links", "dst") as dst:
+        t.copy_artifacts(src, dst)
+        t.log_files(dst, {"config.yaml": "a: 2\n"})  # over a hard-linked file
+    a, b = t.local_artifact_root(src), t.local_artifact_root(dst)
+    assert a is not None and b is not None
+    assert (a / "run.trec").stat().st_ino == (b / "run.trec").stat().st_ino
+    assert (b / "sub" / "a.json").read_text() == "{}"
+    assert (a / "config.yaml").read_text() == "a: 1\n" and (b / "config.yaml").read_text() == "a: 2\n"
+    umask = os.umask(0)
+    os.umask(umask)
+    assert (
+        stat.S_IMODE((b / "config.yaml").stat().st_mode) == 0o666 & ~umask
+    )  # an ordinary file, not mkstemp's 0600
+    assert not [p for p in b.rglob(".*")]  # no temp file left behind
+    with t.run("exp-links", "skip") as dst2:
+        t.copy_artifacts(src, dst2, skip=["config.yaml"])
+    c = t.local_artifact_root(dst2)
+    assert c is not None and not (c / "config.yaml").exists() and (c / "run.trec").exists()

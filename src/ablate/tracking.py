@@ -26,6 +26,10 @@ from ablate.record import T_FAILURE, T_PARENT, RecordedRun, metric_key, param_ke
 T = TypeVar("T")
 
 
+_UMASK = os.umask(0)
+os.umask(_UMASK)
+
+
 def resolve_tracking_uri(uri: str | None, launch_dir: str | os.PathLike[str] | None = None) -> str:
     if uri:
         return str(uri)
@@ -301,8 +305,28 @@ class Tracker:
         self.log_run(run_id, metrics=metrics, step=step)
 
     def log_files(self, run_id: str, files: Mapping[str, str | bytes]) -> None:
-        """Write ``{relative name: content}`` to a temp folder and log it as the run's artifacts."""
+        """Log ``{relative name: content}`` as the run's artifacts. Runs whose artifacts are local folders (a
+        ``file:`` artifact store) get each file written in place, atomically (a temp file renamed over the name, so
+        a file hard-linked from another run is replaced, never written through); other stores get the files through
+        a temp folder and MLflow."""
         self._wrote(run_id)
+        root = self.local_artifact_root(run_id)
+        if root is not None:
+            for name, content in files.items():
+                target = root / name
+                target.parent.mkdir(parents=True, exist_ok=True)
+                data = content if isinstance(content, bytes) else content.encode("utf-8")
+                fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
+                try:
+                    os.fchmod(fd, 0o666 & ~_UMASK)  # as an ordinary new file (mkstemp makes it 0600)
+                    with os.fdopen(fd, "wb") as fh:
+                        fh.write(data)
+                    os.replace(tmp_name, target)
+                except BaseException:
+                    with contextlib.suppress(OSError):
+                        os.unlink(tmp_name)
+                    raise
+            return
         with tempfile.TemporaryDirectory(prefix="ablate-artifacts-") as tmp:
             for name, content in files.items():
                 p = Path(tmp) / name
@@ -347,9 +371,11 @@ class Tracker:
     def get_run(self, run_id: str) -> RecordedRun | None:
         def read() -> RecordedRun | None:
             try:
-                return _record(_retry(self.client.get_run, run_id))
+                run = _retry(self.client.get_run, run_id)
             except Exception:  # noqa: BLE001 - MlflowException(RESOURCE_DOES_NOT_EXIST) and friends
                 return None
+            self._artifact_uris[run_id] = str(run.info.artifact_uri)
+            return _record(run)
 
         got: RecordedRun | None = self._held(("get_run", run_id), read)
         return got
@@ -389,6 +415,8 @@ class Tracker:
         runs = _retry(
             self.client.search_runs, ids, filter_string=filter_string, max_results=max_results, order_by=order
         )
+        for r in runs:  # known now: reading a found run's artifacts needs no second query
+            self._artifact_uris[str(r.info.run_id)] = str(r.info.artifact_uri)
         return [_record(r) for r in runs]
 
     def children(self, parent_run_id: str) -> list[RecordedRun]:

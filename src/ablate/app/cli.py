@@ -199,10 +199,9 @@ def _prepare(argv: list[str], launch_dir: str) -> list[str]:
                 f"note: run {run.run_id} ({run.name}) was left RUNNING by a process that ended; marked FAILED",
                 file=sys.stderr,
             )
-    if any(
-        a in ("-m", "--multirun") for a in argv
-    ):  # which cells a finished run stands for (the sweeper records them)
-        reuse_plan.plan(cells(argv), jobs)
+    if any(a in ("-m", "--multirun") for a in argv):
+        settle_heap()  # the corpus the check loaded lives as long as the command: out of the collector's walks
+        reuse_plan.plan(cells(argv), jobs)  # which cells a finished run stands for (the sweeper records them)
     return argv
 
 

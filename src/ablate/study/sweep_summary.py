@@ -56,7 +56,8 @@ def summary_table(runs: list[RecordedRun]) -> str:
     cols = ["run", *COMPACT, *(ANSWER_COLS if answers else ()), "status"]
     rows: list[dict[str, Any]] = []
     for r in runs:
-        row: dict[str, Any] = {"run": labels[r.run_id], "status": r.status}
+        status = f"{r.status} (reused)" if R.T_REUSED_FROM in r.tags else r.status  # ablate.runner.reuse
+        row: dict[str, Any] = {"run": labels[r.run_id], "status": status}
         for h in COMPACT:
             key = R.metric_key(h)
             lo, hi = r.metrics.get(f"{key}{R.CI_LOW}"), r.metrics.get(f"{key}{R.CI_HIGH}")
