@@ -521,11 +521,14 @@ def test_report_cache_serves_unchanged_figures_and_tests_and_redraws_a_changed_r
     second = report.build_report(sw, cache=cache, **kw)
     assert cache.stats.by_kind[PLOTS_KIND] == {"hits": len(first.plots), "misses": drawn}
     assert cache.stats.by_kind[report.TESTS_KIND] == {"hits": 1, "misses": 1}
+    assert cache.stats.by_kind[report.REPORT_CI_KIND] == {"hits": len(sw), "misses": len(sw)}  # one per run
     assert second.plots == first.plots and second.table.equals(first.table)
+    assert second.markdown == plain.markdown  # the served intervals are the computed ones, to the last digit
     # one run's per-query scores change: its own figures (the bars and the curves through it) are drawn again
     changed = list(sw)
     changed[5] = record("C", 99, rrf__k=30, rrf__window=100)
     third = report.build_report(changed, cache=cache, **kw)
     assert cache.stats.by_kind[PLOTS_KIND]["misses"] > drawn
+    assert cache.stats.by_kind[report.REPORT_CI_KIND]["misses"] == len(sw) + 1  # only the changed run's intervals
     assert third.table.equals(report.build_report(changed, **kw).table)
     assert third.plots["metrics_bars.png"] != first.plots["metrics_bars.png"]

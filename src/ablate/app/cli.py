@@ -19,7 +19,7 @@ from typing import Any
 
 from ablate.app.paths import CONF_DIR, register_resolvers
 from ablate.app.precheck import check_group_options
-from ablate.app.reuse_plan import ENV_LAUNCHED
+from ablate.app.reuse_plan import ENV_LAUNCHED, looked_up
 from ablate.errors import AblateError
 
 log = logging.getLogger("ablate")
@@ -140,8 +140,6 @@ def run_task(cfg: Any, launch_dir: str | None = None) -> dict[str, Any]:
         notes=notes,
     )
     print_notes(notes)
-    from ablate.app.reuse_plan import looked_up
-
     if num is not None and looked_up(overrides):  # the sweep's plan found no finished run: no second look-up
         job = replace(job, output=replace(job.output, reuse=False))
     return run_job(job).headline()

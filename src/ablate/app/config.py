@@ -125,9 +125,8 @@ def build_stage(key: str, node: DictConfig) -> Any:
                     f"{hint}{cls.__name__} has no such parameter; known: {', '.join(names)}",
                 )
     params = {str(k): v for k, v in raw.items() if k != "_target_"}
-    if not _has_target(
-        params
-    ):  # plain values (every stage ablate ships): what instantiate would pass, 15x sooner
+    # plain values (every stage ablate ships): called with what instantiate would pass, ~15x sooner than instantiate
+    if not _has_target(params):
         try:
             stage = cls(name=key, **params)
         except AblateError:
