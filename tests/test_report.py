@@ -529,6 +529,8 @@ def test_report_cache_serves_unchanged_figures_and_tests_and_redraws_a_changed_r
     changed[5] = record("C", 99, rrf__k=30, rrf__window=100)
     third = report.build_report(changed, cache=cache, **kw)
     assert cache.stats.by_kind[PLOTS_KIND]["misses"] > drawn
-    assert cache.stats.by_kind[report.REPORT_CI_KIND]["misses"] == len(sw) + 1  # only the changed run's intervals
+    assert (
+        cache.stats.by_kind[report.REPORT_CI_KIND]["misses"] == len(sw) + 1
+    )  # only the changed run's intervals
     assert third.table.equals(report.build_report(changed, **kw).table)
     assert third.plots["metrics_bars.png"] != first.plots["metrics_bars.png"]
