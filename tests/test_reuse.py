@@ -267,3 +267,41 @@ def test_reused_artifacts_are_linked_and_the_new_config_never_writes_through_to_
     assert (ra / R.A_CONFIG).read_text() == quiet.config_yaml and (
         rb / R.A_CONFIG
     ).read_text() == loud.config_yaml
+
+
+def test_the_plan_settles_only_the_cells_it_looked_up(monkeypatch):
+    from ablate.app import reuse_plan
+
+    monkeypatch.setattr(reuse_plan, "CHECKED", {("a=1",), ("a=2",)})
+    monkeypatch.setattr(reuse_plan, "PLAN", {("a=2",): object()})
+    assert reuse_plan.looked_up(["a=1", "hydra.sweep.dir=x"])  # looked up, nothing found: no second look-up
+    assert not reuse_plan.looked_up(["a=2"])  # planned but launched anyway (another sweeper): the job looks
+    assert not reuse_plan.looked_up(["a=3"])  # never looked up (e.g. a launcher worker's process)
+    assert reuse_plan.all_checked([["a=1"], ["a=2", "hydra.run.dir=y"]]) and not reuse_plan.all_checked(
+        [["a=3"]]
+    )
+
+
+def test_under_hydras_basic_sweeper_each_job_finds_its_reused_run_itself(tmp_path):
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    env = {"ABLATE_CACHE_DIR": str(tmp_path / "cache")}
+    base = [
+        "-m",
+        "corpus=demo",
+        f"tracking.uri={uri}",
+        "progress=false",
+        "stats.bootstrap=100",
+        "variant=A,B",
+    ]
+    first = ablate(base, tmp_path, env)
+    assert first.returncode == 0, first.stderr
+    basic = ablate([*base, "hydra/sweeper=basic"], tmp_path, env)
+    assert basic.returncode == 0, basic.stderr
+    assert (
+        "cells reused" not in basic.stderr and "[sweep] cell 2/2" in basic.stderr
+    )  # launched, not planned away
+    assert basic.stdout.count("reused run ") == 2  # ... and each job recorded its reuse
+    t = Tracker(uri)
+    parent = t.find_runs(None, f"tags.`{R.T_ROLE}` = '{R.ROLE_SWEEP_PARENT}'", newest_first=True)[0]
+    kids = t.children(parent.run_id)
+    assert len(kids) == 2 and all(R.T_REUSED_FROM in r.tags for r in kids)

@@ -131,5 +131,7 @@ def all_checked(batch: Sequence[Sequence[str]]) -> bool:
 
 
 def looked_up(cell: Sequence[str]) -> bool:
-    """The plan looked ``cell`` up in this process (found or not): a job of it need not look again."""
-    return task_cell(cell) in CHECKED
+    """The plan looked ``cell`` up in this process and found no run to reuse: a job of it need not look again. (A
+    planned cell that is launched anyway, under another sweeper than ablate's, looks itself up in the job.)"""
+    key = task_cell(cell)
+    return key in CHECKED and key not in PLAN
