@@ -49,6 +49,7 @@ from numpy.typing import ArrayLike
 from scipy import special
 from scipy import stats as sps
 
+from ablate.cache import Cache, arrays_digest, key_of, source_digest
 from ablate.errors import ConfigError, InputError
 
 __all__ = [
@@ -371,6 +372,40 @@ def bootstrap_cis(
 
 # --------------------------------------------------------------------------------------------------------------
 # the Wilson interval
+
+
+def bootstrap_cis_kept(
+    table: pd.DataFrame,
+    columns: Sequence[str],
+    n_resamples: int,
+    seed: int,
+    cache: Cache | None,
+    kind: str,
+) -> dict[str, tuple[float, float, float]]:
+    """:func:`bootstrap_cis` of ``table``'s ``columns`` (missing values omitted) as plain floats. With a ``cache``,
+    kept there by content under ``kind``: the same query ids, values, resamples, seed and statistics code give the
+    same intervals, so intervals over unchanged per-query scores are never resampled again."""
+    cols = list(columns)
+
+    def compute() -> dict[str, list[float]]:
+        got = bootstrap_cis(table, cols, n_resamples=n_resamples, seed=seed, nan_policy="omit")
+        return {str(c): [float(x) for x in v] for c, v in got.items()}
+
+    if cache is None:
+        raw = compute()
+    else:
+        matrix = table[cols].to_numpy(dtype=np.float64, na_value=np.nan)
+        key = key_of(
+            kind,
+            source_digest(__file__),
+            n_resamples,
+            seed,
+            cols,
+            table.index.tolist(),
+            arrays_digest(matrix),
+        )
+        raw = cache.memo_json(kind, key, compute)
+    return {c: (v[0], v[1], v[2]) for c, v in raw.items()}
 
 
 def wilson_interval(successes: int, n: int, confidence: float = 0.95) -> Interval:

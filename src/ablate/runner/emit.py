@@ -10,10 +10,8 @@ import sys
 from dataclasses import asdict
 from typing import IO, Any
 
-import numpy as np
-
 from ablate import record as R
-from ablate.cache import Cache, arrays_digest, key_of, source_digest
+from ablate.cache import Cache
 from ablate.data.corpus import Snapshot
 from ablate.runner.settings import CorpusSpec, RunSettings
 from ablate.tables import as_number, fmt, format_table
@@ -73,27 +71,8 @@ def headline_cis(
     if rows.empty or bootstrap <= 0:
         return {}
 
-    def compute() -> dict[str, list[float]]:
-        cis = stats.bootstrap_cis(rows, cols, n_resamples=bootstrap, seed=seed, nan_policy="omit")
-        return {str(c): [float(x) for x in v] for c, v in cis.items()}
-
-    if cache is None:
-        got = compute()
-    else:
-        matrix = rows[cols].to_numpy(dtype=np.float64, na_value=np.nan)
-        key = key_of(
-            CI_KIND,
-            source_digest(stats.__file__),
-            bootstrap,
-            seed,
-            cols,
-            rows.index.tolist(),
-            arrays_digest(matrix),
-        )
-        got = cache.memo_json(CI_KIND, key, compute)
-    return {
-        c.replace("rr@", "mrr@", 1) if c.startswith("rr@") else c: (v[0], v[1], v[2]) for c, v in got.items()
-    }
+    got = stats.bootstrap_cis_kept(rows, cols, bootstrap, seed, cache, CI_KIND)
+    return {c.replace("rr@", "mrr@", 1) if c.startswith("rr@") else c: v for c, v in got.items()}
 
 
 def metrics_for(

@@ -79,7 +79,8 @@ class JobResult:
         return {"run_id": self.run_id, **{k: means.get(k) for k in R.HEADLINE}}
 
 
-def git_commit() -> str:
+@functools.cache
+def git_commit() -> str:  # once per process: a command's commit does not change under it
     try:
         out = subprocess.run(
             ["git", "rev-parse", "HEAD"],
@@ -94,13 +95,8 @@ def git_commit() -> str:
         return "unknown"
 
 
-@functools.cache
-def _git_commit_once() -> str:
-    return git_commit()
-
-
 def start_tags(job: JobSpec) -> dict[str, str]:
-    tags = {R.T_VARIANT: job.variant, R.T_GIT: _git_commit_once(), **process_tags()}
+    tags = {R.T_VARIANT: job.variant, R.T_GIT: git_commit(), **process_tags()}
     if job.variant_order is not None:
         tags[R.T_VARIANT_ORDER] = f"{job.variant_order:g}"
     if job.sweep_id:

@@ -436,26 +436,7 @@ def _cis(
     cis: dict[str, dict[str, tuple[float, float, float]]] = {}
     for r in plan.ordered:
         pq = tables[r.run_id].loc[scored[r.run_id], cols]
-
-        def compute(pq: pd.DataFrame = pq) -> dict[str, list[float]]:
-            got = stats.bootstrap_cis(pq, cols, n_resamples=bootstrap, seed=seed, nan_policy="omit")
-            return {str(k): [float(x) for x in v] for k, v in got.items()}
-
-        if cache is None:
-            raw = compute()
-        else:
-            matrix = pq.to_numpy(dtype=np.float64, na_value=np.nan)
-            key = key_of(
-                REPORT_CI_KIND,
-                source_digest(stats.__file__),
-                bootstrap,
-                seed,
-                cols,
-                pq.index.tolist(),
-                arrays_digest(matrix),
-            )
-            raw = cache.memo_json(REPORT_CI_KIND, key, compute)
-        cis[r.run_id] = {k: (v[0], v[1], v[2]) for k, v in raw.items()}
+        cis[r.run_id] = stats.bootstrap_cis_kept(pq, cols, bootstrap, seed, cache, REPORT_CI_KIND)
         for m, c in zip(metrics, cols, strict=True):
             logged = r.metric(m)
             mean = cis[r.run_id][c][0]
