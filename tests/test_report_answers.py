@@ -152,7 +152,7 @@ def test_sweep_summary_answer_columns():
 def test_answer_slices_are_means_over_each_tags_answerable_questions():
     import pandas as pd
 
-    from ablate.runner.answers import answer_slices
+    from ablate.evaluation.answer_scores import answer_slices
 
     answers = pd.DataFrame(
         {

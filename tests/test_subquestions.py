@@ -17,10 +17,12 @@ from ablate.data.corpus import load_corpus
 from ablate.data.types import Hit, Qrels, Query, Run, SubQuestion
 from ablate.errors import ConfigError, InputError
 from ablate.evaluation import EvalSettings, evaluate
+from ablate.evaluation.answer_scores import AnswerCosts, answer_metrics, answer_slices
 from ablate.evaluation.generation import answer_contains, score_parts
+from ablate.evaluation.scoring import ScoringContext, score_run
 from ablate.evaluation.slices import slice_means
 from ablate.evaluation.subquestions import RULE, add_subquestion_coverage, subquestion_coverage
-from ablate.runner.answers import answer_metrics, answer_questions, answer_slices
+from ablate.runner.answers import answer_questions
 from ablate.runner.emit import headline_cis
 from ablate.runner.session import Session
 from conftest import TINY_DOCS, TINY_MANIFEST, TINY_QRELS, TINY_QUERIES, write_corpus
@@ -208,7 +210,7 @@ def test_no_sub_questions_adds_nothing():
 
 def test_intervals_slices_and_logged_names():
     res, queries = _scored_result()
-    cis = headline_cis(SimpleNamespace(evaluation=res), bootstrap=200, seed=0)
+    cis = headline_cis(res, bootstrap=200, seed=0)
     for key in ("subq_coverage@1", "subq_coverage@10", "subq_all@10"):
         mean, lo, hi = cis[key]
         assert (
@@ -393,11 +395,16 @@ def test_answer_parts_in_answer_questions_metrics_and_slices(tmp_path):
             "q3": "NO_ANSWER",
         }
     )
-    answers = answer_questions(snap, "dev", gen, run, res, qrels, 1, Cache(tmp_path / "cache"), Session())
+    answered = answer_questions(snap, "dev", gen, run, Cache(tmp_path / "cache"), Session())
+    context = ScoringContext(
+        snap.chunk_to_doc, snap.qrels_unit, snap.queries, snap.chunk_text, answers=answered
+    )
+    answers = score_run(run, qrels, snap.split_qids("dev"), EvalSettings(ks=(1, 2)), context).answers
+    assert answers is not None
     assert answers.loc["q1", "parts_covered"] == 1.0 and answers.loc["q1", "parts_all"] == 1.0
     assert answers.loc["q2", "parts_covered"] == 0.5 and answers.loc["q2", "parts_all"] == 0.0
     assert np.isnan(answers.loc["q3", "parts_covered"]) and np.isnan(answers.loc["q4", "parts_all"])
-    m = answer_metrics(answers, gen, bootstrap=200, seed=0)  # type: ignore[arg-type]
+    m = answer_metrics(answers, AnswerCosts(), bootstrap=200, seed=0)
     assert (
         m["answer_parts_covered"] == 0.75
         and m["answer_parts_all"] == 0.5

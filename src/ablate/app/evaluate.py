@@ -12,18 +12,21 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import tempfile
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from ablate.app.parser import OneLineParser
-from ablate.data.types import Qrels, Query, Run
+from ablate.data.types import Qrels, Run
 from ablate.errors import AblateError, ConfigError
 from ablate.evaluation.io import TIE_RULES, read_qrels, read_trec_run
 
 if TYPE_CHECKING:  # evaluation.core imports pandas: loaded when a run is scored, not for --help
     from ablate.evaluation import EvalResult, EvalSettings
+    from ablate.evaluation.scoring import ScoringContext
+    from ablate.runner.access import Access
+    from ablate.runner.rescore import Comparison, Rescored
+    from ablate.runner.scoring import ScoringInputs
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -189,32 +192,22 @@ def render(result: EvalResult, run_path: str, qrels_path: str) -> str:
 
 @dataclass
 class Inputs:
+    """What one invocation scores: the run, the labels as the askers see them, the question set, the rules and the
+    scoring context (:class:`~ablate.evaluation.scoring.ScoringContext`); ``rescored``: a tracked run re-scored."""
+
     run: Run
     qrels: Qrels
     qids: list[str]
     settings: EvalSettings
-    chunk_to_doc: dict[str, str] | None
+    context: ScoringContext
     note: str
-    queries: dict[str, Query] | None = None  # with a corpus: its questions (sub-question coverage)
-    labels_unit: str = "doc"
-    resolver: Any = None  # with a corpus and dates: ablate.runner.access.Resolver (superseded_first@K)
-    raw_qrels: Qrels | None = None  # the labels before the date rule
+    rescored: Rescored | None = None
 
 
-def _settings(args: argparse.Namespace, logged: dict[str, str] | None = None) -> EvalSettings:
-    """The evaluation rules: a tracked run's logged ``eval.*`` params, else the command line's."""
+def _settings(args: argparse.Namespace) -> EvalSettings:
+    """The evaluation rules of the command line."""
     from ablate.evaluation import EvalSettings
 
-    if logged is not None:
-        return EvalSettings(
-            ks=tuple(json.loads(logged["eval.ks"])),
-            unit=logged["eval.unit"],  # type: ignore[arg-type]
-            budget=logged["eval.budget"],  # type: ignore[arg-type]
-            gain=logged["eval.gain"],  # type: ignore[arg-type]
-            unjudged=logged["eval.unjudged"],  # type: ignore[arg-type]
-            relevance_level=int(logged["eval.relevance_level"]),
-            missing=logged["eval.missing"],  # type: ignore[arg-type]
-        )
     ks = _ks(args.ks)
     return EvalSettings(
         **({"ks": ks} if ks is not None else {}),
@@ -227,114 +220,75 @@ def _settings(args: argparse.Namespace, logged: dict[str, str] | None = None) ->
     )
 
 
-def _from_corpus(
-    args: argparse.Namespace,
-    run_path: str,
-    corpus: str,
-    split: str,
-    identity: str | None,
-    settings: EvalSettings,
-    as_of: str | None = None,
-    policy: str = "all",
-    split_file: str | None = None,
-) -> Inputs:
+def _from_corpus(args: argparse.Namespace, run_path: str, settings: EvalSettings) -> Inputs:
     """Score like a tracked run: chunk ids map to documents through the corpus, the query set is the whole split
     (no-answer questions scored apart), labels are restricted per question to what its identity may see and, with a
     date, re-graded by the version in force (:mod:`ablate.runner.access`)."""
-    from ablate.data.corpus import load_corpus
-    from ablate.runner.access import Access, Resolver
+    from ablate.runner.access import Resolver
+    from ablate.runner.rescore import on_snapshot
+    from ablate.runner.scoring import scoring_inputs
+    from ablate.runner.session import shared_session
+    from ablate.runner.settings import CorpusSpec
 
-    snap = load_corpus(corpus)
-    if split_file:  # the run used a leakage-safe split (python -m ablate.split)
-        from ablate.data.splitting import apply_split_file
-
-        snap = apply_split_file(snap, split_file)
-    qids = snap.split_qids(split)
-    raw_qrels = read_qrels(args.qrels, unit=snap.qrels_unit) if args.qrels else snap.split_qrels(split)
-    resolver = Resolver(snap, Access(identity, as_of, policy))
-    resolver.check(qids)
-    qrels, perm = resolver.labels(raw_qrels, qids)
-    raw = read_trec_run(run_path, ties=args.ties)
-    c2d = snap.chunk_to_doc
-    unknown = [h.chunk_id for hits in raw.results.values() for h in hits if h.chunk_id not in c2d]
-    if unknown:
-        raise AblateError(
-            f"{run_path}: {len(unknown)} result id(s) are not chunks of {corpus} (e.g. {unknown[0]!r}). Fix: score the "
-            "run against the corpus it was made on (same chunker)"
-        )
-    run = Run(
-        raw.name,
-        {q: [replace(h, doc_id=c2d[h.chunk_id]) for h in hits] for q, hits in raw.results.items()},
-        raw.meta,
+    split = args.split or "test"
+    spec = CorpusSpec(
+        path=args.corpus, split=split, identity=args.identity, as_of=args.as_of, version_policy=args.versions
     )
+    snap = shared_session().snapshot(spec)
+    access = spec.access
+    resolver = Resolver(snap, access)
+    resolver.check(snap.split_qids(split))
+    raw = read_qrels(args.qrels, unit=snap.qrels_unit) if args.qrels else None
+    inp = scoring_inputs(snap, split, access, raw_labels=raw, resolver=resolver)
+    run = on_snapshot(read_trec_run(run_path, ties=args.ties), snap, run_path)
+    return Inputs(
+        run, inp.labels, inp.qids, settings, inp.context, _corpus_note(inp, args.corpus, split, access)
+    )
+
+
+def _corpus_note(inp: ScoringInputs, corpus: str, split: str, access: Access) -> str:
+    perm = inp.permissions
     note = (
-        f"query set: split {split!r} of {corpus} ({len(qids)} questions); identity {identity or 'none'}: "
+        f"query set: split {split!r} of {corpus} ({len(inp.qids)} questions); identity {access.identity or 'none'}: "
         f"{perm['hidden_judgements']} hidden judgements dropped, {perm['queries_made_unanswerable']} questions left "
         "without visible evidence (scored as no-answer)"
     )
-    if as_of is not None:
-        note += f"; dates: as_of {as_of}, versions.policy {policy}, {perm['regraded_out_of_force']} judgements re-graded"
+    if access.as_of is not None:
+        note += (
+            f"; dates: as_of {access.as_of}, versions.policy {access.policy}, "
+            f"{perm['regraded_out_of_force']} judgements re-graded"
+        )
+    return note
+
+
+def _from_run(args: argparse.Namespace) -> Inputs:
+    """A tracked run re-scored as it was scored (:mod:`ablate.runner.rescore`)."""
+    from ablate.runner.rescore import rescore
+    from ablate.tracking import Tracker, resolve_tracking_uri
+
+    tracker = Tracker(resolve_tracking_uri(args.tracking_uri))
+    got = rescore(tracker, args.from_run, args.run, args.qrels, args.ties)
+    inp, corpus = got.inputs, got.corpus
+    note = _corpus_note(inp, str(got.snapshot.root), corpus.split, corpus.access)
     return Inputs(
-        run,
-        qrels,
-        qids,
-        settings,
-        c2d,
-        note,
-        snap.queries,
-        snap.qrels_unit,
-        resolver if as_of is not None else None,
-        raw_qrels,
+        got.run,
+        inp.labels,
+        inp.qids,
+        got.settings.eval,
+        inp.context,
+        "\n".join([*got.notes, note]),
+        got,
     )
 
 
 def _inputs(args: argparse.Namespace) -> Inputs:
     if args.from_run:
-        from ablate.tracking import Tracker, resolve_tracking_uri
-
-        tracker = Tracker(resolve_tracking_uri(args.tracking_uri))
-        rec = tracker.get_run(args.from_run)
-        if rec is None or "corpus.path" not in rec.params:
-            raise AblateError(
-                f"run {args.from_run!r}: not found in {tracker.uri}, or not an ablate run. Fix: pass a run id of this "
-                "store (--tracking-uri)"
-            )
-        run_path = args.run
-        if run_path is None:
-            got = tracker.download_artifact(
-                args.from_run, "run.trec", tempfile.mkdtemp(prefix="ablate-eval-")
-            )
-            if got is None:
-                raise AblateError(f"run {args.from_run}: has no run.trec artifact. Fix: pass the run file")
-            run_path = str(got)
-        p = rec.params
-        identity = None if p.get("corpus.identity") in (None, "null", "None") else p["corpus.identity"]
-        as_of = None if p.get("corpus.as_of") in (None, "null", "None") else p["corpus.as_of"]
-        return _from_corpus(
-            args,
-            run_path,
-            p["corpus.path"],
-            p["corpus.split"],
-            identity,
-            _settings(args, dict(p)),
-            as_of,
-            p.get("versions.policy", "all"),
-            None if p.get("corpus.split_file") in (None, "null", "None") else p["corpus.split_file"],
-        )
+        return _from_run(args)
     if args.run is None:
         raise AblateError("no run file. Fix: python -m ablate.evaluate RUN QRELS, or --from-run RUN_ID")
     settings = _settings(args)
     if args.corpus:
-        return _from_corpus(
-            args,
-            args.run,
-            args.corpus,
-            args.split or "test",
-            args.identity,
-            settings,
-            args.as_of,
-            args.versions,
-        )
+        return _from_corpus(args, args.run, settings)
     if args.qrels is None:
         raise AblateError(
             "no qrels file. Fix: python -m ablate.evaluate RUN QRELS, or --corpus DIR --split S"
@@ -349,28 +303,48 @@ def _inputs(args: argparse.Namespace) -> Inputs:
         "identity: a run made for an identity (permission filtering) is scored differently; pass --from-run RUN_ID "
         "or --corpus DIR --split S --identity NAME to score it as it was made"
     )
+    from ablate.evaluation.scoring import ScoringContext
+
     return Inputs(
-        read_trec_run(args.run, ties=args.ties), qrels, list(qrels.judgements), settings, None, note
+        read_trec_run(args.run, ties=args.ties),
+        qrels,
+        list(qrels.judgements),
+        settings,
+        ScoringContext(labels_unit=qrels.unit),
+        note,
     )
+
+
+def _check_lines(comparison: Comparison) -> list[str]:
+    """The check of a re-scored run against its record, in a few lines."""
+    from ablate.runner.rescore import TOLERANCE
+
+    lines = [
+        f"check against the run's record: {len(comparison.equal)} metrics re-scored equal the logged ones "
+        f"(to {TOLERANCE:g})" + (f"; {len(comparison.different)} differ" if comparison.different else "")
+    ]
+    for name, logged, now in comparison.different[:10]:
+        lines.append(f"  {name}: logged {logged!r}, re-scored {now!r}")
+    for why, names in comparison.not_rederived.items():
+        lines.append(f"  not re-derived ({why}): {len(names)} metrics, e.g. {names[0]}")
+    return lines
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    from ablate.evaluation import evaluate
+    from ablate.evaluation.scoring import score_run
 
+    comparison = None
     try:
         inp = _inputs(args)
-        result = evaluate(inp.run, inp.qrels, inp.qids, inp.settings, chunk_to_doc=inp.chunk_to_doc)
-        if inp.resolver is not None and inp.raw_qrels is not None:
-            from ablate.runner.pipeline import add_superseded_first
+        if inp.rescored is not None:
+            result = inp.rescored.scores.evaluation
+            if args.run is None and args.qrels is None:  # the run's own files: they must give its record back
+                from ablate.runner.rescore import compare
 
-            add_superseded_first(result, inp.run, inp.raw_qrels, inp.resolver, inp.qids, inp.settings)
-        if inp.queries is not None:
-            from ablate.evaluation.subquestions import add_subquestion_coverage
-
-            add_subquestion_coverage(
-                result, inp.run, inp.queries, inp.qids, inp.chunk_to_doc, inp.labels_unit
-            )
+                comparison = compare(inp.rescored.metrics, inp.rescored.logged)
+        else:
+            result = score_run(inp.run, inp.qrels, inp.qids, inp.settings, inp.context).evaluation
         if args.unjudged_csv:
             try:
                 result.unjudged.to_csv(args.unjudged_csv, index=False)
@@ -383,7 +357,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 2
     if args.json:
-        print(result.to_json(per_query=args.per_query))
+        out = result.to_dict(per_query=args.per_query)
+        if inp.rescored is not None:
+            out["metrics"] = {k: v for k, v in sorted(inp.rescored.metrics.items())}
+        if comparison is not None:
+            out["check"] = {
+                "equal": len(comparison.equal),
+                "different": [{"metric": n, "logged": a, "rescored": b} for n, a, b in comparison.different],
+                "not_rederived": comparison.not_rederived,
+            }
+        print(json.dumps(out, ensure_ascii=False, allow_nan=False, default=str))
     else:
         print(
             render(
@@ -391,9 +374,20 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
         )
         print(inp.note)
+        if comparison is not None:
+            print("\n".join(_check_lines(comparison)))
         if args.per_query:
             print()
             print(result.per_query.to_csv(sep="\t", float_format="%.4f", na_rep="-"), end="")
+    if comparison is not None and not comparison.ok:
+        name, logged, now = comparison.different[0]
+        print(
+            f"error: run {args.from_run}: {len(comparison.different)} re-scored metrics differ from its record "
+            f"(e.g. {name}: logged {logged!r}, re-scored {now!r}). Fix: check the notes above (a changed corpus or "
+            "labels, or a record edited after the run); re-run the configuration to record it anew",
+            file=sys.stderr,
+        )
+        return 1
     return 0
 
 

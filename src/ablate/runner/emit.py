@@ -13,6 +13,10 @@ from typing import IO, Any
 from ablate import record as R
 from ablate.cache import Cache
 from ablate.data.corpus import Snapshot
+from ablate.evaluation.abstention import AbstentionReport
+from ablate.evaluation.answer_scores import AnswerCosts
+from ablate.evaluation.core import EvalResult
+from ablate.evaluation.scoring import Scores
 from ablate.runner.settings import CorpusSpec, RunSettings
 from ablate.tables import as_number, fmt, format_table
 
@@ -57,15 +61,14 @@ CI_KIND = "bootstrap-cis"
 
 
 def headline_cis(
-    result: Any, bootstrap: int, seed: int, cache: Cache | None = None
+    evaluation: EvalResult, bootstrap: int, seed: int, cache: Cache | None = None
 ) -> dict[str, tuple[float, float, float]]:
     """95% bootstrap intervals over the answerable queries for every mean metric (shared resamples). With a
     ``cache``, the intervals are kept by content: the same per-query values, resamples and seed give the same
     intervals, so a run whose per-query scores did not change does not resample again."""
     from ablate.evaluation import stats  # scipy: imported when a run is scored
 
-    ev = result.evaluation
-    pq = ev.per_query
+    pq = evaluation.per_query
     rows = pq[pq["category"] == "answerable"] if "category" in pq else pq
     cols = [str(c) for c in pq.columns if "@" in str(c) and not str(c).startswith("unjudged")]
     if rows.empty or bootstrap <= 0:
@@ -75,16 +78,30 @@ def headline_cis(
     return {c.replace("rr@", "mrr@", 1) if c.startswith("rr@") else c: v for c, v in got.items()}
 
 
-def metrics_for(
-    result: Any, bootstrap: int = 1000, seed: int = 0, cache: Cache | None = None
+def costs_of(generator: Any) -> AnswerCosts | None:
+    """What the answer metrics need of a generator (None: no generator)."""
+    if generator is None:
+        return None
+    return AnswerCosts(generator.repeats, generator.price_in, generator.price_out)
+
+
+def score_metrics(
+    scores: Scores,
+    bootstrap: int = 1000,
+    seed: int = 0,
+    cache: Cache | None = None,
+    costs: AnswerCosts | None = None,
 ) -> dict[str, float]:
-    ev = result.evaluation
+    """Every metric of :func:`ablate.evaluation.scoring.score_run`'s result as the run logs it (library keys): means
+    with bootstrap intervals, query accounting, Wilson intervals of hit rates, refusals, slices and, with answers
+    (``costs`` given), the answer metrics. The run and every re-score of it flatten their scores here."""
+    ev = scores.evaluation
     m: dict[str, float] = {}
     for k, v in ev.means.items():
         f = as_number(v)
         if f is not None:
             m[k] = f
-    for k, (_, lo, hi) in headline_cis(result, bootstrap, seed, cache).items():
+    for k, (_, lo, hi) in headline_cis(ev, bootstrap, seed, cache).items():
         if as_number(lo) is not None:
             m[f"{k}_ci_low"] = float(lo)
             m[f"{k}_ci_high"] = float(hi)
@@ -92,10 +109,25 @@ def metrics_for(
         f = as_number(v)
         if f is not None and not isinstance(v, bool):
             m[f"queries_{k}"] = f
-    from ablate.evaluation.stats import (
-        wilson_interval,  # scipy: imported when a run is scored, not when the CLI starts
-    )
+    m.update(_hit_wilson(ev))
+    m.update(_abstention_metrics(scores.abstention))
+    for tag, row in scores.slices.items():
+        for key in (*R.SLICE_METRICS, *R.ANSWER_SLICE_METRICS):
+            f = as_number(row.get(key))
+            if f is not None:
+                m[R.slice_metric(tag, key)] = f
+        m[R.slice_metric(tag, "n")] = float(row.get("n", 0))
+    if scores.answers is not None and costs is not None:
+        from ablate.evaluation.answer_scores import answer_metrics
 
+        m.update(answer_metrics(scores.answers, costs, bootstrap, seed))
+    return m
+
+
+def _hit_wilson(ev: EvalResult) -> dict[str, float]:
+    from ablate.evaluation.stats import wilson_interval  # scipy: imported when a run is scored
+
+    m: dict[str, float] = {}
     pq = ev.per_query
     for k, v in ev.means.items():
         if k.startswith("hit@") and as_number(v) is not None and k in pq:
@@ -103,45 +135,57 @@ def metrics_for(
             if len(col):
                 _, lo, hi = wilson_interval(int(col.sum()), len(col))
                 m[f"{k}{R.WILSON_LOW}"], m[f"{k}{R.WILSON_HIGH}"] = lo, hi
-    ab = result.abstention
-    if ab is not None:
-        thr = as_number(ab.threshold) if ab.threshold is not None else None
-        if thr is not None:  # no threshold (null: only empty results are refused) is not a number to log
-            m["abstain_threshold"] = thr
-        for key in ("correct_refusal_rate", "wrong_answer_count", "false_refusal_rate", "balanced_accuracy"):
-            f = as_number(getattr(ab, key))
-            if f is not None:
-                m[f"abstain_{key}"] = f
-        m["abstain_n_no_answer"] = float(ab.n_no_answer)
-    for tag, row in result.slices.items():
-        for key in (*R.SLICE_METRICS, *R.ANSWER_SLICE_METRICS):
-            f = as_number(row.get(key))
-            if f is not None:
-                m[R.slice_metric(tag, key)] = f
-        m[R.slice_metric(tag, "n")] = float(row.get("n", 0))
-    for k, v in result.timings.items():
-        m[f"time_{k}"] = float(v)
-    for k, v in result.counters.items():
-        m[k.replace(".", "_")] = float(v)
-    perm = result.permissions
-    m["permission_hidden_judgements"] = float(perm.get("hidden_judgements", 0))
-    m["permission_queries_made_unanswerable"] = float(perm.get("queries_made_unanswerable", 0))
-    m["permission_leaks"] = float(perm.get("leaks", 0))
+    return m
+
+
+def _abstention_metrics(ab: AbstentionReport | None) -> dict[str, float]:
+    m: dict[str, float] = {}
+    if ab is None:
+        return m
+    thr = as_number(ab.threshold) if ab.threshold is not None else None
+    if thr is not None:  # no threshold (null: only empty results are refused) is not a number to log
+        m["abstain_threshold"] = thr
+    for key in ("correct_refusal_rate", "wrong_answer_count", "false_refusal_rate", "balanced_accuracy"):
+        f = as_number(getattr(ab, key))
+        if f is not None:
+            m[f"abstain_{key}"] = f
+    m["abstain_n_no_answer"] = float(ab.n_no_answer)
+    return m
+
+
+def permission_metrics(perm: dict[str, Any]) -> dict[str, float]:
+    """What the identity and date rules changed (:meth:`ablate.runner.access.Resolver.labels`) and the leaks."""
+    m = {
+        "permission_hidden_judgements": float(perm.get("hidden_judgements", 0)),
+        "permission_queries_made_unanswerable": float(perm.get("queries_made_unanswerable", 0)),
+        "permission_leaks": float(perm.get("leaks", 0)),
+    }
     if perm.get("as_of") is not None:  # the date rule (ablate.runner.access): what it changed
         m["versions_queries_dated"] = float(perm.get("queries_dated", 0))
         m["versions_regraded_out_of_force"] = float(perm.get("regraded_out_of_force", 0))
         m["versions_queries_without_evidence_in_force"] = float(
             perm.get("queries_without_evidence_in_force", 0)
         )
+    return m
+
+
+def metrics_for(
+    result: Any, bootstrap: int = 1000, seed: int = 0, cache: Cache | None = None
+) -> dict[str, float]:
+    """Every metric a run logs: :func:`score_metrics` of its scores, plus what only the run itself knows (timings,
+    counters of work done, the funnel of the gold evidence over the stages) and the permission counts."""
+    scores = Scores(result.evaluation, result.abstention, result.slices, result.answers)
+    m = score_metrics(scores, bootstrap, seed, cache, costs_of(result.pipeline.generator))
+    for k, v in result.timings.items():
+        m[f"time_{k}"] = float(v)
+    for k, v in result.counters.items():
+        m[k.replace(".", "_")] = float(v)
+    m.update(permission_metrics(result.permissions))
     for i, (stage, row) in enumerate(result.funnel.items(), 1):  # numbered: MLflow lists them in stage order
         m[R.funnel_metric(i, stage, "recall")] = row["recall"]
         m[R.funnel_metric(i, stage, "depth")] = float(row["depth"])
         m[R.funnel_metric(i, stage, "topkrecall")] = row["topkrecall"]
         m[R.funnel_metric(i, stage, "topk")] = float(row["topk"])
-    if result.answers is not None and result.pipeline.generator is not None:
-        from ablate.runner.answers import answer_metrics
-
-        m.update(answer_metrics(result.answers, result.pipeline.generator, bootstrap, seed))
     return m
 
 

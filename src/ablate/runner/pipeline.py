@@ -14,7 +14,6 @@ are restricted per question before scoring (:mod:`ablate.runner.access`).
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -22,17 +21,16 @@ import pandas as pd
 
 from ablate.cache import Cache, key_of
 from ablate.data.corpus import Snapshot
-from ablate.data.types import TIE_RULE, Qrels, Query, Run
+from ablate.data.types import TIE_RULE, Run
 from ablate.errors import ConfigError
-from ablate.evaluation import EvalResult, EvalSettings
+from ablate.evaluation import EvalResult
 from ablate.evaluation.abstention import AbstentionReport, ThresholdChoice
-from ablate.evaluation.conflicts import superseded_first
-from ablate.evaluation.slices import slice_means, slice_members
-from ablate.evaluation.subquestions import add_subquestion_coverage
-from ablate.runner.access import Access, Resolver, access_rules
-from ablate.runner.answers import answer_questions, answer_slices
+from ablate.evaluation.scoring import score_run
+from ablate.runner.access import Access, Resolver
+from ablate.runner.answers import answer_questions
 from ablate.runner.candidates import CandidateSource
 from ablate.runner.funnel import funnel
+from ablate.runner.scoring import ScoringInputs, scoring_inputs
 from ablate.runner.session import Session
 from ablate.runner.settings import RunSettings
 from ablate.stages.base import Fuser, Generator, Reranker, Retriever, delta
@@ -274,7 +272,8 @@ def run_pipeline(
     show_progress: bool = False,
 ) -> RunResult:
     """Run ``pipeline`` on ``split`` as ``identity`` (or as ``access`` says: per-question identities, dates and the
-    version policy) and score it by ``settings``.
+    version policy) and score it by ``settings`` with :func:`ablate.evaluation.scoring.score_run`, the one scoring
+    function (``python -m ablate.evaluate --from-run`` re-scores the run with it).
 
     The abstention threshold ``"dev"`` is chosen on ``settings.tune_split`` with the same pipeline (balanced
     accuracy) and applied unchanged here.
@@ -283,104 +282,58 @@ def run_pipeline(
     session = session or Session()
     source = CandidateSource(snapshot, cache, session, show_progress)
     access = access if access is not None else Access(identity=identity)
-    identity = access.identity
     resolver = Resolver(snapshot, access)
-    qids = snapshot.split_qids(split)
-    raw_qrels = snapshot.split_qrels(split)
-    eval_qrels, perm = resolver.labels(raw_qrels, qids)
+    inputs = scoring_inputs(
+        snapshot, split, access, resolver=resolver
+    )  # the labels as asked: before any work
     work = relabelled(snapshot, resolver)
     bound = pipeline.bind(work, split)
     before = session.stage_stats(bound.stages)
     cache_before = (cache.stats.hits, cache.stats.misses)
     run, lists, timings = _rank(work, split, bound, settings, source, resolver)
-    cands = {r.name: lists[r.name] for r in bound.retrievers}
     run.name = variant or run.name
     run.meta.update({"tie_rule": TIE_RULE, "snapshot": snapshot.fingerprint})
 
-    result = _score(run, eval_qrels, raw_qrels, qids, settings, resolver, timings)
+    answered = None
+    if bound.generator is not None:
+        t0 = time.perf_counter()
+        answered = answer_questions(snapshot, split, bound.generator, run, cache, session, show_progress)
+        timings["generate_seconds"] = time.perf_counter() - t0
+        lists["context"] = run.truncated(bound.generator.context_k)
+    threshold, choice = _threshold(work, split, pipeline, settings, source, resolver, inputs, run)
+    t0 = time.perf_counter()
+    context = replace(inputs.context, abstain_threshold=threshold, answers=answered)
+    scores = score_run(run, inputs.labels, inputs.qids, settings.eval, context)
+    timings["eval_seconds"] = time.perf_counter() - t0
+    perm = inputs.permissions
     perm["leaks"] = resolver.leaks(run)
-    abst, choice = _abstention(work, split, pipeline, settings, source, resolver, result, run)
-    answers, stage_funnel = _answers_and_funnel(
-        snapshot,
-        split,
-        bound,
-        run,
-        lists,
-        result,
-        eval_qrels,
-        settings,
-        cache,
-        session,
-        show_progress,
-        timings,
+    top_k = bound.generator.context_k if bound.generator is not None else 10
+    stage_funnel = funnel(
+        lists, scores.evaluation, inputs.labels, snapshot.chunk_to_doc, settings.eval.relevance_level, top_k
     )
 
     counters = _counters(source, bound, before, cache, cache_before)
     timings.update(source.timings)
     timings["total_seconds"] = time.perf_counter() - t_start
-    comps = components_of(snapshot, split, bound, identity, settings, access)
+    comps = components_of(snapshot, split, bound, access.identity, settings, access)
     return RunResult(
         variant=variant,
         split=split,
         run=run,
-        evaluation=result,
+        evaluation=scores.evaluation,
         pipeline=bound,
         components=comps,
         fingerprints=fingerprint_keys(bound, comps),
         timings=timings,
         counters=counters,
         permissions=perm,
-        candidates=cands,
-        abstention=abst,
+        candidates={r.name: lists[r.name] for r in bound.retrievers},
+        abstention=scores.abstention,
         threshold_choice=choice,
-        slices=_slices(result, snapshot, answers, access.per_query_identity),
-        answers=answers,
+        slices=scores.slices,
+        answers=scores.answers,
         funnel=stage_funnel,
     )
-
-
-def _score(
-    run: Run,
-    eval_qrels: Qrels,
-    raw_qrels: Qrels,
-    qids: Sequence[str],
-    settings: RunSettings,
-    resolver: Resolver,
-    timings: dict[str, float],
-) -> EvalResult:
-    """Every retrieval score of the final ranking: the evaluation by its rules, then the metrics beside it
-    (``superseded_first@K`` with dates, ``answer_in_context@K``)."""
-    from ablate.evaluation import evaluate
-
-    snapshot, access = resolver.snapshot, resolver.access
-    t0 = time.perf_counter()
-    result = evaluate(run, eval_qrels, qids, settings.eval, chunk_to_doc=snapshot.chunk_to_doc)
-    result.accounting["rules"].update(access_rules(access))
-    if access.as_of is not None:
-        add_superseded_first(result, run, raw_qrels, resolver, qids, settings.eval)
-    add_answer_in_context(result, run, snapshot, qids, settings.eval.ks)
-    queries = dated_evidence(resolver, qids) if access.as_of is not None else snapshot.queries
-    add_subquestion_coverage(result, run, queries, qids, snapshot.chunk_to_doc, snapshot.qrels_unit)
-    timings["eval_seconds"] = time.perf_counter() - t0
-    return result
-
-
-def dated_evidence(resolver: Resolver, qids: Sequence[str]) -> dict[str, Query]:
-    """The questions with each sub-question's evidence cut to units in force on the question's date (a superseded
-    clause does not cover a sub-question asked after it was replaced)."""
-    snap = resolver.snapshot
-    doc_of = (lambda u: u) if snap.qrels_unit == "doc" else snap.chunk_to_doc.__getitem__
-    out = dict(snap.queries)
-    for q in qids:
-        query = snap.queries[q]
-        off = resolver.out_of_force(q) if query.subquestions else frozenset()
-        if off:
-            subs = tuple(
-                replace(sq, evidence=tuple(u for u in sq.evidence if doc_of(u) not in off))
-                for sq in query.subquestions
-            )
-            out[q] = replace(query, subquestions=subs)
-    return out
 
 
 def _counters(
@@ -406,121 +359,33 @@ def _counters(
     return counters
 
 
-def _slices(
-    result: EvalResult, snapshot: Snapshot, answers: pd.DataFrame | None, personas: bool = False
-) -> dict[str, dict[str, float]]:
-    """Retrieval means per question tag (and per persona when each question runs as its own), with the answer
-    metrics beside them when the run generated answers."""
-    slices = slice_means(result, snapshot.queries, personas=personas)
-    if answers is not None:
-        members = slice_members(result.per_query.index, snapshot.queries, personas=personas)
-        for tag, row in answer_slices(answers, members).items():
-            slices.setdefault(tag, {}).update(row)
-    return slices
-
-
-def _answers_and_funnel(
-    snapshot: Snapshot,
-    split: str,
-    bound: Pipeline,
-    run: Run,
-    lists: dict[str, Run],
-    result: EvalResult,
-    eval_qrels: Qrels,
-    settings: RunSettings,
-    cache: Cache,
-    session: Session,
-    show_progress: bool,
-    timings: dict[str, float],
-) -> tuple[pd.DataFrame | None, dict[str, dict[str, float]]]:
-    """The answer stage (when the pipeline has a generator) and the funnel of the gold evidence over every stage."""
-    answers = None
-    level = settings.eval.relevance_level
-    if bound.generator is not None:
-        t0 = time.perf_counter()
-        answers = answer_questions(
-            snapshot, split, bound.generator, run, result, eval_qrels, level, cache, session, show_progress
-        )
-        timings["generate_seconds"] = time.perf_counter() - t0
-        lists["context"] = run.truncated(bound.generator.context_k)
-    top_k = bound.generator.context_k if bound.generator is not None else 10
-    return answers, funnel(lists, result, eval_qrels, snapshot.chunk_to_doc, level, top_k)
-
-
-def _abstention(
+def _threshold(
     snapshot: Snapshot,
     split: str,
     pipeline: Pipeline,
     settings: RunSettings,
     source: CandidateSource,
     resolver: Resolver,
-    result: EvalResult,
+    inputs: ScoringInputs,
     run: Run,
-) -> tuple[AbstentionReport, ThresholdChoice | None]:
-    """Refusals on ``run``: by the fixed threshold, or by the one chosen on ``settings.tune_split`` with the same
-    pipeline (balanced accuracy), applied unchanged here."""
+) -> tuple[float | None, ThresholdChoice | None]:
+    """The abstention threshold the run applies: the fixed one, or the one chosen on ``settings.tune_split`` with
+    the same pipeline (balanced accuracy), applied unchanged here."""
     from ablate.evaluation import choose_threshold, evaluate, top_scores
-    from ablate.evaluation.abstention import abstention_report
 
     if settings.abstain_threshold != "dev":
-        return abstention_report(result, run, settings.abstain_threshold), None  # type: ignore[arg-type]
+        return settings.abstain_threshold, None  # type: ignore[return-value]
+    c2d = snapshot.chunk_to_doc
     if split == settings.tune_split:
-        tuned, tuned_run = result, run
+        tuned_run = run
+        tuned = evaluate(run, inputs.labels, inputs.qids, settings.eval, chunk_to_doc=c2d)
     else:
         tune = settings.tune_split
         tq, _ = resolver.labels(
             snapshot.split_qrels(tune), snapshot.split_qids(tune)
         )  # dated already: as asked
         tuned_run, _, _ = _rank(snapshot, tune, pipeline.bind(snapshot, tune), settings, source, resolver)
-        tuned = evaluate(
-            tuned_run, tq, snapshot.split_qids(tune), settings.eval, chunk_to_doc=snapshot.chunk_to_doc
-        )
+        tuned = evaluate(tuned_run, tq, snapshot.split_qids(tune), settings.eval, chunk_to_doc=c2d)
     cats = tuned.per_query["category"].to_dict()
     choice = choose_threshold(top_scores(tuned_run, cats), cats)
-    return abstention_report(result, run, choice.threshold), choice
-
-
-def add_superseded_first(
-    result: EvalResult, run: Run, raw_qrels: Qrels, resolver: Resolver, qids: Sequence[str], ev: EvalSettings
-) -> None:
-    """Per-query ``superseded_first@K`` columns (:mod:`ablate.evaluation.conflicts`) and their means over the
-    questions in conflict that are answerable on their date; ``accounting["in_conflict"]`` counts them."""
-    off = {q: resolver.out_of_force(q) for q in qids}
-    df = superseded_first(
-        run,
-        raw_qrels,
-        off,
-        qids,
-        ev.ks,
-        result.unit,
-        ev.budget,
-        resolver.snapshot.chunk_to_doc,
-        ev.relevance_level,
-    )
-    pq = result.per_query
-    answerable = pq["category"] == "answerable"
-    for col in df.columns:
-        pq[col] = df[col].where(answerable)
-        vals = pq[col].dropna()
-        result.means[col] = float(vals.mean()) if len(vals) else float("nan")
-    result.accounting["in_conflict"] = int(pq[df.columns[0]].notna().sum())
-
-
-def add_answer_in_context(
-    result: EvalResult, run: Run, snapshot: Snapshot, qids: Sequence[str], ks: Sequence[int]
-) -> None:
-    """Per-query ``answer_in_context@K`` columns and their means over answerable questions with answers."""
-    from ablate.evaluation.answers import answer_in_context
-
-    answers = {q: snapshot.queries[q].answers for q in qids if snapshot.queries[q].answers}
-    if not answers:
-        return
-    aic = answer_in_context(run, answers, snapshot.chunk_text, tuple(ks), list(answers))
-    pq = result.per_query
-    for k in ks:
-        col = f"answer_in_context@{k}"
-        pq[col] = [aic[q][k] if q in aic else float("nan") for q in pq.index]
-        scored = pq[(pq["category"] == "answerable") & pq[col].notna()][col]
-        if len(scored):
-            result.means[col] = float(scored.mean())
-    result.accounting["with_answers"] = len(answers)
+    return choice.threshold, choice

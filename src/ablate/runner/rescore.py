@@ -1,0 +1,253 @@
+"""Re-score a tracked run exactly as it was scored, and check the result against its record.
+
+:func:`rescore` reads what the run recorded — its ``config.yaml`` (the corpus folder, chunker, language, extra
+labels, split file, identity, dates, version policy, evaluation rules, bootstrap), its ``run.trec``, its
+``answers.csv`` (the passages each question's generator read and what it wrote) and its applied abstention threshold
+(``abstention.json``) — rebuilds the scoring inputs the way the pipeline builds them (:mod:`ablate.runner.scoring`)
+and calls the one scoring function, :func:`ablate.evaluation.scoring.score_run`, then flattens the scores as the run
+did (:func:`ablate.runner.emit.score_metrics`). Nothing is retrieved or generated again.
+
+:func:`compare` holds the re-scored metrics against the logged ones: equal to 1e-9, different (named), or not
+re-derivable from what the run recorded (timings, counters of work done, the funnel over the stages, which need the
+run's intermediate lists).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import tempfile
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from ablate import record as R
+from ablate.data.corpus import Snapshot
+from ablate.data.types import Run
+from ablate.errors import AblateError
+from ablate.evaluation.answer_scores import AnswerCosts, Answered
+from ablate.evaluation.scoring import Scores, score_run
+from ablate.runner.access import Resolver
+from ablate.runner.emit import permission_metrics, score_metrics, split_defined
+from ablate.runner.scoring import ScoringInputs, scoring_inputs
+from ablate.runner.session import shared_session
+from ablate.runner.settings import CorpusSpec, RunSettings
+from ablate.tracking import Tracker
+
+#: Two numbers agree when they differ by at most this (absolute).
+TOLERANCE = 1e-9
+#: Logged metrics a re-score cannot derive from run.trec and answers.csv, by prefix, and why.
+NOT_REDERIVED: tuple[tuple[str, str], ...] = (
+    ("time_", "wall-clock timings of the run"),
+    ("funnel/", "the funnel needs every stage's list, not only the final ranking"),
+    ("metrics_undefined", "counts the run's undefined metrics, timings and funnel included"),
+)
+
+
+@dataclass
+class Rescored:
+    """A re-score: ``scores`` (what :func:`score_run` returned), ``metrics`` (as the run logs them, NaN dropped),
+    ``inputs`` (labels and context), ``snapshot`` and notes (e.g. the corpus changed since the run)."""
+
+    run_id: str
+    run: Run
+    scores: Scores
+    metrics: dict[str, float]
+    inputs: ScoringInputs
+    snapshot: Snapshot
+    settings: RunSettings
+    corpus: CorpusSpec
+    logged: dict[str, float] = field(default_factory=dict)  # the run's metrics as they are in the store now
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Comparison:
+    equal: list[str]
+    different: list[tuple[str, float, float]]  # logged name, logged, re-scored
+    not_rederived: dict[str, list[str]]  # why -> logged names
+    only_rescored: list[str]
+
+    @property
+    def ok(self) -> bool:
+        return not self.different
+
+
+def _config(tracker: Tracker, run_id: str, tmp: str) -> dict[str, Any]:
+    import yaml
+
+    got = tracker.download_artifact(run_id, R.A_CONFIG, tmp)
+    if got is None:
+        raise AblateError(
+            f"run {run_id}: has no {R.A_CONFIG} artifact, so how it was scored is unknown. Fix: re-run it"
+        )
+    try:
+        cfg = yaml.safe_load(Path(got).read_text(encoding="utf-8"))
+    except (yaml.YAMLError, UnicodeDecodeError) as e:
+        raise AblateError(f"run {run_id}: its {R.A_CONFIG} cannot be read ({e}). Fix: re-run it") from None
+    if not isinstance(cfg, dict) or not isinstance(cfg.get("corpus"), dict):
+        raise AblateError(f"run {run_id}: its {R.A_CONFIG} has no corpus block. Fix: re-run it")
+    return cfg
+
+
+def _block(cfg: Mapping[str, Any], key: str) -> dict[str, Any]:
+    v = cfg.get(key)
+    return dict(v) if isinstance(v, Mapping) else {}
+
+
+def recorded_settings(cfg: Mapping[str, Any]) -> tuple[CorpusSpec, RunSettings]:
+    """The corpus and scoring settings of a run's ``config.yaml`` (validated as a job validates them)."""
+    corpus = CorpusSpec.from_mapping(_block(cfg, "corpus"), _block(cfg, "versions"))
+    settings = RunSettings.from_mapping(
+        _block(cfg, "eval"), _block(cfg, "retrieval"), _block(cfg, "abstain"), _block(cfg, "stats")
+    )
+    return corpus, settings
+
+
+def on_snapshot(raw: Run, snapshot: Snapshot, run_path: str) -> Run:
+    """A run file's hits as chunks of ``snapshot`` (doc id and version from the corpus), or an error naming an id the
+    corpus does not have."""
+    c2d, version = snapshot.chunk_to_doc, snapshot.chunk_version
+    unknown = [h.chunk_id for hits in raw.results.values() for h in hits if h.chunk_id not in c2d]
+    if unknown:
+        raise AblateError(
+            f"{run_path}: {len(unknown)} result id(s) are not chunks of {snapshot.root} (e.g. {unknown[0]!r}). Fix: "
+            "score the run against the corpus it was made on (same chunker)"
+        )
+    return Run(
+        raw.name,
+        {
+            q: [replace(h, doc_id=c2d[h.chunk_id], version=version.get(h.chunk_id)) for h in hits]
+            for q, hits in raw.results.items()
+        },
+        raw.meta,
+    )
+
+
+def read_answers(path: Path) -> dict[str, Answered]:
+    """``answers.csv`` of a run as the generator's output per question."""
+    import pandas as pd
+
+    df = pd.read_csv(path, dtype={"qid": str}, keep_default_na=False)
+    out: dict[str, Answered] = {}
+    for row in df.to_dict(orient="records"):
+        context = (
+            tuple(json.loads(row["context_ids"]))
+            if "context_ids" in row
+            else tuple(str(row["context"]).split())
+        )
+        texts = tuple(json.loads(row["answer_texts"])) if "answer_texts" in row else (str(row["answer"]),)
+        out[str(row["qid"])] = Answered(
+            context=context,
+            texts=texts,
+            latency_s=float(row["latency_s"]),
+            tokens_in=int(row["tokens_in"]),
+            tokens_out=int(row["tokens_out"]),
+            cached=str(row["cached"]).lower() == "true",
+        )
+    return out
+
+
+def _threshold(tracker: Tracker, run_id: str, settings: RunSettings, tmp: str) -> float | None:
+    """The abstention threshold the run applied: its abstention.json (a threshold chosen on dev), else the setting."""
+    got = tracker.download_artifact(run_id, R.A_ABSTENTION, tmp)
+    if got is not None:
+        applied = json.loads(Path(got).read_text(encoding="utf-8")).get("applied") or {}
+        t = applied.get("threshold")
+        return None if t is None else float(t)
+    t = settings.abstain_threshold
+    return float(t) if isinstance(t, (int, float)) else None
+
+
+def _costs(params: Mapping[str, str]) -> AnswerCosts | None:
+    if params.get(R.P_GENERATOR, R.NONE) == R.NONE:
+        return None
+    name = params[R.P_GENERATOR]
+
+    def number(key: str) -> float | None:
+        v = params.get(f"{name}.{key}")
+        return None if v in (None, "None", "null", "") else float(v)
+
+    repeats = number("repeats")
+    return AnswerCosts(int(repeats or 1), number("price_in_per_1k"), number("price_out_per_1k"))
+
+
+def rescore(
+    tracker: Tracker,
+    run_id: str,
+    run_path: str | None = None,
+    qrels_path: str | None = None,
+    ties: str = "docid-asc",
+) -> Rescored:
+    """Score the tracked run ``run_id`` again as it was scored (see the module docstring). ``run_path`` /
+    ``qrels_path``: score another run file or other labels under the run's settings instead (then the record is not
+    what they should equal)."""
+    from ablate.evaluation.io import read_qrels, read_trec_run
+
+    rec = tracker.get_run(run_id)
+    if rec is None or "corpus.path" not in rec.params:
+        raise AblateError(
+            f"run {run_id!r}: not found in {tracker.uri}, or not an ablate run. Fix: pass a run id of this "
+            "store (--tracking-uri)"
+        )
+    tmp = tempfile.mkdtemp(prefix="ablate-rescore-")
+    corpus, settings = recorded_settings(_config(tracker, run_id, tmp))
+    snapshot = shared_session().snapshot(corpus)
+    notes = []
+    if rec.tags.get(R.T_SNAPSHOT) not in (None, snapshot.fingerprint):
+        notes.append(
+            f"note: the corpus folder {snapshot.root} changed since the run (snapshot {snapshot.fingerprint[:12]}, "
+            f"the run's {rec.tags.get(R.T_SNAPSHOT, '')[:12]}): re-scored on the corpus as it is now"
+        )
+    own = run_path is None
+    if run_path is None:
+        got = tracker.download_artifact(run_id, R.A_RUN, tmp)
+        if got is None:
+            raise AblateError(f"run {run_id}: has no {R.A_RUN} artifact. Fix: pass the run file")
+        run_path = str(got)
+    run = on_snapshot(read_trec_run(run_path, ties=ties), snapshot, run_path)
+    if own:  # the pipeline ranks every question of the split: one without a line had an empty result
+        for q in snapshot.split_qids(corpus.split):
+            run.results.setdefault(q, [])
+    answers_file = tracker.download_artifact(run_id, R.A_ANSWERS, tmp)
+    answers = read_answers(answers_file) if answers_file is not None else None
+    access = corpus.access
+    resolver = Resolver(snapshot, access)
+    resolver.check(snapshot.split_qids(corpus.split))
+    raw = read_qrels(qrels_path, unit=snapshot.qrels_unit) if qrels_path else None
+    inputs = scoring_inputs(
+        snapshot,
+        corpus.split,
+        access,
+        raw_labels=raw,
+        abstain_threshold=_threshold(tracker, run_id, settings, tmp),
+        answers=answers,
+        resolver=resolver,
+    )
+    scores = score_run(run, inputs.labels, inputs.qids, settings.eval, inputs.context)
+    inputs.permissions["leaks"] = resolver.leaks(run)
+    metrics = score_metrics(scores, settings.bootstrap, settings.seed, None, _costs(rec.params))
+    metrics.update(permission_metrics(inputs.permissions))
+    defined, _ = split_defined(metrics)
+    del defined["metrics_undefined"]  # the run counts its timings and funnel too: not a score of run.trec
+    return Rescored(
+        run_id, run, scores, defined, inputs, snapshot, settings, corpus, dict(rec.metrics), notes
+    )
+
+
+def compare(rescored: Mapping[str, float], logged: Mapping[str, float]) -> Comparison:
+    """Re-scored metrics (library keys) against a run's logged metrics (MLflow names)."""
+    mine = {R.metric_key(k): v for k, v in rescored.items()}
+    equal, different = [], []
+    for name in sorted(set(mine) & set(logged)):
+        a, b = float(logged[name]), float(mine[name])
+        if math.isclose(a, b, rel_tol=0.0, abs_tol=TOLERANCE):
+            equal.append(name)
+        else:
+            different.append((name, a, b))
+    not_rederived: dict[str, list[str]] = {}
+    for name in sorted(set(logged) - set(mine)):
+        why = next((w for p, w in NOT_REDERIVED if name.startswith(p)), "counters of work done by the stages")
+        not_rederived.setdefault(why, []).append(name)
+    return Comparison(equal, different, not_rederived, sorted(set(mine) - set(logged)))
