@@ -154,14 +154,16 @@ CASES = [
         "half.gguf (generator.model): is truncated: tensor ",
         setup=lambda root: _half_gguf(root / "half.gguf"),
     ),
-    Case(
+    Case(  # a sweep: its first cell fits, its second does not (each cell's generator is checked)
         "generator-context-overflow",
         [
+            "-m",
             "variant=A",
             "generator=llama_cpp",
             "generator.model=smollm2-135m-instruct",
-            "generator.context_k=100",
+            "generator.context_k=1,100",
             "generator.n_ctx=256",
+            "generator.max_tokens=16",
         ],
         "generator.context_k=100 is not valid; the longest prompt this corpus can make needs ~",
     ),

@@ -122,6 +122,7 @@ def check_context_fits(
             lo = mid
         else:
             hi = mid - 1
+    shown = f"its {gen.context_k} longest" if len(passages) > gen.context_k else f"all its {len(passages)}"
     arch = vocab.metadata.get("general.architecture", "")
     trained = vocab.metadata.get(f"{arch}.context_length")
     lower = f"lower {name}.context_k (up to {lo} fits), " if lo else ""
@@ -130,8 +131,8 @@ def check_context_fits(
     raise ConfigError(
         f"{name}.context_k",
         gen.context_k,
-        f"the longest prompt this corpus can make needs ~{need:,} tokens ({gen.context_k} of its longest passages, "
-        f"its longest question and the template: {prompt:,}, plus {name}.max_tokens={gen.max_tokens}) but "
+        f"the longest prompt this corpus can make needs ~{need:,} tokens ({shown} passages, its longest "
+        f"question and the template: {prompt:,}, plus {name}.max_tokens={gen.max_tokens}) but "
         f"{name}.n_ctx is {gen.n_ctx:,} (a worst-case bound, counted with the model's tokenizer). Fix: {lower}"
         f"raise {name}.n_ctx to {need:,} or more"
         + (f" (the model was trained with up to {int(trained):,})" if trained else "")
