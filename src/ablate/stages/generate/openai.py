@@ -16,9 +16,10 @@ connection refused, no answer in time, a connection dropped mid-response, a body
 that is not a completion, a ``content`` that is not text.
 
 **The key never leaves this module.** Every text that comes from the server (an error body, a reason phrase, an
-answer's ``content``, an exception's message) has every occurrence of the key replaced by ``[redacted]`` before it
-goes anywhere: so a server that echoes the ``Authorization`` header cannot put the key into the run's record, the
-generation cache, the console or an error message.
+answer's ``content``, an exception's message) has every occurrence of the key, and of any start of it 8 characters
+or longer (a server that cuts what it echoes), replaced by ``[redacted]`` before it goes anywhere: so a server that
+echoes the ``Authorization`` header cannot put the key into the run's record, the generation cache, the console or
+an error message.
 """
 
 from __future__ import annotations
@@ -72,7 +73,8 @@ class _Failure:
 
 
 def redact(text: str, secret: str | None) -> str:
-    """``text`` with every occurrence of ``secret`` (as sent, JSON-escaped or URL-encoded) replaced."""
+    """``text`` with every occurrence of ``secret`` (as sent, JSON-escaped or URL-encoded) replaced, and of any
+    start of it 8 characters or longer (a server that cuts what it echoes)."""
     if not secret:
         return text
     forms = {
@@ -80,6 +82,7 @@ def redact(text: str, secret: str | None) -> str:
         json.dumps(secret)[1:-1],
         secret.replace("/", "\\/"),
         urllib.parse.quote(secret, safe=""),
+        *(secret[:n] for n in range(8, len(secret))),
     }
     for form in sorted(forms, key=len, reverse=True):
         text = text.replace(form, REDACTED)
