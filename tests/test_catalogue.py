@@ -53,6 +53,15 @@ def _remove(name: str) -> Callable[[Path], None]:
     return apply
 
 
+def _half_gguf(target: Path) -> None:
+    """The first half of the shipped SmolLM2 GGUF: a download cut short."""
+    from ablate.cache import Cache
+    from ablate.stages.generate.gguf import SMOLLM2, resolve_gguf
+
+    data = Path(resolve_gguf(SMOLLM2, Cache(enabled=False)).path).read_bytes()
+    target.write_bytes(data[: len(data) // 2])
+
+
 GOOD_QUERIES = "".join(json.dumps(q, ensure_ascii=False) + "\n" for q in TINY_QUERIES)
 
 CASES = [
@@ -122,6 +131,41 @@ CASES = [
             + json.dumps({"_id": "q9", "text": "late", "split": "dev", "as_of": "2026-13-45"})
             + "\n",
         ),
+    ),
+    # -- the answer stage: refused when the generator is built, or once the corpus is loaded -------------------------
+    Case(
+        "generator-key-unset",
+        ["variant=A", "generator=openai", "generator.api_key_env=ABLATE_CATALOGUE_NO_SUCH_KEY"],
+        "generator.api_key_env='ABLATE_CATALOGUE_NO_SUCH_KEY' is not valid; the environment variable",
+    ),
+    Case(
+        "generator-url-credentials",
+        ["variant=A", "generator=openai", "generator.base_url=https://me:hunter2@api.example.org/v1"],
+        "it carries credentials, which would be logged",
+    ),
+    Case(
+        "generator-not-gguf",
+        ["variant=A", "generator=llama_cpp", "generator.model={file}"],
+        "(generator.model): is not a GGUF file (it starts with b'x'",
+    ),
+    Case(
+        "generator-gguf-truncated",
+        ["variant=A", "generator=llama_cpp", "generator.model={corpus}/half.gguf"],
+        "half.gguf (generator.model): is truncated: tensor ",
+        setup=lambda root: _half_gguf(root / "half.gguf"),
+    ),
+    Case(  # a sweep: its first cell fits, its second does not (each cell's generator is checked)
+        "generator-context-overflow",
+        [
+            "-m",
+            "variant=A",
+            "generator=llama_cpp",
+            "generator.model=smollm2-135m-instruct",
+            "generator.context_k=1,100",
+            "generator.n_ctx=256",
+            "generator.max_tokens=16",
+        ],
+        "generator.context_k=100 is not valid; the longest prompt this corpus can make needs ~",
     ),
     # -- where results and caches go ---------------------------------------------------------------------------------
     Case(

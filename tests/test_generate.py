@@ -222,20 +222,106 @@ def test_a_server_that_never_answers_times_out(tmp_path):
 
 
 def test_the_api_key_is_read_from_the_named_variable_and_never_logged(tmp_path, monkeypatch):
-    monkeypatch.delenv("ABLATE_TEST_KEY", raising=False)
+    monkeypatch.setenv("ABLATE_TEST_KEY", "sk-very-secret-value")
     gen = OpenAIGenerator(
         base_url=f"http://127.0.0.1:{_free_port()}/v1",
         prompt=PROMPT,
         api_key_env="ABLATE_TEST_KEY",
         max_retries=0,
     )
-    with pytest.raises(GeneratorUnavailable, match="ABLATE_TEST_KEY"):
-        gen.generate([gen.template.render("q?", ["p"])], Cache(tmp_path / "c"))
-    monkeypatch.setenv("ABLATE_TEST_KEY", "sk-very-secret-value")
     with pytest.raises(GeneratorUnavailable) as e:
         gen.generate([gen.template.render("q?", ["p"])], Cache(tmp_path / "c"))
     for text in (str(e.value), str(gen.params()), str(gen.fingerprint().as_dict())):
         assert "sk-very-secret-value" not in text
+
+
+def test_the_prompt_is_counted_as_llama_cpp_counts_it(tiny_corpus, tmp_path):
+    """The context check counts a prompt's tokens with the model's vocabulary alone, through its chat template: the
+    figure must be the one llama.cpp reports for the same messages when it generates."""
+    from ablate.stages.base import StageContext
+    from ablate.stages.generate.llama_cpp import open_vocab, prompt_tokens
+
+    gen = small(max_tokens=2)
+    msgs = gen.template.render(
+        "How much is invoice INV-102?", ["Invoice INV-102, 1,250 yuan.", "Travel policy"]
+    )
+    gen.prepare(StageContext(load_corpus(tiny_corpus), Cache(tmp_path / "c")))
+    (out,) = gen.generate([msgs], Cache(tmp_path / "c"))
+    vocab = open_vocab(resolve_gguf(SMOLLM2, Cache(tmp_path)).path, "generator.model")
+    assert prompt_tokens(vocab, msgs) == out[0].tokens_in > 20
+
+
+def test_a_context_that_cannot_fit_n_ctx_is_refused_with_the_figures(tiny_corpus, tmp_path):
+    """The worst case (the context_k longest passages, the longest question, the template, max_tokens) against
+    n_ctx; the largest context_k that fits is named, and it does fit."""
+    from ablate.errors import ConfigError
+    from ablate.runner.answers import check_context
+
+    snap = load_corpus(tiny_corpus)
+    cache = Cache(tmp_path / "c")
+    check_context(snap, "dev", small(context_k=5, n_ctx=4096), cache)  # fits: nothing said
+    with pytest.raises(ConfigError) as e:
+        check_context(snap, "dev", small(context_k=5, n_ctx=256, max_tokens=64), cache)
+    msg = str(e.value)
+    assert msg.startswith(
+        "generator.context_k=5 is not valid; the longest prompt this corpus can make needs ~"
+    )
+    assert "but generator.n_ctx is 256 (a worst-case bound" in msg and "Fix: lower generator.context_k" in msg
+    need = int(msg.split("needs ~")[1].split(" tokens")[0])
+    assert f"raise generator.n_ctx to {need} or more" in msg and need > 256
+    fits = int(msg.split("(up to ")[1].split(" fits")[0])
+    assert 0 < fits < 5
+    check_context(snap, "dev", small(context_k=fits, n_ctx=256, max_tokens=64), cache)
+    check_context(
+        snap, "dev", OpenAIGenerator(prompt=PROMPT, context_k=100), cache
+    )  # a server's window: not ours
+
+
+def _gguf_copy(tmp_path: Path, name: str, edit) -> Path:
+    data = Path(resolve_gguf(SMOLLM2, Cache(tmp_path)).path).read_bytes()
+    out = tmp_path / name
+    out.write_bytes(edit(data))
+    return out
+
+
+def test_a_file_that_is_not_a_complete_gguf_is_refused_when_the_generator_is_built(tmp_path):
+    from ablate.errors import InputError
+
+    cases = {
+        "safetensors.gguf": (lambda d: b"\x08\x00\x00\x00\x00\x00\x00\x00{}" + d[:64], "is not a GGUF file"),
+        "cut-in-data.gguf": (lambda d: d[: len(d) // 2], "is truncated: tensor "),
+        "cut-by-one.gguf": (
+            lambda d: d[:-1],
+            "is truncated: tensor 'output_norm.weight' ends at byte 98,362,432 but the file has 98,362,431 bytes",
+        ),
+        "cut-in-header.gguf": (lambda d: d[:100_000], "is truncated: its header goes past the end"),
+        "version-9.gguf": (lambda d: d[:4] + (9).to_bytes(4, "little") + d[8:], "has GGUF version 9"),
+    }
+    for name, (edit, says) in cases.items():
+        bad = _gguf_copy(tmp_path, name, edit)
+        with pytest.raises(InputError) as e:
+            small(model=str(bad))
+        assert str(e.value).startswith(f"{bad} (generator.model): {says}"), str(e.value)
+        assert "Fix:" in str(e.value)
+    whole = _gguf_copy(tmp_path, "whole.gguf", lambda d: d)
+    assert (
+        small(model=str(whole)).model_identity()["gguf_sha256"]
+        == resolve_gguf(SMOLLM2, Cache(tmp_path)).sha256
+    )
+
+
+def test_the_ggml_type_sizes_are_llama_cpp_s_own():
+    """The GGUF check's table of ggml block sizes against the installed llama.cpp's (ggml_blck_size/ggml_type_size)."""
+    import ctypes
+
+    from ablate.stages.generate.gguf import GGML_BLOCKS
+
+    lib_dir = Path(llama_cpp.__file__).parent / "lib"
+    lib = ctypes.CDLL(str(next(lib_dir.glob("libggml-base.so*"))))
+    lib.ggml_type_size.restype, lib.ggml_type_size.argtypes = ctypes.c_size_t, [ctypes.c_int]
+    lib.ggml_blck_size.restype, lib.ggml_blck_size.argtypes = ctypes.c_int64, [ctypes.c_int]
+    for kind, (block, size) in GGML_BLOCKS.items():
+        assert (lib.ggml_blck_size(kind), lib.ggml_type_size(kind)) == (block, size), kind
 
 
 def test_shipped_model_names_resolve_offline(tmp_path):

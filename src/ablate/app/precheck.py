@@ -12,7 +12,8 @@ What is refused here, with one line naming the key, value or file and the fix:
   confirmed as the one final run of settings chosen on dev (``--confirm-test``, which the CLI turns into
   ``heldout.confirm_test=true``): :func:`ablate.runner.heldout.check_test_sweep`;
 * the corpus (files, split, identity, usable labels), the cache folder and the tracking store, once per distinct
-  value across the sweep.
+  value across the sweep; then each cell's generator against its corpus (a llama.cpp model's worst-case prompt must
+  fit its ``n_ctx``).
 """
 
 from __future__ import annotations
@@ -165,7 +166,7 @@ def check_command_line(argv: list[str], launch_dir: str) -> list[Any]:
     first :class:`~ablate.errors.AblateError`."""
     from ablate.app.config import job_from_config
     from ablate.runner.heldout import check_test_sweep
-    from ablate.runner.inputs import check_inputs
+    from ablate.runner.inputs import check_generator, check_inputs
 
     register_resolvers()
     check_group_options(argv)
@@ -193,6 +194,10 @@ def check_command_line(argv: list[str], launch_dir: str) -> list[Any]:
         if seen not in checked:
             check_inputs(job.corpus, job.output, job.pipeline, job.settings.eval.relevance_level)
             checked.add(seen)
+    for (
+        job
+    ) in jobs:  # each cell's generator against its corpus: the prompt must fit (once per distinct setting)
+        check_generator(job.corpus, job.output, job.pipeline)
     return jobs
 
 

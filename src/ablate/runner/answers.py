@@ -17,6 +17,25 @@ from ablate.runner.session import Session
 from ablate.stages.base import Generator
 
 
+#: (generator fingerprint, snapshot fingerprint, split) already checked in this process (a sweep checks each once)
+_FITS: set[tuple[str, str, str]] = set()
+
+
+def check_context(snapshot: Snapshot, split: str, generator: Generator, cache: Cache) -> None:
+    """Before anything runs: every prompt the generator may see must fit it (``check_fits``: for a llama.cpp model,
+    the worst case of ``context_k`` passages of this corpus and a question of ``split`` within ``n_ctx``).
+    Checked once per process for each generator, corpus and split."""
+    check = getattr(generator, "check_fits", None)
+    if check is None:
+        return
+    key = (generator.fingerprint().key, snapshot.fingerprint, split)
+    if key in _FITS:
+        return
+    questions = [snapshot.queries[q].text for q in snapshot.split_qids(split)]
+    check(list(snapshot.chunk_text.values()), questions, cache)
+    _FITS.add(key)
+
+
 def answer_questions(
     snapshot: Snapshot,
     split: str,

@@ -10,6 +10,7 @@ from ablate.cache import Cache
 from ablate.data.corpus import Snapshot
 from ablate.errors import InputError
 from ablate.runner.access import Resolver
+from ablate.runner.answers import check_context
 from ablate.runner.pipeline import Pipeline
 from ablate.runner.session import Session, shared_session
 from ablate.runner.settings import CorpusSpec, OutputSpec
@@ -61,4 +62,17 @@ def check_inputs(
     check_labels(snapshot, corpus.split, relevance_level)
     Resolver(snapshot, corpus.access).check(snapshot.split_qids(corpus.split))
     pipeline.bind(snapshot, corpus.split)  # stages check what they need from the corpus (e.g. a train split)
+    if pipeline.generator is not None:
+        check_context(snapshot, corpus.split, pipeline.generator, cache)
     return snapshot
+
+
+def check_generator(
+    corpus: CorpusSpec, output: OutputSpec, pipeline: Pipeline, session: Session | None = None
+) -> None:
+    """The generator's check against the corpus (:func:`~ablate.runner.answers.check_context`) for a job whose
+    corpus :func:`check_inputs` already loaded: each cell of a sweep has its own generator settings."""
+    if pipeline.generator is not None:
+        snapshot = (session or shared_session()).snapshot(corpus)
+        cache = Cache(output.cache_dir, enabled=output.cache_enabled)
+        check_context(snapshot, corpus.split, pipeline.generator, cache)

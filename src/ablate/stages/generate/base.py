@@ -124,6 +124,11 @@ class GeneratorBase:
     def prepare(self, context: StageContext) -> None:
         """Load the model (subclasses); the base has nothing to prepare."""
 
+    def check_fits(self, passages: Sequence[str], questions: Sequence[str], cache: Cache) -> None:
+        """Refuse, before anything runs, settings under which some prompt made of ``context_k`` of ``passages`` and
+        one of ``questions`` cannot be answered (an :class:`~ablate.errors.AblateError` naming the setting and the
+        fix). The base knows no limit: a served model's context window is the server's business."""
+
     # -- generating -------------------------------------------------------------------------------------------------
     def _complete(self, messages: Messages, seed: int) -> Generation:  # pragma: no cover - subclasses
         raise NotImplementedError

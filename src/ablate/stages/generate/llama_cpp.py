@@ -4,18 +4,26 @@
 path, resolved offline (:mod:`ablate.stages.generate.gguf`); its full sha256 is the model's identity. ``n_ctx``: the
 context window in tokens; ``n_threads``: CPU threads. Chat completion through the model's own chat template, greedy
 by default (``temperature: 0``), with a fixed seed.
+
+Before anything runs, once the corpus is loaded, :func:`check_context_fits` refuses a ``context_k`` whose worst-case
+prompt (the template with the ``context_k`` passages of the corpus with the most tokens and the split's question
+with the most tokens, counted by the model's own tokenizer and chat template) plus ``max_tokens`` exceeds ``n_ctx``.
 """
 
 from __future__ import annotations
 
 import contextlib
+import heapq
 import os
+from collections.abc import Sequence
 from typing import Any, ClassVar
 
-from ablate.errors import AblateError
+from ablate.cache import Cache
+from ablate.errors import AblateError, ConfigError, InputError
 from ablate.stages.base import StageContext, check_int, check_str
 from ablate.stages.generate.base import Generation, GeneratorBase, Messages
 from ablate.stages.generate.gguf import QWEN, ResolvedGGUF, identify_gguf, resolve_gguf
+from ablate.stages.generate.prompt import PromptTemplate
 
 #: Bump when how a completion is requested changes (part of the fingerprint and of every generation's cache key).
 CODE_VERSION = "ablate-llama-cpp/1"
@@ -34,6 +42,102 @@ def open_llama(path: str, n_ctx: int, n_threads: int, seed: int, what: str) -> A
     threads = n_threads or max(1, os.cpu_count() or 1)
     with open(os.devnull, "w") as null, contextlib.redirect_stderr(null):
         return Llama(model_path=path, n_ctx=n_ctx, n_threads=threads, seed=seed, verbose=False)
+
+
+def open_vocab(path: str, what: str) -> Any:
+    """A ``llama_cpp.Llama`` holding only the vocabulary and metadata of the GGUF at ``path`` (no weights: fast),
+    for counting tokens; a file llama.cpp cannot load is one line naming it."""
+    try:
+        from llama_cpp import Llama
+    except ImportError:
+        raise AblateError(
+            f"{what} needs llama-cpp-python. Fix: make setup (or pip install "
+            "'llama-cpp-python[server]==0.3.36'; it builds from source in a few minutes)"
+        ) from None
+    with open(os.devnull, "w") as null, contextlib.redirect_stderr(null):
+        try:
+            return Llama(model_path=path, vocab_only=True, n_ctx=256, verbose=False)
+        except ValueError as e:
+            raise InputError(
+                f"{path} ({what})",
+                f"llama.cpp cannot load it ({e})",
+                "give a GGUF of an architecture this llama-cpp-python supports, or upgrade llama-cpp-python",
+            ) from None
+
+
+def prompt_tokens(vocab: Any, messages: Messages) -> int:
+    """How many tokens ``messages`` take once the model's chat template renders them, as
+    ``create_chat_completion`` renders them (the GGUF's template through llama-cpp-python's Jinja formatter; its
+    llama-2 fallback for a GGUF without one)."""
+    from llama_cpp import llama_chat_format as formats
+
+    template = vocab.metadata.get("tokenizer.chat_template")
+    if template:
+
+        def text(token: int) -> str:
+            return vocab.detokenize([token], special=True).decode("utf-8", "replace") if token >= 0 else ""
+
+        formatter: Any = formats.Jinja2ChatFormatter(
+            template=template, eos_token=text(vocab.token_eos()), bos_token=text(vocab.token_bos())
+        )
+    else:
+        formatter = formats.format_llama2
+    result = formatter(messages=messages)
+    return len(vocab.tokenize(result.prompt.encode("utf-8"), add_bos=not result.added_special, special=True))
+
+
+def longest_prompt(
+    vocab: Any, template: PromptTemplate, passages: Sequence[str], questions: Sequence[str], k: int
+) -> tuple[Messages, int]:
+    """The worst case of a question's prompt: the template with the ``k`` passages of most tokens and the question of
+    most tokens, and its size in tokens. Candidates are the longest in UTF-8 bytes (a few more than needed), then
+    ranked by their real token counts; so a corpus is never tokenized whole."""
+
+    def most_tokens(texts: Sequence[str], n: int) -> list[str]:
+        pool = heapq.nlargest(2 * n + 8, texts, key=lambda t: len(t.encode("utf-8")))
+        counted = [(len(vocab.tokenize(t.strip().encode("utf-8"), add_bos=False)), t) for t in pool]
+        return [t for _, t in heapq.nlargest(n, counted, key=lambda c: c[0])]
+
+    question = (most_tokens(questions, 1) or [""])[0]
+    messages = template.render(question, most_tokens(passages, k))
+    return messages, prompt_tokens(vocab, messages)
+
+
+def check_context_fits(
+    gen: LlamaCppGenerator, path: str, passages: Sequence[str], questions: Sequence[str]
+) -> None:
+    """Refuse ``gen.context_k`` when the worst-case prompt (:func:`longest_prompt`) plus ``gen.max_tokens`` does
+    not fit ``gen.n_ctx``: llama.cpp would refuse that question mid-run, or cut its answer short. One line with the
+    figures and the fixes (the largest ``context_k`` that fits, the ``n_ctx`` that would)."""
+    name = gen.name
+    vocab = open_vocab(path, f"{name}.model")
+    messages, prompt = longest_prompt(vocab, gen.template, passages, questions, gen.context_k)
+    need = prompt + gen.max_tokens
+    if need <= gen.n_ctx:
+        return
+    lo, hi = 0, gen.context_k  # the largest k whose worst case fits (fits(0) may fail too: a huge question)
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if longest_prompt(vocab, gen.template, passages, questions, mid)[1] + gen.max_tokens <= gen.n_ctx:
+            lo = mid
+        else:
+            hi = mid - 1
+    shown = f"its {gen.context_k} longest" if len(passages) > gen.context_k else f"all its {len(passages)}"
+    arch = vocab.metadata.get("general.architecture", "")
+    trained = vocab.metadata.get(f"{arch}.context_length")
+    lower = f"lower {name}.context_k (up to {lo} fits), " if lo else ""
+    if prompt < gen.n_ctx:
+        lower += f"lower {name}.max_tokens (to {gen.n_ctx - prompt} at most), "
+    raise ConfigError(
+        f"{name}.context_k",
+        gen.context_k,
+        f"the longest prompt this corpus can make needs ~{need:,} tokens ({shown} passages, its longest "
+        f"question and the template: {prompt:,}, plus {name}.max_tokens={gen.max_tokens}) but "
+        f"{name}.n_ctx is {gen.n_ctx:,} (a worst-case bound, counted with the model's tokenizer). Fix: {lower}"
+        f"raise {name}.n_ctx to {need:,} or more"
+        + (f" (the model was trained with up to {int(trained):,})" if trained else "")
+        + ", or chunk the corpus shorter (corpus.chunker)",
+    )
 
 
 class LlamaCppGenerator(GeneratorBase):
@@ -69,6 +173,11 @@ class LlamaCppGenerator(GeneratorBase):
         """Resolve (for a shipped Qwen: assemble once into the cache) the GGUF; the model loads on first use."""
         if self._resolved is None:
             self._resolved = resolve_gguf(self.model, context.cache, f"{self.name}.model")
+
+    def check_fits(self, passages: Sequence[str], questions: Sequence[str], cache: Cache) -> None:
+        """The worst-case prompt must fit ``n_ctx`` (:func:`check_context_fits`)."""
+        resolved = self._resolved or resolve_gguf(self.model, cache, f"{self.name}.model")
+        check_context_fits(self, resolved.path, passages, questions)
 
     def warm(self) -> None:
         self._load()
