@@ -16,7 +16,6 @@ from ablate.evaluation.answer_scores import Answered
 from ablate.runner.session import Session
 from ablate.stages.base import Generator
 
-
 #: (generator fingerprint, snapshot fingerprint, split) already checked in this process (a sweep checks each once)
 _FITS: set[tuple[str, str, str]] = set()
 
