@@ -182,6 +182,9 @@ A_ANSWERS = "answers.csv"
 A_PROMPT = "prompt.txt"
 A_FUNNEL = "funnel.csv"
 REPORT_DIR = "report"
+#: In a sweep's folder: the id of its parent run (a report goes into the folder a parent's tag names only when the
+#: folder holds this file naming that run).
+SWEEP_PARENT_FILE = ".ablate_parent_run"
 
 
 # -- a run, read back -----------------------------------------------------------------------------------------------

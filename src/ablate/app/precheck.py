@@ -65,6 +65,19 @@ def check_callback_overrides(argv: list[str]) -> None:
             )
 
 
+def check_callbacks(cfg: Any) -> None:
+    """Every Hydra callback of the composed config is one of ablate's own classes, resolved before Hydra builds it
+    (:func:`ablate.app.targets.check_callback`), however the command line put it there."""
+    from omegaconf import OmegaConf
+
+    from ablate.app.targets import check_callback
+
+    callbacks = cfg.hydra.get("callbacks")
+    plain = OmegaConf.to_container(callbacks, resolve=True) if callbacks is not None else {}
+    for name, node in (plain if isinstance(plain, dict) else {}).items():
+        check_callback(f"hydra.callbacks.{name}", node)
+
+
 def known_keys() -> list[str]:
     """Every key a user can set: the settings in ``conf/config.yaml`` and every stage's parameters."""
 
@@ -180,6 +193,7 @@ def check_command_line(argv: list[str], launch_dir: str) -> list[Any]:
         for overrides in cells(argv):
             cfg = compose_cell(overrides)
             check_launcher(cfg)
+            check_callbacks(cfg)
             check_variant_name(cfg)
             jobs.append(job_from_config(cfg, launch_dir))
     check_test_sweep(

@@ -17,6 +17,7 @@ from ablate.data.chunking import ChunkerSpec
 from ablate.errors import ConfigError
 from ablate.evaluation import EvalSettings
 from ablate.runner.access import Access
+from ablate.safenames import PLAIN_NAME_RULE, name_problem
 from ablate.stages.base import check_bool, check_int, check_str
 
 ABSTAIN_OPTIONS = (
@@ -45,6 +46,8 @@ class CorpusSpec:
     )
 
     def __post_init__(self) -> None:
+        if self.name is not None and (problem := name_problem(self.name)):
+            raise ConfigError("corpus.name", self.name, f"{problem}; give {PLAIN_NAME_RULE}")
         self.access  # validates identity/as_of/policy together  # noqa: B018
 
     @property
