@@ -188,7 +188,10 @@ class _Sneaky:
 @pytest.mark.parametrize(
     ("target", "needle"),
     [
-        ("ablate.runner.job.subprocess.Popen", "resolves to class subprocess.Popen, which is not defined in ablate"),
+        (
+            "ablate.runner.job.subprocess.Popen",
+            "resolves to class subprocess.Popen, which is not defined in ablate",
+        ),
         ("ablate.evaluation.conflicts.pd.HDFStore", "resolves to class pandas.HDFStore"),
         ("ablate.runner.job.git_commit", "it is a function ablate.runner.job.git_commit, not a stage class"),
         ("ablate.stages.base.Fingerprint", "Fingerprint is not a stage"),
@@ -196,7 +199,9 @@ class _Sneaky:
         ("os.system", "only classes under ablate."),
     ],
 )
-def test_a_target_is_resolved_and_must_be_a_stage_before_anything_is_built(tmp_path, monkeypatch, target, needle):
+def test_a_target_is_resolved_and_must_be_a_stage_before_anything_is_built(
+    tmp_path, monkeypatch, target, needle
+):
     """A name an ablate module re-exports (``Sneaky`` here, put in ``ablate.runner.job`` as an import would) resolves
     to a class of another module: refused before it is constructed, so the file its constructor writes never
     appears."""
@@ -278,7 +283,10 @@ def test_callbacks_in_the_composed_config_are_checked_however_they_got_there():
     check_callbacks(_compose([]))  # ablate's own SweepCallback
     for overrides, needle in (
         (["+hydra.callbacks.x._target_=ablate.stages.fusion.rrf.RRF"], "not an ablate Hydra callback"),
-        (["+hydra.callbacks.x={_target_:ablate.runner.job.subprocess.Popen}"], "resolves to class subprocess"),
+        (
+            ["+hydra.callbacks.x={_target_:ablate.runner.job.subprocess.Popen}"],
+            "resolves to class subprocess",
+        ),
         (
             [
                 "+hydra.callbacks.x._target_=ablate.app.callbacks.SweepCallback",
@@ -305,7 +313,9 @@ def test_a_registered_plugin_class_is_allowed_and_its_entry_point_decides(monkey
     from ablate.app import targets
 
     eps = {
-        "test_security.PluginStage": metadata.EntryPoint("plug", "test_security:PluginStage", "ablate.stages"),
+        "test_security.PluginStage": metadata.EntryPoint(
+            "plug", "test_security:PluginStage", "ablate.stages"
+        ),
         "test_security._Sneaky": metadata.EntryPoint("sneaky", "test_security:_Sneaky", "ablate.stages"),
     }
     monkeypatch.setattr(targets, "plugin_entry_points", lambda: eps)

@@ -75,7 +75,7 @@ def check_callbacks(cfg: Any) -> None:
     callbacks = cfg.hydra.get("callbacks")
     plain = OmegaConf.to_container(callbacks, resolve=True) if callbacks is not None else {}
     for name, node in (plain if isinstance(plain, dict) else {}).items():
-        check_callback(f"hydra.callbacks.{name}", node)
+        check_callback("hydra.callbacks." + str(name), node)
 
 
 def known_keys() -> list[str]:

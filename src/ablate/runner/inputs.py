@@ -9,7 +9,7 @@ from __future__ import annotations
 from ablate.cache import Cache
 from ablate.data.corpus import Snapshot
 from ablate.errors import InputError
-from ablate.runner.access import Resolver
+from ablate.runner.access import Resolver, check_answerable
 from ablate.runner.pipeline import Pipeline
 from ablate.runner.session import Session, shared_session
 from ablate.runner.settings import CorpusSpec, OutputSpec
@@ -60,5 +60,6 @@ def check_inputs(
     snapshot = (session or shared_session()).snapshot(corpus)
     check_labels(snapshot, corpus.split, relevance_level)
     Resolver(snapshot, corpus.access).check(snapshot.split_qids(corpus.split))
+    check_answerable(snapshot, corpus.access, corpus.split, relevance_level)
     pipeline.bind(snapshot, corpus.split)  # stages check what they need from the corpus (e.g. a train split)
     return snapshot

@@ -48,7 +48,8 @@ class CorpusSpec:
     def __post_init__(self) -> None:
         if self.name is not None and (problem := name_problem(self.name)):
             raise ConfigError("corpus.name", self.name, f"{problem}; give {PLAIN_NAME_RULE}")
-        self.access  # validates identity/as_of/policy together  # noqa: B018
+        # validates identity/as_of/policy together; the date as every record writes it (20260415 -> 2026-04-15)
+        object.__setattr__(self, "as_of", self.access.as_of)
 
     @property
     def access(self) -> Access:
@@ -119,6 +120,8 @@ class RunSettings:
             and not (isinstance(t, (int, float)) and not isinstance(t, bool) and math.isfinite(t))
         ):
             raise ConfigError("abstain.threshold", t, f"give {ABSTAIN_OPTIONS}")
+        if isinstance(t, int):  # 1 and 1.0 are one threshold: one cell key, one record
+            object.__setattr__(self, "abstain_threshold", float(t))
 
     @property
     def depth(self) -> int:
