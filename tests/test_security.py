@@ -324,3 +324,30 @@ def test_a_registered_plugin_class_is_allowed_and_its_entry_point_decides(monkey
         targets.stage_class("plug", "test_security._Sneaky")  # registered, but not a stage class
     with pytest.raises(ConfigError, match="only classes under ablate."):
         targets.stage_class("plug", "test_security.PluginStage.__init__")  # not what the entry point names
+
+
+def test_a_run_id_read_back_from_an_edited_store_names_no_folder_outside(tmp_path, mlflow_uri):
+    """The report downloads each run's per_query.csv into ``<temp>/<run id>``; a store edited to hold the run id
+    ``../../<folder>`` once sent the copy there. Now the run is refused and nothing is written outside."""
+    import sqlite3
+
+    from ablate import record as R
+    from ablate.study.fetch import fetch_runs
+    from ablate.tracking import Tracker
+
+    t = Tracker(mlflow_uri)
+    run_id = t.start("edited-store", "A", {R.T_VARIANT: "A"})
+    t.log_files(run_id, {R.A_PER_QUERY: "qid,ndcg@10\nq1,1.0\n"})
+    t.end(run_id)
+    target = tmp_path / "landed"
+    bad = f"../../../../../../..{target}"
+    db = sqlite3.connect(mlflow_uri[len("sqlite:///") :])
+    db.execute("PRAGMA foreign_keys = OFF")
+    for table in ("runs", "tags", "params", "metrics", "latest_metrics", "inputs"):
+        column = "source_id" if table == "inputs" else "run_uuid"
+        db.execute(f"UPDATE {table} SET {column} = ? WHERE {column} = ?", (bad, run_id))
+    db.commit()
+    db.close()
+    with pytest.raises(InputError, match="would name a folder outside the temp folder"):
+        fetch_runs(Tracker(mlflow_uri), experiment="edited-store")
+    assert not target.exists()

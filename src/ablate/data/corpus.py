@@ -467,7 +467,9 @@ def corpus_name(root: Path, manifest: dict[str, Any], setting: str | None = None
     if declared is None or declared == "":
         return root.name
     p = root / "corpus.yaml"
-    problem = "it is not a string" if isinstance(declared, (list, dict, bool)) else name_problem(str(declared))
+    problem = (
+        "it is not a string" if isinstance(declared, (list, dict, bool)) else name_problem(str(declared))
+    )
     if problem:
         raise InputError(
             f"{p}:{_manifest_line(p, 'name') or '?'}",
