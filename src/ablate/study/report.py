@@ -248,7 +248,7 @@ def run_labels(records: Sequence[RecordedRun], swept: Sequence[str] = ()) -> dic
             continue
         common = [k for k in varying_params(group) if all(k in r.params for r in group)]
         keys = [k for k in dict.fromkeys([*swept, *common]) if k != "variant"]
-        keys = [k for k in keys if len({str(r.params.get(k)) for r in group}) > 1]
+        keys = [k for k in keys if len({repr(norm_value(r.params.get(k))) for r in group}) > 1]
         short = _short_keys(keys)
         for r in group:
             parts = [f"{short[k]}={_label_value(k, r.params.get(k))}" for k in keys]
