@@ -124,6 +124,14 @@ CASES = [
         "callbacks may only be ablate. classes",
     ),
     Case(
+        "hydra-plugin-nested-target",
+        [
+            "+hydra.sweeper.foo._target_=ablate.app.cli.logging.FileHandler",
+            "+hydra.sweeper.foo.filename=x.log",
+        ],
+        "hydra.sweeper.foo=",
+    ),
+    Case(
         "corpus-name-path", ["corpus.name=../../x"], "corpus.name='../../x' is not valid; it contains a path"
     ),
     Case("corpus-path-missing", ["corpus=beir"], "corpus.path='???'", base=False),

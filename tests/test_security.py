@@ -300,6 +300,35 @@ def test_callbacks_in_the_composed_config_are_checked_however_they_got_there():
         assert needle in str(e.value)
 
 
+@pytest.mark.parametrize("part", ["sweeper", "launcher"])
+def test_nothing_nested_in_hydras_sweeper_or_launcher_is_built(tmp_path, part):
+    """Hydra checks that ``hydra.sweeper._target_`` is a registered plugin but builds a ``_target_`` nested in its
+    config first: ``+hydra.sweeper.foo._target_=ablate.app.cli.logging.FileHandler`` created its file (and left a
+    store and a multirun folder behind) before Hydra failed."""
+    p = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "ablate",
+            "-m",
+            "variant=A",
+            f"tracking.uri=sqlite:///{tmp_path}/m.db",
+            f"+hydra.{part}.foo._target_=ablate.app.cli.logging.FileHandler",
+            f"+hydra.{part}.foo.filename=pwned-{part}",
+        ],
+        cwd=tmp_path,
+        env=_env(tmp_path / "cache"),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert p.returncode == 2, (p.stdout, p.stderr)
+    errors = [x for x in p.stderr.splitlines() if x.startswith("error:")]
+    assert len(errors) == 1 and f"error: hydra.{part}.foo=" in errors[0] and "nothing nested" in errors[0]
+    assert not (tmp_path / f"pwned-{part}").exists() and not (tmp_path / "m.db").exists()
+    assert not (tmp_path / "multirun").exists()
+
+
 class PluginStage:
     """A stage another package registers (entry point ``ablate.stages``), defined outside ablate."""
 

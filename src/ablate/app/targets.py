@@ -11,7 +11,9 @@ looked up, never called), and only then allowed:
   class of a stage kind. A function (``ablate.runner.job.git_commit``) is refused too. Nested ``_target_``s inside a
   stage's parameters follow the same rule.
 * a **Hydra callback**: one of ablate's own callback classes (a subclass of Hydra's ``Callback`` defined in an ablate
-  module), with no nested ``_target_``.
+  module), with no nested ``_target_``;
+* nothing nested in Hydra's **launcher or sweeper** config (Hydra checks their own ``_target_`` is a registered
+  plugin, but would build a nested one first).
 
 Every refusal is one :class:`~ablate.errors.ConfigError` naming ``<key>._target_`` and what the target resolved to.
 """
@@ -87,8 +89,9 @@ def _resolve(
     where = f"{key}._target_"
     if not isinstance(target, str) or not target:
         raise ConfigError(where, target, f"name a class, e.g. {example}")
-    plugin = plugin_entry_points().get(target) if plugins else None
-    if plugin is None and not target.startswith("ablate."):
+    ours = target.startswith("ablate.")
+    plugin = plugin_entry_points().get(target) if plugins and not ours else None  # ~35 ms: only when needed
+    if plugin is None and not ours:
         how = "use an ablate. class, or install the plugin that registers it" if plugins else fix
         raise ConfigError(where, target, f"{allowed}; {how}")
     try:
@@ -175,3 +178,18 @@ def check_callback(key: str, node: Any) -> None:
         raise ConfigError(
             key, dict(node), f"{CALLBACKS_ONLY}: nothing nested in it may be built; drop the override"
         )
+
+
+def check_plugin_config(key: str, node: Any) -> None:
+    """Hydra's launcher or sweeper config (``hydra.launcher``, ``hydra.sweeper``): Hydra checks that its own
+    ``_target_`` is a registered plugin, but would build any ``_target_`` nested in it first, so none may be."""
+    if not isinstance(node, Mapping):
+        return
+    for k, v in node.items():
+        if has_target(v):
+            raise ConfigError(
+                f"{key}.{k}",
+                v,
+                f"Hydra builds its {key.rsplit('.', 1)[-1]} from plain settings; nothing nested in it may be built "
+                "(a _target_ there would be constructed before the sweep starts); drop the override",
+            )
