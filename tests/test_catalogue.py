@@ -62,6 +62,14 @@ def _half_gguf(target: Path) -> None:
     target.write_bytes(data[: len(data) // 2])
 
 
+def _all(*steps: Callable[[Path], None]) -> Callable[[Path], None]:
+    def apply(root: Path) -> None:
+        for step in steps:
+            step(root)
+
+    return apply
+
+
 GOOD_QUERIES = "".join(json.dumps(q, ensure_ascii=False) + "\n" for q in TINY_QUERIES)
 
 CASES = [
@@ -108,6 +116,33 @@ CASES = [
         "callbacks may only be ablate. classes",
     ),
     Case("stage-target", ["rrf._target_=os.system"], "only classes under ablate."),
+    Case(  # a name an ablate module imports resolves to another package's class: refused before it is built
+        "stage-target-reexport",
+        ["rrf._target_=ablate.runner.job.subprocess.Popen"],
+        "resolves to class subprocess.Popen, which is not defined in ablate",
+    ),
+    Case(
+        "stage-target-reexport-pandas",
+        ["rrf._target_=ablate.evaluation.conflicts.pd.HDFStore"],
+        "resolves to class pandas.HDFStore, which is not defined in ablate",
+    ),
+    Case("stage-target-function", ["rrf._target_=ablate.runner.job.git_commit"], "not a stage class"),
+    Case(
+        "callback-reexport",
+        ["+hydra.callbacks.x._target_=ablate.runner.job.subprocess.Popen"],
+        "callbacks may only be ablate. classes",
+    ),
+    Case(
+        "hydra-plugin-nested-target",
+        [
+            "+hydra.sweeper.foo._target_=ablate.app.cli.logging.FileHandler",
+            "+hydra.sweeper.foo.filename=x.log",
+        ],
+        "hydra.sweeper.foo=",
+    ),
+    Case(
+        "corpus-name-path", ["corpus.name=../../x"], "corpus.name='../../x' is not valid; it contains a path"
+    ),
     Case("corpus-path-missing", ["corpus=beir"], "corpus.path='???'", base=False),
     Case("split", ["corpus.split=nope"], "corpus.split='nope'"),
     Case(  # refused before the corpus is read (this corpus has no test split at all)
@@ -121,6 +156,27 @@ CASES = [
     Case("identity-per-query-no-persona", ["corpus.identity=per_query"], "has no persona"),
     Case("as-of-date", ["corpus.as_of=15/04/2026"], "corpus.as_of='15/04/2026' is not valid"),
     Case("in-force-without-date", ["versions.policy=in_force"], "in_force needs a date"),
+    Case(  # every document takes effect in 2025: on 1900-01-01 no question keeps any evidence
+        "as-of-before-every-version",
+        ["corpus.as_of=1900-01-01"],
+        "before every document's effective date (earliest 2025-01-01)",
+        _edit(
+            "corpus.jsonl",
+            "".join(json.dumps({**d, "effective_date": "2025-01-01"}) + "\n" for d in TINY_DOCS),
+        ),
+    ),
+    Case(  # an identity whose groups see no document
+        "identity-sees-no-evidence",
+        ["corpus.identity=nobody"],
+        "corpus.identity='nobody' is not valid; no question of split 'dev'",
+        _all(
+            _edit("corpus.yaml", TINY_MANIFEST + "  nobody: [visitors]\n"),
+            _edit(
+                "corpus.jsonl",
+                "".join(json.dumps({**d, "acl": d.get("acl") or ["staff"]}) + "\n" for d in TINY_DOCS),
+            ),
+        ),
+    ),
     Case(
         "query-as-of-date",
         ["corpus.as_of=per_query"],
@@ -227,12 +283,62 @@ CASES = [
     ),
     Case("corpus-file-missing", [], "corpus.jsonl: is missing", _remove("corpus.jsonl")),
     Case("corpus-path-is-a-file", ["corpus.path={file}"], "is not a folder", base=True),
+    Case(
+        "manifest-name-path",
+        [],
+        "corpus.yaml:1: name '../../../../tmp/x' is not a plain name",
+        _edit("corpus.yaml", TINY_MANIFEST.replace("name: tiny", "name: ../../../../tmp/x")),
+    ),
+    Case(
+        "query-split-path",
+        [],
+        "queries.jsonl:6: query 'q9': split '../x' is not a plain name",
+        _edit("queries.jsonl", GOOD_QUERIES + json.dumps({"_id": "q9", "text": "t", "split": "../x"}) + "\n"),
+    ),
+    Case(
+        "extra-qrels-outside",
+        [],
+        "extra_qrels '../../secret.tsv': leads outside the corpus folder",
+        _edit("corpus.yaml", TINY_MANIFEST + "extra_qrels: [../../secret.tsv]\n"),
+    ),
     # -- the other entry points -----------------------------------------------------------------------------------------
     Case(
         "evaluate-run-missing",
         ["{dir}/nope.trec", "{corpus}/qrels/dev.tsv"],
         "nope.trec: file not found",
         module="ablate.evaluate",
+        base=False,
+    ),
+    Case(
+        "evaluate-duplicate-line",
+        ["{corpus}/dup.trec", "{corpus}/qrels/dev.tsv"],
+        "dup.trec:3: query 'q1' lists docid 'INV-102#p0' again (first at line 1)",
+        _edit("dup.trec", "q1 Q0 INV-102#p0 1 2.0 r\nq1 Q0 INV-120#p0 2 1.0 r\nq1 Q0 INV-102#p0 3 0.5 r\n"),
+        module="ablate.evaluate",
+        base=False,
+    ),
+    Case(
+        "evaluate-empty-run",
+        ["{corpus}/empty.trec", "{corpus}/qrels/dev.tsv"],
+        "empty.trec: holds no result line",
+        _edit("empty.trec", "\n"),
+        module="ablate.evaluate",
+        base=False,
+    ),
+    Case(
+        "split-name-path",
+        ["{corpus}", "--no-embed"],
+        "corpus.yaml:1: name '../../x' is not a plain name",
+        _edit("corpus.yaml", TINY_MANIFEST.replace("name: tiny", "name: ../../x")),
+        module="ablate.split",
+        base=False,
+    ),
+    Case(
+        "split-no-labels",
+        ["{corpus}", "--no-embed"],
+        "leakage cannot be checked",
+        _remove("qrels"),
+        module="ablate.split",
         base=False,
     ),
     Case(

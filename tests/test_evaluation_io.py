@@ -37,10 +37,22 @@ def test_trec_run_tie_rules(tmp_path):
         read_trec_run(p, ties="random")
 
 
-def test_trec_run_duplicates_kept_and_counted(tmp_path):
-    p = write(tmp_path, "r.trec", "q Q0 a 1 2.0 s\nq Q0 a 2 1.0 s\n")
-    run = read_trec_run(p)
-    assert len(run.results["q"]) == 2 and run.meta["duplicate_lines"] == 1
+def test_trec_run_duplicates_are_refused_with_file_line_and_id(tmp_path):
+    """trec_eval refuses a docid listed twice for one query; so do we, instead of scoring one of the two lines."""
+    p = write(tmp_path, "r.trec", "q Q0 a 1 2.0 s\nq Q0 b 2 1.5 s\n\nq Q0 a 3 1.0 s\nq2 Q0 a 1 1.0 s\n")
+    with pytest.raises(InputError) as e:
+        read_trec_run(p)
+    assert e.value.where == f"{p}:4"
+    assert "query 'q' lists docid 'a' again (first at line 1)" in str(e.value) and "Fix:" in str(e.value)
+    assert len(read_trec_run(write(tmp_path, "ok.trec", "q Q0 a 1 2.0 s\nq2 Q0 a 1 1.0 s\n")).results) == 2
+
+
+@pytest.mark.parametrize("text", ["", "\n\n  \n"])
+def test_an_empty_run_file_is_refused(tmp_path, text):
+    p = write(tmp_path, "empty.trec", text)
+    with pytest.raises(InputError) as e:
+        read_trec_run(p)
+    assert e.value.where == str(p) and "holds no result line" in str(e.value)
 
 
 @pytest.mark.parametrize(

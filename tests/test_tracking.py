@@ -113,7 +113,10 @@ def test_log_run_records_what_separate_calls_record(store):
     assert (
         a.params
         == b.params
-        == {k: (json.dumps(v) if isinstance(v, list) else str(v)) for k, v in params.items()}
+        == {  # a whole float is logged as the integer (56.0 -> "56"), others as str
+            k: (json.dumps(v) if isinstance(v, list) else str(int(v)) if v == int(v) else str(v))
+            for k, v in params.items()
+        }
     )
     assert a.metrics == b.metrics == {k.replace("@", "_at_"): v for k, v in metrics.items()}
     assert {k: v for k, v in a.tags.items() if k.startswith("ablate.t")} == tags

@@ -15,6 +15,7 @@ import functools
 import hashlib
 import json
 import os
+import re
 import sys
 import tempfile
 import zipfile
@@ -33,6 +34,19 @@ def default_cache_dir() -> Path:
         return Path(env).expanduser().resolve()
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return (Path(base) / "ablate").resolve()
+
+
+_KIND = re.compile(r"[a-z0-9][a-z0-9_.-]{0,63}")
+_KEY = re.compile(r"[0-9a-f]{16,128}")
+
+
+def _check_entry_name(kind: str, key: str, ext: str) -> None:
+    """An entry's path is built from a kind (a constant), a key (a hex digest, :func:`key_of`) and an extension:
+    anything else is a bug, refused before it could name a path outside the cache."""
+    if not (_KIND.fullmatch(kind) and _KEY.fullmatch(key) and _KIND.fullmatch(ext)) or ".." in kind:
+        raise ValueError(
+            f"cache entry {kind!r}/{key!r}.{ext!r}: the kind must be a plain name and the key a hex digest"
+        )
 
 
 def key_of(*parts: Any) -> str:
@@ -237,6 +251,7 @@ class Cache:
         return removed
 
     def _path(self, kind: str, key: str, ext: str) -> Path:
+        _check_entry_name(kind, key, ext)
         return self.root / kind / key[:2] / f"{key}.{ext}"
 
     # -- arrays ---------------------------------------------------------------------------------------------------
@@ -357,4 +372,5 @@ class Cache:
 
     def dir_for(self, kind: str, key: str) -> Path:
         """A folder for multi-file entries (e.g. a fine-tuned model). Callers write into a temp sibling and rename."""
+        _check_entry_name(kind, key, "dir")
         return self.root / kind / key[:2] / key

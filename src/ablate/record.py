@@ -17,6 +17,8 @@ its held-out status, why it failed.
 from __future__ import annotations
 
 import json
+import math
+import numbers
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -182,6 +184,9 @@ A_ANSWERS = "answers.csv"
 A_PROMPT = "prompt.txt"
 A_FUNNEL = "funnel.csv"
 REPORT_DIR = "report"
+#: In a sweep's folder: the id of its parent run (a report goes into the folder a parent's tag names only when the
+#: folder holds this file naming that run).
+SWEEP_PARENT_FILE = ".ablate_parent_run"
 
 
 # -- a run, read back -----------------------------------------------------------------------------------------------
@@ -283,9 +288,15 @@ def json_list(value: Any) -> list[str]:
 
 
 def param_value(v: Any) -> str:
-    """How a typed param value is written: ``null``, JSON for lists and mappings, ``str`` otherwise (6000 chars)."""
+    """How a typed param value is written: ``null``, JSON for lists and mappings, an integral float as the integer
+    the user wrote (``rrf.k=60`` is checked as the float 60.0 but logged ``60``, so the MLflow filter
+    ``params.`rrf.k` = '60'`` finds it; fingerprints keep the typed value), ``str`` otherwise (6000 chars)."""
     if v is None:
         return "null"
+    if isinstance(v, numbers.Real) and not isinstance(v, numbers.Integral):
+        f = float(v)
+        if math.isfinite(f) and f.is_integer() and abs(f) < 2**53:
+            return str(int(f))
     if isinstance(v, (list, tuple, dict)):
         return json.dumps(
             list(v) if isinstance(v, tuple) else v, ensure_ascii=False, sort_keys=isinstance(v, dict)

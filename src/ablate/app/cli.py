@@ -17,6 +17,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from ablate import record as R
 from ablate.app.paths import CONF_DIR, register_resolvers
 from ablate.app.precheck import check_group_options
 from ablate.app.reuse_plan import ENV_LAUNCHED, looked_up
@@ -24,7 +25,7 @@ from ablate.errors import AblateError
 
 log = logging.getLogger("ablate")
 
-PARENT_FILE = ".ablate_parent_run"
+PARENT_FILE = R.SWEEP_PARENT_FILE
 #: Environment handed to every job of one command (inherited by launcher workers): a unique id for this command
 #: (it names the output folder), the number of jobs, and the sweep's parent run once it exists.
 ENV_INVOCATION, ENV_SIZE, ENV_PARENT = "ABLATE_INVOCATION", "ABLATE_SWEEP_SIZE", "ABLATE_SWEEP_PARENT"

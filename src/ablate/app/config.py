@@ -3,8 +3,10 @@
 * **Stages** are the top-level blocks that carry ``_target_`` (``bm25``, ``dense``, ``oracle``, ``rrf``, ``rerank``,
   and any a plugin adds); each is instantiated with Hydra, named after its block, and sorted by its kind
   (retriever, fuser, reranker). Retrievers keep their config order.
-* **Allowed targets**: a ``_target_`` must name a class under ``ablate.`` or one registered by an installed package
-  under the entry-point group ``ablate.stages``, so a config cannot import arbitrary code.
+* **Allowed targets** (:mod:`ablate.app.targets`): a ``_target_`` is resolved without being called and must be a
+  stage class defined in ablate (its own module, not a name an ablate module imports) or registered by an installed
+  package under the entry-point group ``ablate.stages``; only then is it constructed, so a config cannot build
+  arbitrary objects.
 * **Parameters**: each stage's constructor checks its own values (one place); an unknown parameter is refused here,
   naming the known ones. A block of a stage the variant does not select (written with ``++``) is ignored, with a note;
   any other unknown top-level key is refused.
@@ -18,14 +20,13 @@ import difflib
 import inspect
 import re
 import sys
-from collections.abc import Mapping
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
 from ablate.app.paths import register_resolvers, stage_blocks
+from ablate.app.targets import check_nested_targets, has_target, stage_class
 from ablate.errors import AblateError, ConfigError
 from ablate.runner.job import JobSpec
 from ablate.runner.pipeline import Pipeline
@@ -48,69 +49,25 @@ SETTINGS_KEYS = (
     "progress",
     "hydra",
 )
-ENTRY_POINT_GROUP = "ablate.stages"
 _INTERPOLATION = re.compile(r"^\$\{([A-Za-z_][\w.]*)\}$")
 
 
-def _plugin_targets() -> set[str]:
-    """Targets registered by installed packages (entry points ``ablate.stages``: ``name = module:Class``)."""
-    out: set[str] = set()
-    for ep in metadata.entry_points(group=ENTRY_POINT_GROUP):
-        out.add(ep.value.replace(":", "."))
-    return out
-
-
-def check_target(key: str, target: object) -> str:
-    """``target`` if it may be instantiated (``ablate.*`` or a registered plugin), else a ConfigError."""
-    if not isinstance(target, str) or not target:
-        raise ConfigError(
-            f"{key}._target_", target, "name a stage class, e.g. ablate.stages.retrievers.bm25.BM25Retriever"
-        )
-    if target.startswith("ablate.") or target in _plugin_targets():
-        return target
-    raise ConfigError(
-        f"{key}._target_",
-        target,
-        f"only classes under ablate. or registered by an installed plugin (entry-point group {ENTRY_POINT_GROUP!r}) "
-        "may be built from a config; use an ablate. class, or install the plugin that registers this one",
-    )
-
-
-def _check_nested_targets(key: str, node: Any) -> None:
-    if isinstance(node, Mapping):
-        for k, v in node.items():
-            if k == "_target_":
-                check_target(key, v)
-            else:
-                _check_nested_targets(f"{key}.{k}", v)
-    elif isinstance(node, list):
-        for i, v in enumerate(node):
-            _check_nested_targets(f"{key}[{i}]", v)
-
-
-def _has_target(node: Any) -> bool:
-    if isinstance(node, Mapping):
-        return "_target_" in node or any(_has_target(v) for v in node.values())
-    if isinstance(node, list):
-        return any(_has_target(v) for v in node)
-    return False
+def check_target(key: str, target: object) -> type:
+    """The stage class ``target`` names if it may be built (:func:`ablate.app.targets.stage_class`: resolved,
+    defined in ablate or registered by a plugin, of a stage kind), else a ConfigError. Nothing is constructed."""
+    return stage_class(key, target)
 
 
 def build_stage(key: str, node: DictConfig) -> Any:
     """Instantiate the stage block ``key`` (Hydra ``_target_``), named ``key``; errors become one-line ConfigErrors."""
     from hydra.errors import InstantiationException
-    from hydra.utils import get_class, instantiate
+    from hydra.utils import instantiate
 
-    target = check_target(key, node.get("_target_"))
+    target = node.get("_target_")
+    cls = check_target(key, target)  # resolved and checked: nothing is constructed before this
     raw = OmegaConf.to_container(node, resolve=True)
     assert isinstance(raw, dict)
-    _check_nested_targets(key, {k: v for k, v in raw.items() if k != "_target_"})
-    try:
-        cls = get_class(target)
-    except Exception:  # noqa: BLE001 - hydra raises ImportError/ValueError variants for a bad path
-        raise ConfigError(
-            f"{key}._target_", target, "no such class: check the module path and the class name"
-        ) from None
+    check_nested_targets(key, {k: v for k, v in raw.items() if k != "_target_"})
     accepted = inspect.signature(cls).parameters
     takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in accepted.values())
     if not takes_any:
@@ -126,7 +83,7 @@ def build_stage(key: str, node: DictConfig) -> Any:
                 )
     params = {str(k): v for k, v in raw.items() if k != "_target_"}
     # plain values (every stage ablate ships): called with what instantiate would pass, ~15x sooner than instantiate
-    if not _has_target(params):
+    if not has_target(params):
         try:
             stage = cls(name=key, **params)
         except AblateError:

@@ -6,8 +6,9 @@ What is refused here, with one line naming the key, value or file and the fix:
 * an unknown config-group option (``variant=E``) and an unknown key (``eval.kss=1``, with the closest valid key);
 * a bad value of any setting or stage parameter (each stage's constructor checks its own);
 * a ``variant.name`` that would turn Hydra's output folder into a path outside ``outputs/`` or ``multirun/``;
-* a ``hydra.callbacks`` override that is not an ``ablate.`` class (command-line overrides are trusted input: they
-  may name classes to build, so callbacks are kept to ours);
+* a ``hydra.callbacks`` entry that is not one of ablate's own callback classes, resolved before Hydra builds it, and
+  a ``_target_`` nested in Hydra's launcher or sweeper config (command-line overrides are trusted input: they may
+  name classes to build, so what Hydra builds is kept to ours: :mod:`ablate.app.targets`);
 * a sweep (``-m``, more than one cell) with cells on the held-out split (``corpus.split=test``) unless it is
   confirmed as the one final run of settings chosen on dev (``--confirm-test``, which the CLI turns into
   ``heldout.confirm_test=true``): :func:`ablate.runner.heldout.check_test_sweep`;
@@ -64,6 +65,24 @@ def check_callback_overrides(argv: list[str]) -> None:
                 value,
                 "command-line overrides are trusted input, but callbacks may only be ablate. classes; drop the override",
             )
+
+
+def check_callbacks(cfg: Any) -> None:
+    """Every Hydra callback of the composed config is one of ablate's own classes, resolved before Hydra builds it
+    (:func:`ablate.app.targets.check_callback`), however the command line put it there; nothing nested in the
+    launcher's or sweeper's config is built (:func:`ablate.app.targets.check_plugin_config`)."""
+    from omegaconf import OmegaConf
+
+    from ablate.app.targets import check_callback, check_plugin_config
+
+    callbacks = cfg.hydra.get("callbacks")
+    plain = OmegaConf.to_container(callbacks, resolve=True) if callbacks is not None else {}
+    for name, node in (plain if isinstance(plain, dict) else {}).items():
+        check_callback("hydra.callbacks." + str(name), node)
+    for part in ("launcher", "sweeper"):
+        node = cfg.hydra.get(part)
+        if node is not None:
+            check_plugin_config(f"hydra.{part}", OmegaConf.to_container(node, resolve=False))
 
 
 def known_keys() -> list[str]:
@@ -181,6 +200,7 @@ def check_command_line(argv: list[str], launch_dir: str) -> list[Any]:
         for overrides in cells(argv):
             cfg = compose_cell(overrides)
             check_launcher(cfg)
+            check_callbacks(cfg)
             check_variant_name(cfg)
             jobs.append(job_from_config(cfg, launch_dir))
     check_test_sweep(

@@ -21,6 +21,7 @@ from typing import Any
 from ablate.app.parser import OneLineParser
 from ablate.app.paths import CONF_DIR, corpora_dir, datasets_dir
 from ablate.errors import AblateError, ConfigError
+from ablate.safenames import inside, name_problem
 from ablate.tables import fmt
 
 
@@ -118,7 +119,8 @@ def _dense_defaults(corpus_name: str) -> dict[str, Any]:
 
     dense = OmegaConf.load(CONF_DIR / "retrievers" / "dense.yaml")
     named = CONF_DIR / "corpus" / f"{corpus_name}.yaml"
-    own = OmegaConf.load(named) if named.is_file() else OmegaConf.create({})
+    known = name_problem(corpus_name) is None and named.parent == CONF_DIR / "corpus"
+    own = OmegaConf.load(named) if known and named.is_file() else OmegaConf.create({})
     corpus = {"dense": own.get("dense") or {}} if isinstance(own, DictConfig) else {}
     cfg = OmegaConf.merge({"corpus": corpus}, dense)
     out = OmegaConf.to_container(cfg.dense, resolve=True)
@@ -152,13 +154,26 @@ def make_embedder(
 
 
 def _default_out(name: str, from_splits: tuple[str, ...], dev: float, seed: int) -> Path:
+    """``./splits/<corpus>[-from-<splits>]-dev<share>-seed<seed>``: one folder inside ``./splits``, whatever the
+    corpus name (checked when the corpus was loaded) or the split names hold."""
     src = f"-from-{'+'.join(from_splits)}" if from_splits else ""
-    return Path.cwd() / "splits" / f"{name}{src}-dev{dev:g}-seed{seed}"
+    folder = f"{name}{src}-dev{dev:g}-seed{seed}"
+    problem = name_problem(folder)
+    try:
+        if problem is None:
+            return inside(Path.cwd() / "splits", folder)
+    except ValueError as e:
+        problem = str(e)
+    raise ConfigError(
+        "--out",
+        f"splits/{folder}",
+        f"the default output folder must be one plain folder inside ./splits ({problem}); give --out",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
     from ablate.data.corpus import load_corpus
-    from ablate.data.splitting import SplitParams, build_split, write_split
+    from ablate.data.splitting import SplitParams, build_split, questions_to_split, write_split
 
     t0 = time.perf_counter()
     from_splits = tuple(s.strip() for s in (args.from_splits or "").split(",") if s.strip())
@@ -172,6 +187,7 @@ def run(args: argparse.Namespace) -> int:
         group_by=args.group_by,
     )
     snapshot = load_corpus(resolve_corpus(args.corpus))
+    questions_to_split(snapshot, from_splits)  # an unknown --from is named before it names a folder
     out = (
         Path(args.out).expanduser().resolve()
         if args.out

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import unicodedata
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -27,6 +28,7 @@ from ablate.data.language import detect_language
 from ablate.data.qrels import read_qrels, read_text_lines
 from ablate.data.types import Chunk, Document, IdTable, Qrels, Query, Section, SubQuestion, Unit
 from ablate.errors import ConfigError, InputError
+from ablate.safenames import PLAIN_NAME_RULE, inside, name_problem
 
 FORMAT_VERSION = "ablate-corpus-1"
 
@@ -268,6 +270,13 @@ def load_queries(path: Path) -> dict[str, Query]:
             raise InputError(where, f"query {qid!r} has no text", 'add a non-empty "text"')
         raw_meta = obj.get("metadata")
         meta: dict[str, Any] = raw_meta if isinstance(raw_meta, dict) else {}
+        split = _opt_str(obj, "split")
+        if split is not None and (problem := name_problem(split)):
+            raise InputError(
+                where,
+                f"query {qid!r}: split {split!r} is not a plain name ({problem}); it names qrels/<split>.tsv",
+                'write a split name such as "dev" or "test"',
+            )
         queries[qid] = Query(
             qid=qid,
             text=text,
@@ -275,7 +284,7 @@ def load_queries(path: Path) -> dict[str, Query]:
             persona=_opt_str(obj, "persona"),
             as_of=_opt_str(obj, "as_of"),
             answers=_str_list(obj, "answers", where) or _str_list(meta, "answers", where),
-            split=_opt_str(obj, "split"),
+            split=split,
             group=_opt_str(obj, "group"),
             **_subquestions(obj, qid, where),
         )
@@ -430,6 +439,54 @@ def read_manifest(root: Path) -> dict[str, Any]:
     return m
 
 
+def _manifest_line(path: Path, key: str) -> int | None:
+    """The line of ``path`` (a YAML mapping) where the top-level ``key``'s value starts (for error messages)."""
+    lines, _ = read_text_lines(path)
+    try:
+        node = yaml.compose("\n".join(lines))
+    except yaml.YAMLError:
+        return None
+    if isinstance(node, yaml.MappingNode):
+        for k, v in node.value:
+            if getattr(k, "value", None) == key:
+                return int(v.start_mark.line) + 1
+    return None
+
+
+def corpus_name(root: Path, manifest: dict[str, Any], setting: str | None = None) -> str:
+    """The snapshot's name: the ``corpus.name`` setting, else corpus.yaml's ``name``, else the folder's name. A
+    declared name becomes a folder and file name (``python -m ablate.split``'s output, ``conf/corpus/<name>.yaml``)
+    and an MLflow experiment name, so it must be a plain name (:func:`ablate.safenames.name_problem`): the setting
+    is refused as :class:`ConfigError`, corpus.yaml's as :class:`InputError` naming ``corpus.yaml:line``."""
+    if setting is not None:
+        problem = name_problem(setting)
+        if problem:
+            raise ConfigError("corpus.name", setting, f"{problem}; give {PLAIN_NAME_RULE}")
+        return setting
+    declared = manifest.get("name")
+    if declared is None or declared == "":
+        return root.name
+    p = root / "corpus.yaml"
+    problem = (
+        "it is not a string" if isinstance(declared, (list, dict, bool)) else name_problem(str(declared))
+    )
+    if problem:
+        raise InputError(
+            f"{p}:{_manifest_line(p, 'name') or '?'}",
+            f"name {declared!r} is not a plain name ({problem}); it names folders and files ablate writes",
+            f"give {PLAIN_NAME_RULE}, e.g. name: {_suggest(str(declared)) or root.name}",
+        )
+    return str(declared)
+
+
+def _suggest(name: str) -> str:
+    """A plain name close to ``name`` (its last path component, cleaned), for the fix of an error; may be empty."""
+    last = name.replace("\\", "/").rstrip("/").rsplit("/", 1)[-1]
+    clean = "".join(c for c in last if not unicodedata.category(c).startswith("C")).strip().lstrip(".")
+    clean = clean.replace("..", ".")[:100]
+    return clean if clean and name_problem(clean) is None else ""
+
+
 def _file_hashes(
     root: Path, qfiles: list[Path], qrels: dict[str, Qrels], extra: dict[str, str]
 ) -> dict[str, str]:
@@ -457,7 +514,14 @@ def _merge_extra_qrels(
     returns ``{file: sha256}`` for the snapshot fingerprint."""
     files: dict[str, str] = {}
     for rel in extra:
-        f = root / rel
+        try:  # a path read from corpus.yaml stays inside the corpus folder
+            f = inside(root, rel)
+        except ValueError:
+            raise InputError(
+                f"extra_qrels {rel!r}",
+                f"leads outside the corpus folder {root}",
+                "list judgement files inside the corpus folder, relative to it (e.g. qrels/judged_negatives.tsv)",
+            ) from None
         if not f.is_file():
             raise InputError(
                 str(f), "is missing", "fix corpus.extra_qrels (paths relative to the corpus folder)"
@@ -565,7 +629,7 @@ def load_corpus(
     files = _file_hashes(root, qfiles, qrels, extra_files)
     lang, lang_source = _language(language, manifest, docs)
     return Snapshot(
-        name=name or str(manifest.get("name") or root.name),
+        name=corpus_name(root, manifest, name),
         root=root,
         language=lang,
         qrels_unit=unit,  # type: ignore[arg-type]

@@ -282,6 +282,7 @@ def build_split(snapshot: Snapshot, params: SplitParams, embedder: Embedder | No
             "a split needs at least two questions",
         )
     gold = gold_evidence(snapshot, qids, params.relevance_level, params.group_by)
+    check_gold(snapshot, qids, gold, params.relevance_level)
     uf = _UnionFind(qids)
     merges = dict.fromkeys(("evidence", "declared_group", "same_text", "cosine"), 0)
     by_key: dict[str, str] = {}
@@ -317,6 +318,24 @@ def build_split(snapshot: Snapshot, params: SplitParams, embedder: Embedder | No
         snapshot, params, embedder, qids, gold, groups, result, merges, norm, same_text, near, vectors
     )
     return result
+
+
+def check_gold(snapshot: Snapshot, qids: Sequence[str], gold: dict[str, Gold], relevance_level: int) -> None:
+    """Refuse a split set in which no question has gold evidence: questions could not be grouped by what answers
+    them, so the main leakage check could not run, and a report saying "no leakage found" would claim what was never
+    checked. Nothing is lost: a split without any usable label cannot be scored either (a run refuses it)."""
+    if any(gold[q].units for q in qids):
+        return
+    merged = merged_judgements(snapshot)
+    judged = sum(len(merged.get(q, {})) for q in qids)
+    raise InputError(
+        str(snapshot.root / "qrels"),
+        f"none of the {len(qids)} questions to split has a gold label (a grade >= {relevance_level}"
+        + (f"; their {judged} judgements are all below it" if judged else "; they have no judgement")
+        + "), so questions cannot be grouped by their evidence and leakage cannot be checked",
+        "add graded labels (qrels/<split>.tsv: query-id<TAB>corpus-id<TAB>score) for the questions"
+        + (", or lower --relevance-level" if judged else ""),
+    )
 
 
 def verify(

@@ -2,7 +2,8 @@
 
 Rules (logged with every run that uses dates; see docs/architecture.md, "Who asks, and when"):
 
-* A date is ISO ``YYYY-MM-DD``. A document's ``effective_date`` is the first day it applies.
+* A date is ISO ``YYYY-MM-DD`` (its basic form ``YYYYMMDD`` is read the same). A document's ``effective_date`` is
+  the first day it applies.
 * A document with no ``effective_date`` is in force on every date.
 * A document whose ``effective_date`` is after the date is **not yet in force**.
 * Documents sharing a ``series`` are versions of one document: on a date, the one with the latest
@@ -17,6 +18,7 @@ Rules (logged with every run that uses dates; see docs/architecture.md, "Who ask
 from __future__ import annotations
 
 import datetime as dt
+import re
 from collections.abc import Mapping
 
 from ablate.data.types import Document
@@ -28,22 +30,38 @@ IN_FORCE_RULE = (
 )
 
 
-def parse_date(value: str, where: str, key: str = "as_of") -> dt.date:
-    """``YYYY-MM-DD`` as a date, or :class:`InputError` naming ``where``."""
+_ISO_DATE = re.compile(r"([0-9]{4})-?([0-9]{2})-?([0-9]{2})")
+
+
+def iso_date(value: object) -> dt.date | None:
+    """``YYYY-MM-DD`` or its ISO basic form ``YYYYMMDD`` (what ``corpus.as_of=20260415`` arrives as: Hydra reads it
+    as a number) as a date; ``None`` for anything else. Explicit, so every Python accepts the same dates
+    (``date.fromisoformat`` takes more forms from 3.11 on)."""
+    text = str(value).strip()
+    m = _ISO_DATE.fullmatch(text)
+    if m is None or ("-" in text and text.count("-") != 2):
+        return None
     try:
-        return dt.date.fromisoformat(str(value).strip())
+        return dt.date(int(m.group(1)), int(m.group(2)), int(m.group(3)))
     except ValueError:
-        raise InputError(
-            where, f"{key} {value!r} is not a date", "write it as YYYY-MM-DD, e.g. 2026-04-15"
-        ) from None
+        return None
+
+
+def parse_date(value: str, where: str, key: str = "as_of") -> dt.date:
+    """``YYYY-MM-DD`` (or ``YYYYMMDD``) as a date, or :class:`InputError` naming ``where``."""
+    d = iso_date(value)
+    if d is None:
+        raise InputError(where, f"{key} {value!r} is not a date", "write it as YYYY-MM-DD, e.g. 2026-04-15")
+    return d
 
 
 def check_config_date(key: str, value: str) -> str:
-    """A date given in config (``corpus.as_of=2026-04-15``): normalised, or :class:`ConfigError`."""
-    try:
-        return dt.date.fromisoformat(str(value).strip()).isoformat()
-    except ValueError:
-        raise ConfigError(key, value, "give per_query, a date YYYY-MM-DD, or null (dates ignored)") from None
+    """A date given in config (``corpus.as_of=2026-04-15``, or ``20260415``): normalised to ``YYYY-MM-DD``, the one
+    form every record writes, or :class:`ConfigError`."""
+    d = iso_date(value)
+    if d is None:
+        raise ConfigError(key, value, "give per_query, a date YYYY-MM-DD, or null (dates ignored)")
+    return d.isoformat()
 
 
 class VersionIndex:

@@ -3,10 +3,10 @@
 TREC run: ``qid Q0 docid rank score tag`` (whitespace separated). Each line becomes a hit with ``chunk_id = doc_id =
 docid``. Like trec_eval, the rank column is ignored: results are ordered by score, descending, and ties are broken by
 a declared rule (:data:`TIE_RULES`): ``docid-asc`` (default, the same as :data:`ablate.data.types.TIE_RULE`) or
-``trec_eval`` (docid descending, what trec_eval does). The rule is stored in ``run.meta["tie_rule"]``. A docid listed
-twice for one query is kept (evaluation dedups it, first appearance after sorting) and counted in
-``run.meta["duplicate_lines"]``; trec_eval would refuse the file. Malformed lines raise
-:class:`ablate.errors.InputError` naming ``path:line``.
+``trec_eval`` (docid descending, what trec_eval does). The rule is stored in ``run.meta["tie_rule"]``. Refused with
+:class:`ablate.errors.InputError` naming ``path:line``: a malformed line, and a docid listed twice for one query
+(trec_eval refuses such a file too: which of the two scores counts is undefined, and dropping one silently would
+score a run other than the file). A file with no result line is refused as a whole.
 """
 
 from __future__ import annotations
@@ -32,8 +32,7 @@ def read_trec_run(path: str | Path, ties: str = "docid-asc", name: str | None = 
         raise ConfigError("ties", ties, f"valid options: {', '.join(TIE_RULES)}")
     lines, sha = read_text_lines(path)
     per_query: dict[str, list[tuple[str, float]]] = {}
-    seen: set[tuple[str, str]] = set()
-    duplicates = 0
+    seen: dict[tuple[str, str], int] = {}
     tag = None
     for n, line in enumerate(lines, start=1):
         if not line.strip():
@@ -54,21 +53,29 @@ def read_trec_run(path: str | Path, ties: str = "docid-asc", name: str | None = 
             raise InputError(
                 f"{path}:{n}", f"score {score_s!r} is not a finite number", "write a numeric score"
             )
-        if (qid, docid) in seen:
-            duplicates += 1
-        else:
-            seen.add((qid, docid))
+        first = seen.setdefault((qid, docid), n)
+        if first != n:
+            raise InputError(
+                f"{path}:{n}",
+                f"query {qid!r} lists docid {docid!r} again (first at line {first})",
+                "keep one line per query and docid (trec_eval refuses duplicates too): drop the repeated line",
+            )
         per_query.setdefault(qid, []).append((docid, score))
         tag = tag or tag_s
+    if not per_query:
+        raise InputError(
+            str(path),
+            "holds no result line, so there is nothing to score",
+            "give the run file its results, one per line as 'qid Q0 docid rank score tag'",
+        )
     results: dict[str, list[Hit]] = {}
     for qid, rows in per_query.items():
         rows.sort(key=lambda r: r[0], reverse=(ties == "trec_eval"))
         rows.sort(key=lambda r: -r[1])  # stable: the docid order breaks score ties
         results[qid] = [Hit(d, d, s) for d, s in rows]
-    meta = {
+    meta: dict[str, object] = {
         "source": str(path),
         "source_sha256": sha,
         "tie_rule": TIE_RULES[ties],
-        "duplicate_lines": duplicates,
     }
     return Run(name or tag or Path(path).stem, results, meta)

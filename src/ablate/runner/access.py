@@ -315,3 +315,76 @@ def fixed_groups(snapshot: Snapshot, identity: str) -> list[str]:
             "choose one (null: no filter)",
         )
     return sorted(str(g) for g in ids[identity])
+
+
+def check_answerable(snapshot: Snapshot, access: Access, split: str, relevance_level: int = 1) -> None:
+    """Refuse, before anything runs, an identity and date under which no question of ``split`` keeps any gold
+    evidence (every labelled question's evidence hidden from its asker or out of force on its date): every retrieval
+    metric would be blank and the run would finish having measured nothing. The message names the setting that
+    empties the split. A split without any usable label is refused earlier (``check_labels``), so a split that is
+    legitimately all no-answer never reaches this check."""
+    if access.identity is None and access.as_of is None:
+        return
+    qids = snapshot.split_qids(split)
+    raw = snapshot.split_qrels(split)
+    labelled = sum(1 for q in qids if raw.positives(q, relevance_level))
+
+    def answerable(acc: Access) -> int:
+        labels, _ = Resolver(snapshot, acc).labels(raw, qids)
+        return sum(1 for q in qids if labels.positives(q, relevance_level))
+
+    if not labelled or answerable(access):
+        return
+    by_identity = answerable(Access(access.identity)) if access.identity is not None else labelled
+    by_date = answerable(Access(None, access.as_of)) if access.as_of is not None else labelled
+    what = f"no question of split {split!r} ({labelled} with gold evidence) keeps any"
+    if not by_identity:
+        ident = access.identity
+        who = "its persona" if ident == PER_QUERY else f"identity {ident!r}"
+        raise ConfigError(
+            "corpus.identity",
+            ident,
+            f"{what} evidence {who} may see, so every retrieval metric would be blank; "
+            + (
+                "give the questions personas whose groups see their evidence (corpus.yaml identities), or "
+                if ident == PER_QUERY
+                else f"choose an identity that sees the evidence ({', '.join(sorted(snapshot.identities))}), "
+                "per_query, or "
+            )
+            + "null (no permission filter)",
+        )
+    if not by_date:
+        raise ConfigError("corpus.as_of", access.as_of, f"{what} {_date_problem(snapshot, access.as_of)}")
+    raise ConfigError(
+        "corpus.identity",
+        access.identity,
+        f"with corpus.as_of={access.as_of}, {what} evidence its asker may see that is in force on its date "
+        f"({by_identity} would under the identity alone, {by_date} under the date alone), so every retrieval metric "
+        "would be blank; change the identity or the date (null turns either rule off)",
+    )
+
+
+def _date_problem(snapshot: Snapshot, as_of: str | None) -> str:
+    """Why no evidence is in force under ``as_of`` and the fix (for :func:`check_answerable`)."""
+    if as_of == PER_QUERY:
+        return (
+            "evidence in force on its own as_of date, so every retrieval metric would be blank; check the questions' "
+            "as_of in queries.jsonl, or give one date (corpus.as_of=YYYY-MM-DD) or null (dates ignored)"
+        )
+    earliest = min(
+        (
+            parse_date(d.effective_date, f"corpus.jsonl ({d.doc_id})", "effective_date")
+            for d in snapshot.documents.values()
+            if d.effective_date
+        ),
+        default=None,
+    )
+    if earliest is not None and str(as_of) < earliest.isoformat():
+        why = f"it is before every document's effective date (earliest {earliest.isoformat()})"
+        later = f"a date on or after {earliest.isoformat()}"
+    else:
+        why, later = "every piece of it is superseded or not yet effective then", "another date"
+    return (
+        f"evidence in force on it: {why}, so every retrieval metric would be blank; give {later}, per_query (each "
+        "question's own date) or null (dates ignored)"
+    )

@@ -9,7 +9,7 @@ from __future__ import annotations
 from ablate.cache import Cache
 from ablate.data.corpus import Snapshot
 from ablate.errors import InputError
-from ablate.runner.access import Resolver
+from ablate.runner.access import Resolver, check_answerable
 from ablate.runner.answers import check_context
 from ablate.runner.pipeline import Pipeline
 from ablate.runner.session import Session, shared_session
@@ -61,6 +61,7 @@ def check_inputs(
     snapshot = (session or shared_session()).snapshot(corpus)
     check_labels(snapshot, corpus.split, relevance_level)
     Resolver(snapshot, corpus.access).check(snapshot.split_qids(corpus.split))
+    check_answerable(snapshot, corpus.access, corpus.split, relevance_level)
     pipeline.bind(snapshot, corpus.split)  # stages check what they need from the corpus (e.g. a train split)
     if pipeline.generator is not None:
         check_context(snapshot, corpus.split, pipeline.generator, cache)

@@ -17,6 +17,7 @@ from ablate.data.chunking import ChunkerSpec
 from ablate.errors import ConfigError
 from ablate.evaluation import EvalSettings
 from ablate.runner.access import Access
+from ablate.safenames import PLAIN_NAME_RULE, name_problem
 from ablate.stages.base import check_bool, check_int, check_str
 
 ABSTAIN_OPTIONS = (
@@ -45,7 +46,10 @@ class CorpusSpec:
     )
 
     def __post_init__(self) -> None:
-        self.access  # validates identity/as_of/policy together  # noqa: B018
+        if self.name is not None and (problem := name_problem(self.name)):
+            raise ConfigError("corpus.name", self.name, f"{problem}; give {PLAIN_NAME_RULE}")
+        # validates identity/as_of/policy together; the date as every record writes it (20260415 -> 2026-04-15)
+        object.__setattr__(self, "as_of", self.access.as_of)
 
     @property
     def access(self) -> Access:
@@ -116,6 +120,8 @@ class RunSettings:
             and not (isinstance(t, (int, float)) and not isinstance(t, bool) and math.isfinite(t))
         ):
             raise ConfigError("abstain.threshold", t, f"give {ABSTAIN_OPTIONS}")
+        if isinstance(t, int):  # 1 and 1.0 are one threshold: one cell key, one record
+            object.__setattr__(self, "abstain_threshold", float(t))
 
     @property
     def depth(self) -> int:

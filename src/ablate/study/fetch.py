@@ -7,12 +7,14 @@ from __future__ import annotations
 
 import tempfile
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import pandas as pd
 
 from ablate import record as R
 from ablate.errors import AblateError, InputError
 from ablate.record import RecordedRun
+from ablate.safenames import inside
 from ablate.tracking import Tracker, sqlite_path
 
 
@@ -62,7 +64,15 @@ def latest_parent(tracker: Tracker) -> str:
 
 
 def read_per_query(tracker: Tracker, run: RecordedRun, tmp: str) -> pd.DataFrame:
-    path = tracker.download_artifact(run.run_id, R.A_PER_QUERY, f"{tmp}/{run.run_id}")
+    try:  # a run id is data read from the store: its folder stays inside the temp folder
+        dst = inside(Path(tmp), run.run_id)
+    except ValueError:
+        raise InputError(
+            f"run {run.name} ({run.run_id!r})",
+            "has an id that would name a folder outside the temp folder: not an id MLflow writes",
+            "check the tracking store (--tracking-uri), or leave the run out of the report",
+        ) from None
+    path = tracker.download_artifact(run.run_id, R.A_PER_QUERY, dst)
     if path is None:
         raise InputError(
             f"run {run.name} ({run.run_id})",

@@ -40,6 +40,7 @@ from ablate.cache import Cache, arrays_digest, key_of, source_digest
 from ablate.errors import ConfigError, InputError
 from ablate.evaluation import stats
 from ablate.record import RecordedRun
+from ablate.safenames import inside
 from ablate.study.answers import AnswerSection, answer_section
 from ablate.study.compare import ComparisonCheck, check_comparison, norm_value, varying_params
 from ablate.study.fetch import ReportError, RunRecord, Source, fetch_runs
@@ -247,7 +248,7 @@ def run_labels(records: Sequence[RecordedRun], swept: Sequence[str] = ()) -> dic
             continue
         common = [k for k in varying_params(group) if all(k in r.params for r in group)]
         keys = [k for k in dict.fromkeys([*swept, *common]) if k != "variant"]
-        keys = [k for k in keys if len({str(r.params.get(k)) for r in group}) > 1]
+        keys = [k for k in keys if len({repr(norm_value(r.params.get(k))) for r in group}) > 1]
         short = _short_keys(keys)
         for r in group:
             parts = [f"{short[k]}={_label_value(k, r.params.get(k))}" for k in keys]
@@ -813,12 +814,26 @@ def _header(
 
 
 def _default_out(source: Source) -> Path:
-    if source.sweep_dir and Path(source.sweep_dir).is_dir():
+    """The sweep's own folder (``<sweep>/report``) when the parent's ``ablate.sweep`` tag names a folder that holds
+    this parent's id (a tag is data read from the store: it never sends a report elsewhere), else
+    ``./reports/<parent run id or experiment>`` (one folder inside ``./reports``)."""
+    if (
+        source.sweep_dir
+        and source.parent_run_id
+        and _is_sweep_folder(Path(source.sweep_dir), source.parent_run_id)
+    ):
         return Path(source.sweep_dir) / R.REPORT_DIR
     safe = "".join(
         c if c.isalnum() or c in "._-" else "_" for c in (source.parent_run_id or source.experiment)
-    )
-    return Path.cwd() / "reports" / safe
+    ).lstrip(".")
+    return inside(Path.cwd() / "reports", safe or "_")
+
+
+def _is_sweep_folder(folder: Path, parent_run_id: str) -> bool:
+    try:
+        return (folder / R.SWEEP_PARENT_FILE).read_text().strip() == parent_run_id
+    except (OSError, UnicodeDecodeError):
+        return False
 
 
 def fresh_folder(path: Path) -> Path:
