@@ -122,9 +122,9 @@ def test_this_cpu_follows_the_policy_table():
 # -- fingerprints: precision in, threads out ---------------------------------------------------------------------------
 @needs_minilm
 def test_dense_fingerprint_changes_with_precision_not_with_threads(native):
-    base = DenseRetriever()
-    one_thread = DenseRetriever(num_threads=1)
-    bf16 = DenseRetriever(precision="bf16")
+    base = DenseRetriever(model="all-MiniLM-L6-v2")
+    one_thread = DenseRetriever(model="all-MiniLM-L6-v2", num_threads=1)
+    bf16 = DenseRetriever(model="all-MiniLM-L6-v2", precision="bf16")
     assert one_thread.fingerprint().key == base.fingerprint().key
     assert one_thread.params()["num_threads"] == 1 and base.params()["num_threads"] is None  # logged
     assert bf16.fingerprint().key != base.fingerprint().key
@@ -140,10 +140,17 @@ def test_dense_fingerprint_changes_with_precision_not_with_threads(native):
 
 @needs_minilm
 def test_reranker_fingerprints_change_with_precision_not_with_threads(native):
-    base = CrossEncoderReranker(model="trained")
-    assert CrossEncoderReranker(model="trained", num_threads=1).fingerprint().key == base.fingerprint().key
-    assert CrossEncoderReranker(model="trained", precision="bf16").fingerprint().key != base.fingerprint().key
-    trained_bf16 = CrossEncoderReranker(model="trained", train={"precision": "bf16"})
+    mini = {"base_model": "all-MiniLM-L6-v2"}  # named: an unbound stage has no language to choose by
+    base = CrossEncoderReranker(model="trained", train=mini)
+    assert (
+        CrossEncoderReranker(model="trained", num_threads=1, train=mini).fingerprint().key
+        == base.fingerprint().key
+    )
+    assert (
+        CrossEncoderReranker(model="trained", precision="bf16", train=mini).fingerprint().key
+        != base.fingerprint().key
+    )
+    trained_bf16 = CrossEncoderReranker(model="trained", train={"precision": "bf16", **mini})
     assert trained_bf16.fingerprint().key != base.fingerprint().key
     assert trained_bf16.params()["train"]["precision"] == "bf16"
 

@@ -57,7 +57,7 @@ def dense(cache_dir) -> DenseIndex:
 
 
 def test_stage_is_a_retriever_with_a_fingerprint(dense):
-    stage = DenseRetriever()
+    stage = DenseRetriever(model="all-MiniLM-L6-v2")
     assert isinstance(stage, Retriever) and stage.name == "dense"
     fp = stage.fingerprint()
     assert fp.params["model"] == "all-MiniLM-L6-v2" and fp.params["max_seq_length"] == 256

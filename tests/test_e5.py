@@ -116,7 +116,7 @@ def test_prefixes_are_chosen_per_model_and_logged(e5_folder, capsys):
     assert none.fingerprint().key != auto.fingerprint().key
     same = DenseRetriever(model="multilingual-e5-small", query_prefix="query: ", passage_prefix="passage: ")
     assert same.fingerprint().key == auto.fingerprint().key  # null = the model's own: the same run
-    minilm = DenseRetriever()
+    minilm = DenseRetriever(model="all-MiniLM-L6-v2")
     assert (minilm.params()["query_prefix"], minilm.params()["passage_prefix"]) == ("", "")
 
 

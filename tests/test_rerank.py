@@ -219,7 +219,7 @@ def test_stage_fingerprint_follows_model_content_and_logs_train_only_when_traine
     }
     assert stage.params()["num_threads"] is None
     assert len(fp.resources["model"]) == 64 and fp.libraries["sentence-transformers"]
-    trained = CrossEncoderReranker(model="trained")
+    trained = CrossEncoderReranker(model="trained", train={"base_model": "all-MiniLM-L6-v2"})
     assert trained.params()["train"]["min_steps"] == 100
     assert trained.fingerprint().key != stage.fingerprint().key
 

@@ -354,11 +354,12 @@ def test_scifact_test_split_with_the_encoder(tmp_path, capsys):
     assert_no_leak(snap, side)
 
 
-def test_the_encoder_default_is_the_one_a_run_on_the_corpus_uses():
-    """Near-duplicates of Chinese questions are judged by the Chinese corpora's encoder, not the English default."""
-    from ablate.app.split import _dense_defaults
+def test_the_encoder_default_is_the_one_a_run_on_the_corpus_uses(tmp_path):
+    """Near-duplicates of Chinese questions are judged by the encoder a run on a Chinese corpus uses (the language's
+    default, whatever the corpus is called), not the English one; a model given wins."""
+    from ablate.app.split import make_embedder
 
-    assert _dense_defaults("demo")["model"] == "all-MiniLM-L6-v2"
-    assert _dense_defaults("demo_zh")["model"] == "multilingual-e5-small"
-    assert _dense_defaults("rgb_zh")["model"] == "multilingual-e5-small"
-    assert _dense_defaults("some-folder-of-mine")["model"] == "all-MiniLM-L6-v2"
+    cache = str(tmp_path / "cache")
+    assert make_embedder(None, cache, False, "zh").name == "multilingual-e5-small"
+    assert make_embedder(None, cache, False, "en").name == "all-MiniLM-L6-v2"
+    assert make_embedder("all-MiniLM-L6-v2", cache, False, "zh").name == "all-MiniLM-L6-v2"

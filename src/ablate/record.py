@@ -47,6 +47,9 @@ P_VERSIONS_POLICY = "versions.policy"
 P_LANGUAGE_SOURCE = "corpus.language_source"
 #: Params that never change a run's rankings or scores (prefixes end with "."): bookkeeping for comparisons.
 BOOKKEEPING_PARAMS: tuple[str, ...] = (P_VARIANT, "stats.", "corpus.path", P_SPLIT, P_LANGUAGE_SOURCE)
+#: Params ending so say where another param's value came from (``dense.model_source``: ``setting`` / ``language:zh``):
+#: bookkeeping too, since the value itself is what ran.
+SOURCE_PARAM_SUFFIX = "_source"
 
 # -- tags -----------------------------------------------------------------------------------------------------------
 T_PARENT = "mlflow.parentRunId"

@@ -61,6 +61,10 @@ def run(args: argparse.Namespace) -> int:
     assert isinstance(block, dict)
     params = {str(k): v for k, v in block.items() if k != "_target_"}
     snapshot = Session().snapshot(job.corpus)
+    dense = next(s for s in job.pipeline.retrievers if s.name == "dense").bind(snapshot, job.corpus.split)
+    params["model"] = getattr(
+        dense, "model", None
+    )  # the model that job runs: the one named, else the language's
     texts = [c.text for c in snapshot.chunks]
     cache_dir = job.output.cache_dir or str(default_cache_dir())
     out = encode_sharded(

@@ -208,12 +208,15 @@ def check_command_line(argv: list[str], launch_dir: str) -> list[Any]:
         [j.test_confirmed for j in jobs],
         multirun=any(a in ("-m", "--multirun") for a in argv),
     )
-    checked: set[tuple[Any, ...]] = set()
+    checked: dict[tuple[Any, ...], Any] = {}
     for job in jobs:  # the inputs last: they read the corpus, which the checks above never need
         seen = (job.corpus, job.output.tracking_uri, job.output.cache_dir, job.output.cache_enabled)
         if seen not in checked:
-            check_inputs(job.corpus, job.output, job.pipeline, job.settings.eval.relevance_level)
-            checked.add(seen)
+            checked[seen] = check_inputs(
+                job.corpus, job.output, job.pipeline, job.settings.eval.relevance_level
+            )
+        else:  # every cell's stages resolve what the corpus decides (a model by its language) before anything runs
+            job.pipeline.bind(checked[seen], job.corpus.split)
     for (
         job
     ) in jobs:  # each cell's generator against its corpus: the prompt must fit (once per distinct setting)

@@ -53,7 +53,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--model",
         default=None,
-        help="encoder (default: the dense.model a run on this corpus uses: conf/retrievers/dense.yaml, or the named corpus's conf/corpus/<name>.yaml)",
+        help="encoder (default: the dense.model a run on this corpus uses, which follows the corpus language: "
+        "multilingual-e5-small for Chinese, else all-MiniLM-L6-v2)",
     )
     p.add_argument(
         "--group-by",
@@ -112,34 +113,28 @@ def check_out(out: Path, corpus_root: Path) -> None:
         )
 
 
-def _dense_defaults(corpus_name: str) -> dict[str, Any]:
-    """``conf/retrievers/dense.yaml`` resolved as a run on this corpus resolves it: a named corpus's
-    ``conf/corpus/<name>.yaml`` may choose the model (Chinese corpora: ``multilingual-e5-small``)."""
-    from omegaconf import DictConfig, OmegaConf
+def _dense_defaults() -> dict[str, Any]:
+    """``conf/retrievers/dense.yaml``'s ``dense`` block (its ``model`` is ``None``: the corpus language's)."""
+    from omegaconf import OmegaConf
 
     dense = OmegaConf.load(CONF_DIR / "retrievers" / "dense.yaml")
-    named = CONF_DIR / "corpus" / f"{corpus_name}.yaml"
-    known = name_problem(corpus_name) is None and named.parent == CONF_DIR / "corpus"
-    own = OmegaConf.load(named) if known and named.is_file() else OmegaConf.create({})
-    corpus = {"dense": own.get("dense") or {}} if isinstance(own, DictConfig) else {}
-    cfg = OmegaConf.merge({"corpus": corpus}, dense)
-    out = OmegaConf.to_container(cfg.dense, resolve=True)
+    out = OmegaConf.to_container(dense.dense, resolve=True)
     return {str(k): v for k, v in out.items()} if isinstance(out, dict) else {}
 
 
-def make_embedder(
-    model: str | None, cache_dir: str | None, show_progress: bool, corpus_name: str = ""
-) -> Any:
+def make_embedder(model: str | None, cache_dir: str | None, show_progress: bool, language: str = "en") -> Any:
     """The dense retriever's query encoder (offline, vectors cached by content) as an :class:`Embedder`: the model a
-    run on this corpus would use, unless ``model`` says otherwise."""
+    run on a corpus in ``language`` would use (:mod:`ablate.stages.text.defaults`), unless ``model`` says
+    otherwise."""
     from ablate.cache import Cache, key_of
     from ablate.data.splitting import Embedder
+    from ablate.stages.text.defaults import encoder_choice
     from ablate.stages.text.e5 import default_prefixes
     from ablate.stages.text.encoders import make_encoder
 
-    dense = _dense_defaults(corpus_name)
-    default = str(dense.get("model") or "all-MiniLM-L6-v2")
-    name = model or default
+    dense = _dense_defaults()
+    given = model or (str(dense["model"]) if dense.get("model") else None)
+    name, _ = encoder_choice(given, language)
     prefix, auto = dense.get("query_prefix"), default_prefixes(name)
     enc = make_encoder(
         name,
@@ -198,7 +193,7 @@ def run(args: argparse.Namespace) -> int:
     if params.threshold is not None:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-        embedder = make_embedder(args.model, args.cache_dir, not args.quiet, snapshot.name)
+        embedder = make_embedder(args.model, args.cache_dir, not args.quiet, snapshot.language)
     result = build_split(snapshot, params, embedder)
     write_split(result, out, force=args.force)
     r = result.report

@@ -29,7 +29,12 @@ def _parser() -> argparse.ArgumentParser:
         "--corpus", required=True, help="corpus folder (corpus.jsonl, queries.jsonl, qrels/<split>.tsv)"
     )
     p.add_argument("--split", default="train", help="split to train on (default: train)")
-    p.add_argument("--base-model", default="all-MiniLM-L6-v2", help="local folder or bundled model name")
+    p.add_argument(
+        "--base-model",
+        default=None,
+        help="local folder or bundled model name (default: by the corpus language: multilingual-e5-small for "
+        "Chinese, else all-MiniLM-L6-v2, as rerank.train.base_model)",
+    )
     p.add_argument("--epochs", type=int, default=1)
     p.add_argument(
         "--min-steps", type=int, default=DEFAULT_MIN_STEPS, help="cycle small splits up to this many steps"
@@ -62,8 +67,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         from ablate.cache import Cache
         from ablate.data.corpus import load_corpus
+        from ablate.stages.text.defaults import encoder_choice
 
         snapshot = load_corpus(args.corpus)
+        base_model, _ = encoder_choice(args.base_model, snapshot.language)
         pairs = pairs_from_snapshot(
             snapshot,
             args.split,
@@ -73,7 +80,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         result = train_cross_encoder(
             pairs,
-            base_model=args.base_model,
+            base_model=base_model,
             epochs=args.epochs,
             min_steps=args.min_steps,
             batch_size=args.batch_size,

@@ -110,8 +110,11 @@ def norm_value(v: Any) -> Any:
 
 
 def bookkeeping_param(key: str) -> bool:
-    """Params (:data:`ablate.record.BOOKKEEPING_PARAMS`) that never change rankings or scores."""
-    return any(key == p or (p.endswith(".") and key.startswith(p)) for p in R.BOOKKEEPING_PARAMS)
+    """Params (:data:`ablate.record.BOOKKEEPING_PARAMS`, and where a value came from:
+    :data:`ablate.record.SOURCE_PARAM_SUFFIX`) that never change rankings or scores."""
+    return key.endswith(R.SOURCE_PARAM_SUFFIX) or any(
+        key == p or (p.endswith(".") and key.startswith(p)) for p in R.BOOKKEEPING_PARAMS
+    )
 
 
 def component_of(key: str, stages: Collection[str] = ()) -> str | None:

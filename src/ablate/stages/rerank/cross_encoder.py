@@ -39,6 +39,7 @@ from ablate.stages.base import (
 )
 from ablate.stages.rerank.pair_scores import STAT_KEYS, CachedPairScorer
 from ablate.stages.text.compute import PRECISIONS, Compute, resolve_compute
+from ablate.stages.text.defaults import SETTING, encoder_choice
 from ablate.stages.text.encoders import resolve_base_model
 from ablate.stages.text.models import ResolvedModel, quiet_transformers, resolve_model
 
@@ -151,7 +152,7 @@ class CrossEncoderScorer(CachedPairScorer):
 #: Defaults of ``rerank.train`` (fine-tuning used when ``model: trained``).
 TRAIN_DEFAULTS: dict[str, Any] = {
     "split": "train",
-    "base_model": "all-MiniLM-L6-v2",
+    "base_model": None,  # None = the corpus language's (ablate.stages.text.defaults), resolved in bind
     "epochs": 1,
     "max_negatives": 7,
     "max_length": 128,
@@ -170,6 +171,11 @@ class CrossEncoderReranker:
     training); ``train``: the fine-tuning settings (used only when ``model`` is ``trained``, and logged only then).
     ``num_threads`` is logged but kept out of the fingerprint: it changes no score and no trained weight beyond
     float rounding, so a sweep over it reuses both caches.
+
+    ``train.base_model`` left ``None`` follows the corpus language (:mod:`ablate.stages.text.defaults`:
+    ``multilingual-e5-small`` for ``zh``, else ``all-MiniLM-L6-v2``), resolved in :meth:`bind`; the bound stage logs
+    it with ``train.base_model_source`` (``setting`` / ``language:<code>``, not in the fingerprint). A trained stage
+    whose base model follows the language has no fingerprint before it is bound.
     """
 
     kind: ClassVar[str] = "reranker"
@@ -198,8 +204,12 @@ class CrossEncoderReranker:
         self._snapshot: Snapshot | None = None
         self._scorer: CrossEncoderScorer | None = None
         self._resolved: ResolvedModel | None = None
+        self._base: ResolvedModel | None = None
+        self.base_model_source: str | None = None
         if self.trained:
-            self._base = resolve_base_model(self.train["base_model"], f"{name}.train.base_model")
+            if self.train["base_model"] is not None:
+                self._base = resolve_base_model(self.train["base_model"], f"{name}.train.base_model")
+                self.base_model_source = SETTING
             self.train_compute = resolve_compute(
                 f"{name}.train.precision",
                 self.train["precision"],
@@ -227,7 +237,7 @@ class CrossEncoderReranker:
         p = f"{self.name}.train"
         return {
             "split": str(check_str(f"{p}.split", t["split"])),
-            "base_model": str(check_str(f"{p}.base_model", t["base_model"])),
+            "base_model": check_str(f"{p}.base_model", t["base_model"], allow_none=True),
             "epochs": check_int(f"{p}.epochs", t["epochs"], 1),
             "max_negatives": check_int(f"{p}.max_negatives", t["max_negatives"], 0),
             "max_length": check_int(f"{p}.max_length", t["max_length"], 8),
@@ -245,7 +255,7 @@ class CrossEncoderReranker:
             **self.compute.log_params(),
         }
         if self.trained:
-            p["train"] = dict(self.train)
+            p["train"] = {**self.train, "base_model_source": self.base_model_source}
             if self.train_compute.bf16:
                 p["train"]["precision_native"] = self.train_compute.native
         return p
@@ -256,6 +266,11 @@ class CrossEncoderReranker:
         if self.trained:
             from ablate.stages.rerank import training
 
+            if self._base is None:
+                raise RuntimeError(
+                    f"stage {self.name}: its train.base_model follows the corpus language; bind(snapshot, split) "
+                    "first"
+                )
             res["base_model"] = self._base.fingerprint
             res["recipe"] = training.RECIPE
             res["training_code"] = training.CODE_VERSION
@@ -264,6 +279,10 @@ class CrossEncoderReranker:
         elif self._resolved is not None:
             res["model"] = self._resolved.fingerprint
         params = {k: v for k, v in self.params().items() if k != "num_threads"}  # threads change no score
+        if (
+            "train" in params
+        ):  # where the base model's name came from: the same checkpoint trains the same model
+            params["train"] = {k: v for k, v in params["train"].items() if k != "base_model_source"}
         return fingerprint_of(self, params, libraries=libs, resources=res)
 
     def bind(self, snapshot: Snapshot, split: str) -> CrossEncoderReranker:
@@ -276,16 +295,18 @@ class CrossEncoderReranker:
                 f"the corpus {snapshot.name!r} has splits {', '.join(sorted(snapshot.splits)) or 'none'}; fine-tuning "
                 f"needs a split with labelled questions (or a cross-encoder folder as {self.name}.model)",
             )
+        base_model, source = encoder_choice(self.train["base_model"], snapshot.language)
         bound = type(self)(
             self.name,
             self.model,
             self.depth,
             self.batch_size,
             self.max_length,
-            self.train,
+            {**self.train, "base_model": base_model},
             self.compute.precision,
             self.compute.num_threads,
         )
+        bound.base_model_source = source
         bound._snapshot = snapshot
         return bound
 
@@ -295,6 +316,9 @@ class CrossEncoderReranker:
         path = self.model
         if self.trained:
             from ablate.stages.rerank import training
+
+            if self._base is None:
+                raise RuntimeError(f"stage {self.name}: bind(snapshot, split) before prepare()")
 
             path = training.trained_reranker_path(
                 context.snapshot,

@@ -43,7 +43,14 @@ import numpy as np
 
 from ablate.cache import Cache, key_of
 from ablate.data.types import TIE_RULE, Chunk, IdTable, Query, Run
-from ablate.stages.base import Fingerprint, StageContext, check_int, fingerprint_of, library_versions
+from ablate.stages.base import (
+    Fingerprint,
+    StageContext,
+    check_int,
+    check_str,
+    fingerprint_of,
+    library_versions,
+)
 from ablate.stages.retrievers.base import (
     ChunkTable,
     check_depth,
@@ -58,7 +65,10 @@ from ablate.stages.retrievers.faiss_index import (
     factory_string,
     search_parameters,
 )
+from ablate.stages.text.compute import resolve_compute
+from ablate.stages.text.defaults import SETTING, encoder_choice
 from ablate.stages.text.e5 import default_prefixes
+from ablate.stages.text.encoders import STAT_KEYS as ENCODER_STAT_KEYS
 from ablate.stages.text.encoders import SentenceTransformerEncoder, make_encoder
 
 if TYPE_CHECKING:
@@ -245,8 +255,18 @@ class DenseIndex:
 
 class DenseRetriever:
     """The dense retriever stage: ``dense.model`` (any sentence-transformers name in the offline cache, a local
-    folder, or ``multilingual-e5-small``), ``batch_size``, ``max_seq_length``, ``query_prefix`` / ``passage_prefix``,
-    and the FAISS ``index`` (``flat`` | ``hnsw`` | ``ivf_pq``) with the ``hnsw`` / ``ivf_pq`` parameter blocks.
+    folder, or ``multilingual-e5-small``; ``None`` = the corpus language's default), ``batch_size``,
+    ``max_seq_length``, ``query_prefix`` / ``passage_prefix``, and the FAISS ``index`` (``flat`` | ``hnsw`` |
+    ``ivf_pq``) with the ``hnsw`` / ``ivf_pq`` parameter blocks.
+
+    **The model.** A model the user names is resolved offline at construction (a missing one fails before any work).
+    Left ``None``, it follows the corpus language (:mod:`ablate.stages.text.defaults`: ``multilingual-e5-small`` for
+    ``zh``, else ``all-MiniLM-L6-v2``), which is known in :meth:`bind`: the bound stage is the one with that model,
+    resolved there (the command line binds every job before anything runs, so a missing default model is refused
+    before anything runs too). ``params()`` logs the model that runs and ``model_source`` (``setting`` /
+    ``language:<code>``); the source is left out of the fingerprint, so a default-resolved model and the same model
+    named explicitly share the embeddings, candidate lists and the one-factor check's component. An unbound stage
+    whose model follows the language has no fingerprint: bind it first.
 
     ``params()`` always holds ``index`` (logged as ``dense.index``) and, for an approximate kind, that kind's block
     (``dense.hnsw.m``, ...). The fingerprint leaves ``index`` out when it is ``flat``, so the default's fingerprint,
@@ -267,7 +287,7 @@ class DenseRetriever:
     def __init__(
         self,
         name: str = "dense",
-        model: str = "all-MiniLM-L6-v2",
+        model: str | None = None,
         batch_size: int = 32,
         max_seq_length: int = 256,
         query_prefix: str | None = None,
@@ -285,10 +305,30 @@ class DenseRetriever:
             "hnsw": check_params("hnsw", _plain(hnsw), name),
             "ivf_pq": check_params("ivf_pq", _plain(ivf_pq), name),
         }
-        self.model = str(model)
         self.batch_size = check_int(f"{name}.batch_size", batch_size, 1)
         self.max_seq_length = check_int(f"{name}.max_seq_length", max_seq_length, 1, 8192)
-        auto_q, auto_p = default_prefixes(self.model)
+        self.compute = resolve_compute(
+            f"{name}.precision", precision, f"{name}.num_threads", num_threads, "encode"
+        )  # checked now, also when the model waits for the corpus
+        self._given_prefixes = (query_prefix, passage_prefix)
+        self.model: str | None = None if model is None else str(check_str(f"{name}.model", model))
+        self.model_source: str | None = SETTING if self.model is not None else None
+        self.query_prefix: str | None = None
+        self.passage_prefix: str | None = None
+        self.encoder: SentenceTransformerEncoder | None = None
+        self.stats: dict[str, float] = dict.fromkeys(ENCODER_STAT_KEYS, 0.0)
+        self._index: DenseIndex | None = None
+        self._prepared_for: str | None = None
+        if self.model is not None:
+            self._resolve(self.model)
+
+    def _resolve(self, model: str) -> None:
+        """Choose the prefixes for ``model`` and resolve it offline (fails here, before any work, when it is not
+        available)."""
+        name = self.name
+        self.model = model
+        query_prefix, passage_prefix = self._given_prefixes
+        auto_q, auto_p = default_prefixes(model)
         self.query_prefix = auto_q if query_prefix is None else str(query_prefix)
         self.passage_prefix = auto_p if passage_prefix is None else str(passage_prefix)
         chosen = [
@@ -299,37 +339,47 @@ class DenseRetriever:
             )
             if given is None and v
         ]
-        if chosen and (self.model, tuple(chosen)) not in _NOTED:
-            _NOTED.add((self.model, tuple(chosen)))
-            print(f"note: {self.model} is an e5 model, so {' and '.join(chosen)}", file=sys.stderr)
+        if chosen and (model, tuple(chosen)) not in _NOTED:
+            _NOTED.add((model, tuple(chosen)))
+            print(f"note: {model} is an e5 model, so {' and '.join(chosen)}", file=sys.stderr)
         self.encoder = make_encoder(
-            self.model,
+            model,
             batch_size=self.batch_size,
             max_seq_length=self.max_seq_length,
             query_prefix=self.query_prefix,
             passage_prefix=self.passage_prefix,
             setting=name,
-            precision=precision,
-            num_threads=num_threads,
-        )  # resolves the model offline: fails here, before any work, when it is not available
-        self.stats: dict[str, float] = dict(self.encoder.stats)
-        self._index: DenseIndex | None = None
-        self._prepared_for: str | None = None
+            precision=self.compute.precision,
+            num_threads=self.compute.num_threads,
+        )
+        self.stats = dict(self.encoder.stats)
+
+    def require_encoder(self) -> SentenceTransformerEncoder:
+        """The encoder of the model that runs (a stage whose model follows the corpus language has one once bound)."""
+        if self.encoder is None:
+            raise RuntimeError(
+                f"stage {self.name}: its model follows the corpus language; bind(snapshot, split) first"
+            )
+        return self.encoder
 
     def params(self) -> dict[str, Any]:
+        compute = self.encoder.compute if self.encoder is not None else self.compute
         return {
             "model": self.model,
+            "model_source": self.model_source,
             "batch_size": self.batch_size,
             "max_seq_length": self.max_seq_length,
             "query_prefix": self.query_prefix,
             "passage_prefix": self.passage_prefix,
             "index": self.index,
             **({self.index: dict(self.index_blocks[self.index])} if self.index != "flat" else {}),
-            **self.encoder.compute.log_params(),
+            **compute.log_params(),
         }
 
     def fingerprint(self) -> Fingerprint:
+        encoder = self.require_encoder()
         params = self.params()
+        del params["model_source"]  # where the name came from: the same model is the same vectors
         del params[
             "num_threads"
         ]  # threads change no vector: a sweep over them reuses embeddings and candidates
@@ -346,20 +396,42 @@ class DenseRetriever:
             self,
             params,
             libraries=("faiss-cpu",),
-            resources={"encoder": self.encoder.fingerprint("passage"), "index": index},
+            resources={"encoder": encoder.fingerprint("passage"), "index": index},
         )
 
     def bind(self, snapshot: Snapshot, split: str) -> DenseRetriever:
-        return self
+        """This stage when its model was named; else the stage with the corpus language's default model."""
+        if self.model_source == SETTING:
+            return self
+        model, source = encoder_choice(None, snapshot.language)
+        if self.model == model and self.model_source == source:
+            return self
+        query_prefix, passage_prefix = self._given_prefixes
+        bound = type(self)(
+            name=self.name,
+            model=model,
+            batch_size=self.batch_size,
+            max_seq_length=self.max_seq_length,
+            query_prefix=query_prefix,
+            passage_prefix=passage_prefix,
+            index=self.index,
+            hnsw=self.index_blocks["hnsw"],
+            ivf_pq=self.index_blocks["ivf_pq"],
+            precision=self.compute.precision,
+            num_threads=self.compute.num_threads,
+        )
+        bound.model_source = source
+        return bound
 
     def prepare(self, context: StageContext) -> None:
         if self._prepared_for == context.snapshot.fingerprint:
             return
-        self.encoder.cache = context.cache
-        self.encoder.show_progress = context.show_progress
+        encoder = self.require_encoder()
+        encoder.cache = context.cache
+        encoder.show_progress = context.show_progress
         self._index = DenseIndex(
             context.snapshot.chunks,
-            self.encoder,
+            encoder,
             index=self.index,
             index_params=self.index_blocks.get(self.index),
             cache=context.cache,
@@ -377,7 +449,8 @@ class DenseRetriever:
         return run
 
     def _sync_stats(self) -> None:
-        self.stats.update(self.encoder.stats)
+        if self.encoder is not None:
+            self.stats.update(self.encoder.stats)
         if self._index is not None:
             self.stats.update(self._index.stats)
 

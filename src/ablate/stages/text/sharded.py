@@ -38,7 +38,7 @@ def split_shards(texts: Sequence[str], shards: int) -> list[list[str]]:
 def _encoder(params: Mapping[str, Any], cache_dir: str) -> Any:
     from ablate.stages.retrievers.dense import DenseRetriever
 
-    encoder = DenseRetriever(**dict(params)).encoder
+    encoder = DenseRetriever(**dict(params)).require_encoder()  # params name the model the job runs
     encoder.cache = Cache(cache_dir)
     return encoder
 
