@@ -17,6 +17,13 @@ run's parameters, metrics, result tags and artifacts, its own start tags (sweep,
 ``config.yaml``, tagged ``ablate.reused_from=<run id>``. The MLflow UI, the sweep summary and the report then see
 every cell of the sweep as they would after a full run.
 
+A copy is made only from a record that still stands (:func:`find_reusable`): the run copied is always an original
+(the newest match, or the run the newest match was itself copied from), and its record, read from the store now
+(metrics and params from MLflow, artifacts listed and hashed now), must still match the digest it was sealed with
+when it finished (:mod:`ablate.record_digest`): an edited metric or a deleted, changed or added artifact fails it,
+and so does a run without a digest (made before ablate sealed records). Then the cell runs, and one line says which
+run was not reused and why.
+
 Never reused (:func:`why_not_reusable`): a run on the held-out split (the test split is run once, and every run
 there is judged against the earlier ones), a run with a generator (latency, cost and sampled answers are
 measurements of that run), a job with ``cache.enabled=false`` (compute everything again), and ``tracking.reuse=false``.
@@ -26,14 +33,17 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import re
 import sys
-from dataclasses import asdict
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Protocol
 
 from ablate import record as R
 from ablate.cache import key_of
 from ablate.record import RecordedRun
+from ablate.record_digest import check as check_record
+from ablate.record_digest import digest, manifest
 from ablate.runner.heldout import HELD_OUT_SPLITS
 from ablate.stages.base import library_versions
 
@@ -82,7 +92,10 @@ OWN_TAGS = (
     R.T_PID_START,
     R.T_FAILURE,
     R.T_REUSED_FROM,
+    R.T_RECORD_DIGEST,
 )
+#: An MLflow run id (32 hex digits): what ``ablate.reused_from`` may name in a search filter.
+_RUN_ID = re.compile(r"[0-9a-f]{32}")
 
 
 @functools.cache
@@ -145,34 +158,73 @@ def why_not_reusable(job: Job) -> str | None:
     return None
 
 
-def find_reusable(
-    tracker: Tracker, experiment: str, key: str, experiment_id: str | None = None
-) -> RecordedRun | None:
-    """The newest FINISHED run of ``experiment`` (or of ``experiment_id`` when the caller knows it) whose cell key is
-    ``key``."""
+@dataclass(frozen=True)
+class Lookup:
+    """What a cell key found. ``source``: a FINISHED original run with the key whose record still matches its digest
+    (``artifacts``: its artifacts' hashes as checked); or ``note``: one line saying which run was not reused and why.
+    Neither when no run has the key."""
+
+    source: RecordedRun | None = None
+    artifacts: dict[str, str] = field(default_factory=dict)
+    note: str | None = None
+
+
+def _note(run_id: str, why: str) -> str:
+    return f"note: run {run_id} not reused: {why}; running the cell"
+
+
+def find_reusable(tracker: Tracker, experiment: str, key: str, experiment_id: str | None = None) -> Lookup:
+    """The run that may stand for a job with cell key ``key`` in ``experiment`` (or ``experiment_id`` when the caller
+    knows it): the newest FINISHED run with the key or, when that run is itself a reuse, the original it was copied
+    from (a copy is never copied: a damaged copy cannot spread); then only if its record still matches its digest
+    (:func:`ablate.record_digest.check`)."""
     exp_id = experiment_id or tracker.experiment_id(experiment, create=False)
     if exp_id is None:
-        return None
-    found = tracker.find_runs(
-        [exp_id],
-        f"tags.`{R.T_CELL}` = '{key}' and attributes.status = 'FINISHED'",
-        max_results=1,
-        newest_first=True,
-    )
-    return found[0] if found else None
+        return Lookup()
+    match = f"tags.`{R.T_CELL}` = '{key}' and attributes.status = 'FINISHED'"
+    found = tracker.find_runs([exp_id], match, max_results=1, newest_first=True)
+    if not found:
+        return Lookup()
+    run, seen = found[0], set()
+    while R.T_REUSED_FROM in run.tags:  # follow a copy to its original (older copies may name a copy)
+        origin = run.tags[R.T_REUSED_FROM]
+        if origin in seen or not _RUN_ID.fullmatch(origin):
+            return Lookup(
+                note=_note(run.run_id, f"it is a reuse whose original ({origin}) cannot be followed")
+            )
+        seen.add(origin)
+        up = tracker.find_runs([exp_id], f"{match} and attributes.run_id = '{origin}'", max_results=1)
+        if not up:
+            why = f"it is no longer a FINISHED run of {experiment!r} with these inputs (run {run.run_id} copied it)"
+            return Lookup(note=_note(origin, why))
+        run = up[0]
+    checked = check_record(tracker, run)
+    if checked.problem is not None:
+        return Lookup(note=_note(run.run_id, checked.problem))
+    return Lookup(run, checked.artifacts)
 
 
-def record_reuse(tracker: Tracker, job: Job, source: RecordedRun, start_tags: dict[str, str]) -> str:
-    """A new run of ``job`` standing for ``source``: its params, metrics, result tags and artifacts, this job's start
-    tags and ``config.yaml``. Ends FAILED with the reason if copying fails."""
+def record_reuse(tracker: Tracker, job: Job, found: Lookup, start_tags: dict[str, str]) -> str:
+    """A new run of ``job`` standing for ``found.source``: its params, metrics, result tags and artifacts, this job's
+    start tags and ``config.yaml``, sealed with its own record digest (the tag is logged last, with the params and
+    metrics). Ends FAILED with the reason if copying fails."""
+    source = found.source
+    if source is None:
+        raise ValueError("nothing to reuse")
     copied = {k: v for k, v in source.tags.items() if not k.startswith("mlflow.") and k not in OWN_TAGS}
     tags = {**copied, **start_tags, R.T_REUSED_FROM: source.run_id}  # created with the run: one transaction
+    artifacts, files, skip = dict(found.artifacts), {}, [R.A_RECORD_DIGEST]
+    # this job's own config.yaml (its tracking and output settings may differ from the source's)
+    if job.config_yaml:
+        files[R.A_CONFIG] = job.config_yaml.encode("utf-8")
+        artifacts[R.A_CONFIG] = hashlib.sha256(files[R.A_CONFIG]).hexdigest()
+        skip.append(R.A_CONFIG)
+    files[R.A_RECORD_DIGEST] = manifest(source.params, source.metrics, artifacts)
     with tracker.run(job.output.experiment, job.variant, tags, job.parent_run_id) as run_id:
-        tracker.log_run(run_id, params=source.params, metrics=source.metrics)
-        # this job's own config.yaml (its tracking and output settings may differ from the source's)
-        tracker.copy_artifacts(source.run_id, run_id, skip=[R.A_CONFIG] if job.config_yaml else [])
-        if job.config_yaml:
-            tracker.log_files(run_id, {R.A_CONFIG: job.config_yaml})
+        tracker.copy_artifacts(source.run_id, run_id, skip=skip)
+        tracker.log_files(run_id, files)
+        sealed = {R.T_RECORD_DIGEST: digest(files[R.A_RECORD_DIGEST])}
+        tracker.log_run(run_id, params=source.params, metrics=source.metrics, tags=sealed)
     return run_id
 
 
