@@ -3,12 +3,18 @@ the sweeper): through the library with a real MLflow sqlite store, and through t
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import io
 import json
 import os
+import signal
+import socket
 import subprocess
 import sys
+import time
+import urllib.request
+from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 
@@ -452,3 +458,65 @@ def test_a_sweeps_plan_copies_only_records_that_still_stand(tmp_path):
     assert kids["1.2"].tags[R.T_REUSED_FROM] == by_k1["1.2"].run_id
     assert R.T_REUSED_FROM not in kids["0.9"].tags
     assert kids["0.9"].metrics["recall_at_10"] == edited.metrics["recall_at_10"]  # computed anew
+
+
+@pytest.fixture
+def mlflow_server(tmp_path) -> Iterator[tuple[str, Path]]:
+    """A real ``mlflow server`` on 127.0.0.1 serving its artifacts (runs get ``mlflow-artifacts:`` URIs, not local
+    folders); stopped at the end. Yields its URI and its artifact folder."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = int(s.getsockname()[1])
+    env = {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
+    env.pop("MLFLOW_TRACKING_URI", None)
+    server = [sys.executable, "-m", "mlflow", "server", "--backend-store-uri", f"sqlite:///{tmp_path}/server.db",
+              "--artifacts-destination", str(tmp_path / "served"), "--serve-artifacts", "--host", "127.0.0.1",
+              "--port", str(port), "--workers", "1"]  # fmt: skip
+    with open(tmp_path / "server.log", "wb") as log:
+        proc = subprocess.Popen(server, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    uri = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.time() + 300
+        while True:
+            with contextlib.suppress(OSError), urllib.request.urlopen(f"{uri}/health", timeout=5) as r:
+                if r.status == 200:
+                    break
+            if proc.poll() is not None or time.time() > deadline:
+                raise RuntimeError(
+                    f"mlflow server did not start: {(tmp_path / 'server.log').read_text()[-2000:]}"
+                )
+            time.sleep(1)
+        yield uri, tmp_path / "served"
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(30)
+
+
+@pytest.mark.slow
+def test_on_a_tracking_server_records_are_downloaded_sealed_and_checked(
+    tmp_path, mlflow_server, cache_env, capsys
+):
+    """Artifacts that are not local files are downloaded through MLflow to be hashed, when sealing and when checking."""
+    uri, served = mlflow_server
+    t = Tracker(uri)
+    job = _job(tmp_path, uri, "reuse-served", "variant=A")
+    first = run_job(job, t, Session(), stream=io.StringIO())
+    assert t.local_artifact_root(first.run_id) is None  # served: mlflow-artifacts:/...
+    a = t.get_run(first.run_id)
+    assert a is not None and a.tags[R.T_RECORD_DIGEST] and record_digest.check(t, a).problem is None
+    second = run_job(job, t, Session(), stream=io.StringIO())
+    assert second.reused_from == first.run_id
+    b = t.get_run(second.run_id)
+    assert b is not None and b.metrics == a.metrics and record_digest.check(t, b).problem is None
+    (trec,) = served.rglob(f"{first.run_id}/artifacts/{R.A_RUN}")
+    trec.unlink()  # gone from the server's store
+    capsys.readouterr()
+    third = run_job(job, t, Session(), stream=io.StringIO())
+    assert third.result is not None and third.reused_from is None
+    assert _notes(capsys.readouterr().err) == [
+        f"note: run {first.run_id} not reused: its artifact {R.A_RUN} is missing (digest mismatch); running the cell"
+    ]

@@ -91,6 +91,8 @@ T_REUSED_FROM = "ablate.reused_from"
 #: sha256 of a finished run's record (its params, metrics and artifacts as logged; ablate.record_digest): set when the
 #: record is complete; reuse copies a run only while its record still matches it
 T_RECORD_DIGEST = "ablate.record_digest"
+#: ``true`` on a run that computed its record (never on a reused run): reuse copies only these
+T_ORIGINAL = "ablate.original"
 T_FAILED_CHILDREN = "ablate.failed_children"
 T_REPORT_BASELINE = "ablate.report_baseline"
 

@@ -113,6 +113,7 @@ def result_tags(result: RunResult, snapshot: Snapshot, corpus: CorpusSpec, cell:
     qrels = snapshot.split_qrels(result.split)
     return {
         R.T_CELL: cell,
+        R.T_ORIGINAL: "true",  # computed here, not copied: reuse copies only such runs
         R.T_SNAPSHOT: snapshot.fingerprint,
         R.T_INDEX_SNAPSHOT: snapshot.content_fingerprint,
         R.T_QRELS_HASH: qrels.content_hash(),

@@ -17,12 +17,12 @@ run's parameters, metrics, result tags and artifacts, its own start tags (sweep,
 ``config.yaml``, tagged ``ablate.reused_from=<run id>``. The MLflow UI, the sweep summary and the report then see
 every cell of the sweep as they would after a full run.
 
-A copy is made only from a record that still stands (:func:`find_reusable`): the run copied is always an original
-(the newest match, or the run the newest match was itself copied from), and its record, read from the store now
-(metrics and params from MLflow, artifacts listed and hashed now), must still match the digest it was sealed with
-when it finished (:mod:`ablate.record_digest`): an edited metric or a deleted, changed or added artifact fails it,
-and so does a run without a digest (made before ablate sealed records). Then the cell runs, and one line says which
-run was not reused and why.
+A copy is made only from a record that still stands (:func:`find_reusable`). The run copied is always an original
+(a run that computed its record, tagged ``ablate.original=true``; a reused run never has the tag, so a copy is never
+copied), the newest FINISHED one with the key, and its record, read from the store now (metrics and params from
+MLflow, artifacts listed and hashed now), must still match the digest it was sealed with when it finished
+(:mod:`ablate.record_digest`): an edited metric or param, or a deleted, changed or added artifact fails it, and so
+does a run without a digest. Then the cell runs, and one line says which run was not reused and why.
 
 Never reused (:func:`why_not_reusable`): a run on the held-out split (the test split is run once, and every run
 there is judged against the earlier ones), a run with a generator (latency, cost and sampled answers are
@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import re
 import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -42,8 +41,8 @@ from typing import IO, TYPE_CHECKING, Any, Protocol
 from ablate import record as R
 from ablate.cache import key_of
 from ablate.record import RecordedRun
+from ablate.record_digest import Checked, digest, manifest
 from ablate.record_digest import check as check_record
-from ablate.record_digest import digest, manifest
 from ablate.runner.heldout import HELD_OUT_SPLITS
 from ablate.stages.base import library_versions
 
@@ -93,9 +92,8 @@ OWN_TAGS = (
     R.T_FAILURE,
     R.T_REUSED_FROM,
     R.T_RECORD_DIGEST,
+    R.T_ORIGINAL,
 )
-#: An MLflow run id (32 hex digits): what ``ablate.reused_from`` may name in a search filter.
-_RUN_ID = re.compile(r"[0-9a-f]{32}")
 
 
 @functools.cache
@@ -175,30 +173,28 @@ def _note(run_id: str, why: str) -> str:
 
 def find_reusable(tracker: Tracker, experiment: str, key: str, experiment_id: str | None = None) -> Lookup:
     """The run that may stand for a job with cell key ``key`` in ``experiment`` (or ``experiment_id`` when the caller
-    knows it): the newest FINISHED run with the key or, when that run is itself a reuse, the original it was copied
-    from (a copy is never copied: a damaged copy cannot spread); then only if its record still matches its digest
-    (:func:`ablate.record_digest.check`)."""
+    knows it): the newest FINISHED original run with the key (tagged ``ablate.original``: a copy is never copied, so
+    a damaged copy cannot spread), and only while its record still matches its digest
+    (:func:`ablate.record_digest.check`). A run with the key but no original among them gets a note."""
     exp_id = experiment_id or tracker.experiment_id(experiment, create=False)
     if exp_id is None:
         return Lookup()
     match = f"tags.`{R.T_CELL}` = '{key}' and attributes.status = 'FINISHED'"
-    found = tracker.find_runs([exp_id], match, max_results=1, newest_first=True)
-    if not found:
-        return Lookup()
-    run, seen = found[0], set()
-    while R.T_REUSED_FROM in run.tags:  # follow a copy to its original (older copies may name a copy)
-        origin = run.tags[R.T_REUSED_FROM]
-        if origin in seen or not _RUN_ID.fullmatch(origin):
-            return Lookup(
-                note=_note(run.run_id, f"it is a reuse whose original ({origin}) cannot be followed")
-            )
-        seen.add(origin)
-        up = tracker.find_runs([exp_id], f"{match} and attributes.run_id = '{origin}'", max_results=1)
-        if not up:
-            why = f"it is no longer a FINISHED run of {experiment!r} with these inputs (run {run.run_id} copied it)"
-            return Lookup(note=_note(origin, why))
-        run = up[0]
+    found = tracker.find_runs(
+        [exp_id], f"{match} and tags.`{R.T_ORIGINAL}` = 'true'", max_results=1, newest_first=True
+    )
+    if not found:  # a run with the key that is not marked an original (its tags were edited)?
+        found = tracker.find_runs([exp_id], match, max_results=1, newest_first=True)
+        if not found:
+            return Lookup()
+    run = found[0]
+    if R.T_REUSED_FROM in run.tags:
+        return Lookup(
+            note=_note(run.run_id, f"it is a copy of run {run.tags[R.T_REUSED_FROM]}, not an original")
+        )
     checked = check_record(tracker, run)
+    if checked.problem is None and run.tags.get(R.T_ORIGINAL) != "true":
+        checked = Checked(f"it is not tagged {R.T_ORIGINAL}=true (its tags were edited)")
     if checked.problem is not None:
         return Lookup(note=_note(run.run_id, checked.problem))
     return Lookup(run, checked.artifacts)
