@@ -520,3 +520,26 @@ def test_on_a_tracking_server_records_are_downloaded_sealed_and_checked(
     assert _notes(capsys.readouterr().err) == [
         f"note: run {first.run_id} not reused: its artifact {R.A_RUN} is missing (digest mismatch); running the cell"
     ]
+
+
+def test_the_note_names_what_changed_in_the_record():
+    was = record_digest.manifest(
+        {"bm25.k1": "0.9", "variant": "A"}, {"ndcg_at_10": 0.5, "recall_at_10": 0.25}, {"run.trec": "a" * 64}
+    )
+    sealed = record_digest.digest(was)
+    now = record_digest.manifest(
+        {"bm25.k1": "1.2", "variant": "A"},
+        {"ndcg_at_10": 0.5, "recall_at_10": 0.25000000000000006},  # one ulp off: still a change
+        {"run.trec": "b" * 64, "notes.txt": "c" * 64},
+    )
+    assert record_digest.what_changed(was, sealed, now) == (
+        "its artifact run.trec was changed after it finished, artifact notes.txt was added after it finished, "
+        "its metric recall_at_10 was changed after it finished, its param bm25.k1 was changed after it finished"
+    )
+    assert "record_digest.json is missing" in record_digest.what_changed(None, sealed, now)
+    assert "record_digest.json was changed" in record_digest.what_changed(was + b" ", sealed, now)
+    gone = record_digest.manifest({}, {}, {})
+    assert record_digest.what_changed(was, sealed, gone) == (
+        "its artifact run.trec is missing, its metrics ndcg_at_10, recall_at_10 are missing, "
+        "its params bm25.k1, variant are missing"
+    )

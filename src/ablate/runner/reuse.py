@@ -233,8 +233,8 @@ def print_reused(job: Job, run_id: str, source: RecordedRun, uri: str, stream: I
     row = {"variant": job.variant, **{k: fmt(source.metrics[R.metric_key(k)]) for k in cols}}
     print(format_table([row], ["variant", *cols]), file=stream)
     print(
-        f"reused run {source.run_id}: every input is the same (cell key {source.tags.get(R.T_CELL, '')[:12]}), "
-        "so nothing ran again; tracking.reuse=false runs it anew",
+        f"reused run {source.run_id}: every input is the same (cell key {source.tags.get(R.T_CELL, '')[:12]}) and "
+        "its record still matches its digest, so nothing ran again; tracking.reuse=false runs it anew",
         file=stream,
     )
     print(f"mlflow run {run_id} in experiment {job.output.experiment!r} at {uri}", file=stream)
