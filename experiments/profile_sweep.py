@@ -59,6 +59,7 @@ WALL: list[tuple[str, str, str]] = [
         "check_command_line",
     ),
     ("  reuse plan: key and look-up per cell", "ablate.app.reuse_plan", "plan"),
+    ("    check a source's record digest (plan or job)", "ablate.runner.reuse", "check_record"),
     ("reuse: record the planned cells (sweeper)", "ablate.app.reuse_plan", "run_cells"),
     ("  copy one finished run", "ablate.app.reuse_plan", "record_planned"),
     (
@@ -87,6 +88,7 @@ WALL: list[tuple[str, str, str]] = [
     ("  MLflow: create run", "ablate.tracking", "Tracker.start"),
     ("  MLflow: one log_batch", "ablate.tracking", "Tracker.log_run"),
     ("  MLflow: log the artifacts", "ablate.tracking", "Tracker.log_files"),
+    ("  seal the record (read back, hash, log the digest)", "ablate.runner.job", "seal"),
     ("  MLflow: end run", "ablate.tracking", "Tracker.end"),
     ("  MLflow: copy a run's artifacts (reuse)", "ablate.tracking", "Tracker.copy_artifacts"),
     ("end of sweep: summary, report, outcome", "ablate.app.callbacks", "SweepCallback.on_multirun_end"),

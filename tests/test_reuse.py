@@ -3,10 +3,18 @@ the sweeper): through the library with a real MLflow sqlite store, and through t
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import io
+import json
 import os
+import signal
+import socket
 import subprocess
 import sys
+import time
+import urllib.request
+from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 
@@ -14,6 +22,7 @@ import pytest
 from hydra import compose, initialize_config_dir
 
 from ablate import record as R
+from ablate import record_digest
 from ablate.app.config import job_from_config
 from ablate.app.paths import CONF_DIR
 from ablate.runner import reuse
@@ -305,3 +314,232 @@ def test_under_hydras_basic_sweeper_each_job_finds_its_reused_run_itself(tmp_pat
     parent = t.find_runs(None, f"tags.`{R.T_ROLE}` = '{R.ROLE_SWEEP_PARENT}'", newest_first=True)[0]
     kids = t.children(parent.run_id)
     assert len(kids) == 2 and all(R.T_REUSED_FROM in r.tags for r in kids)
+
+
+# -- a copy only of a record that still stands (ablate.record_digest) ---------------------------------------------
+
+
+def _notes(err: str) -> list[str]:
+    return [line for line in err.splitlines() if line.startswith("note: run ")]
+
+
+def _files(t: Tracker, run_id: str) -> dict[str, bytes]:
+    root = t.local_artifact_root(run_id)
+    assert root is not None
+    return {p.relative_to(root).as_posix(): p.read_bytes() for p in root.rglob("*") if p.is_file()}
+
+
+def test_every_run_is_sealed_with_the_digest_of_its_record(tmp_path, mlflow_uri, cache_env):
+    """Original and reused runs alike: the tag is the sha256 of record_digest.json, which lists every param, metric
+    (its exact float) and artifact (the sha256 of its bytes) the store holds; a reused run lists its own config."""
+    t = Tracker(mlflow_uri)
+    quiet = _job(tmp_path, mlflow_uri, "reuse-sealed", "variant=A")
+    loud = _job(tmp_path, mlflow_uri, "reuse-sealed", "variant=A", "progress=true")
+    first = run_job(quiet, t, Session(), stream=io.StringIO())
+    second = run_job(loud, t, Session(), stream=io.StringIO())
+    assert second.reused_from == first.run_id
+    for run_id, job in ((first.run_id, quiet), (second.run_id, loud)):
+        run = t.get_run(run_id)
+        assert run is not None
+        files = _files(t, run_id)
+        body = files.pop(R.A_RECORD_DIGEST)
+        assert run.tags[R.T_RECORD_DIGEST] == hashlib.sha256(body).hexdigest()
+        listed = json.loads(body)
+        assert (
+            listed["metrics"] == {k: repr(v) for k, v in run.metrics.items()} and len(listed["metrics"]) > 100
+        )
+        assert listed["params"] == dict(run.params)
+        assert listed["artifacts"] == {k: hashlib.sha256(v).hexdigest() for k, v in files.items()}
+        assert files[R.A_CONFIG] == job.config_yaml.encode() and R.A_RUN in files
+        assert record_digest.check(t, run).problem is None
+
+
+def test_a_metric_edited_on_the_source_after_it_finished_makes_the_cell_run(
+    tmp_path, mlflow_uri, cache_env, capsys
+):
+    t = Tracker(mlflow_uri)
+    job = _job(tmp_path, mlflow_uri, "reuse-edited-metric", "variant=A")
+    first = run_job(job, t, Session(), stream=io.StringIO())
+    a = t.get_run(first.run_id)
+    assert a is not None and a.metrics["ndcg_at_10"] < 0.99
+    t.client.log_metric(first.run_id, "ndcg_at_10", 0.999)
+    capsys.readouterr()
+    second = run_job(job, t, Session(), stream=io.StringIO())
+    assert second.result is not None and second.reused_from is None  # ran: not a copy of the edited record
+    b = t.get_run(second.run_id)
+    assert (
+        b is not None and R.T_REUSED_FROM not in b.tags and b.metrics["ndcg_at_10"] == a.metrics["ndcg_at_10"]
+    )
+    assert _notes(capsys.readouterr().err) == [
+        f"note: run {first.run_id} not reused: its metric ndcg_at_10 was changed after it finished "
+        "(digest mismatch); running the cell"
+    ]
+    third = run_job(job, t, Session(), stream=io.StringIO())
+    assert third.reused_from == second.run_id  # the fresh run is the newest original now
+    assert _notes(capsys.readouterr().err) == []
+
+
+@pytest.mark.parametrize("name", [R.A_RUN, R.A_PER_QUERY])
+def test_an_artifact_deleted_from_the_source_makes_the_cell_run(
+    tmp_path, mlflow_uri, cache_env, capsys, name
+):
+    t = Tracker(mlflow_uri)
+    job = _job(tmp_path, mlflow_uri, f"reuse-deleted-{name}", "variant=A")
+    first = run_job(job, t, Session(), stream=io.StringIO())
+    kept = _files(t, first.run_id)[name]
+    root = t.local_artifact_root(first.run_id)
+    assert root is not None
+    (root / name).unlink()
+    capsys.readouterr()
+    second = run_job(job, t, Session(), stream=io.StringIO())
+    assert second.result is not None and second.reused_from is None
+    assert _files(t, second.run_id)[name] == kept  # made anew, whole
+    assert _notes(capsys.readouterr().err) == [
+        f"note: run {first.run_id} not reused: its artifact {name} is missing (digest mismatch); running the cell"
+    ]
+
+
+def test_a_reuse_is_never_copied_the_original_is(tmp_path, mlflow_uri, cache_env, capsys):
+    """run, reuse it, damage the reuse (a file and a metric), then an identical job: it copies the first run."""
+    t = Tracker(mlflow_uri)
+    job = _job(tmp_path, mlflow_uri, "reuse-chain", "variant=A")
+    first = run_job(job, t, Session(), stream=io.StringIO())
+    second = run_job(job, t, Session(), stream=io.StringIO())
+    assert second.reused_from == first.run_id
+    root = t.local_artifact_root(second.run_id)
+    assert root is not None
+    (root / R.A_RUN).unlink()
+    t.client.log_metric(second.run_id, "ndcg_at_10", 0.999)
+    capsys.readouterr()
+    third = run_job(job, t, Session(), stream=io.StringIO())
+    assert third.result is None and third.reused_from == first.run_id
+    a, c = t.get_run(first.run_id), t.get_run(third.run_id)
+    assert a is not None and c is not None and c.tags[R.T_REUSED_FROM] == first.run_id
+    assert c.metrics == a.metrics and R.A_RUN in _files(t, third.run_id)
+    assert _notes(capsys.readouterr().err) == []
+
+
+def test_a_run_without_a_record_digest_is_not_reused(tmp_path, mlflow_uri, cache_env, capsys):
+    t = Tracker(mlflow_uri)
+    job = _job(tmp_path, mlflow_uri, "reuse-no-digest", "variant=A")
+    first = run_job(job, t, Session(), stream=io.StringIO())
+    t.client.delete_tag(first.run_id, R.T_RECORD_DIGEST)  # as a run made before records were sealed
+    capsys.readouterr()
+    second = run_job(job, t, Session(), stream=io.StringIO())
+    assert second.result is not None and second.reused_from is None
+    assert _notes(capsys.readouterr().err) == [
+        f"note: run {first.run_id} not reused: it carries no record digest (it finished before ablate sealed "
+        "records); running the cell"
+    ]
+
+
+def test_a_sweeps_plan_copies_only_records_that_still_stand(tmp_path):
+    """The plan (before Hydra launches) checks each source: an edited cell runs, with one note; the other is reused."""
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    env = {"ABLATE_CACHE_DIR": str(tmp_path / "cache")}
+    base = ["-m", "corpus=demo", f"tracking.uri={uri}", "progress=false", "stats.bootstrap=100", "variant=A"]
+    first = ablate([*base, "bm25.k1=0.9,1.2", "hydra.sweep.dir=multirun/first"], tmp_path, env)
+    assert first.returncode == 0, first.stderr
+    t = Tracker(uri)
+    exp = t.experiment_id("demo", create=False)
+    assert exp is not None
+    by_k1 = {r.params["bm25.k1"]: r for r in t.find_runs([exp]) if R.T_CELL in r.tags}
+    edited = by_k1["0.9"]
+    t.client.log_metric(edited.run_id, "recall_at_10", 0.001)
+    again = ablate([*base, "bm25.k1=0.9,1.2", "hydra.sweep.dir=multirun/again"], tmp_path, env)
+    assert again.returncode == 0, again.stderr
+    assert "1 of 2 cells reused" in again.stderr and "running 1" in again.stderr
+    assert _notes(again.stderr) == [
+        f"note: run {edited.run_id} not reused: its metric recall_at_10 was changed after it finished "
+        "(digest mismatch); running the cell"
+    ]
+    parent = t.find_runs([exp], f"tags.`{R.T_ROLE}` = '{R.ROLE_SWEEP_PARENT}'", newest_first=True)[0]
+    kids = {r.params["bm25.k1"]: r for r in t.children(parent.run_id)}
+    assert kids["1.2"].tags[R.T_REUSED_FROM] == by_k1["1.2"].run_id
+    assert R.T_REUSED_FROM not in kids["0.9"].tags
+    assert kids["0.9"].metrics["recall_at_10"] == edited.metrics["recall_at_10"]  # computed anew
+
+
+@pytest.fixture
+def mlflow_server(tmp_path) -> Iterator[tuple[str, Path]]:
+    """A real ``mlflow server`` on 127.0.0.1 serving its artifacts (runs get ``mlflow-artifacts:`` URIs, not local
+    folders); stopped at the end. Yields its URI and its artifact folder."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = int(s.getsockname()[1])
+    env = {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
+    env.pop("MLFLOW_TRACKING_URI", None)
+    server = [sys.executable, "-m", "mlflow", "server", "--backend-store-uri", f"sqlite:///{tmp_path}/server.db",
+              "--artifacts-destination", str(tmp_path / "served"), "--serve-artifacts", "--host", "127.0.0.1",
+              "--port", str(port), "--workers", "1"]  # fmt: skip
+    with open(tmp_path / "server.log", "wb") as log:
+        proc = subprocess.Popen(server, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    uri = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.time() + 300
+        while True:
+            with contextlib.suppress(OSError), urllib.request.urlopen(f"{uri}/health", timeout=5) as r:
+                if r.status == 200:
+                    break
+            if proc.poll() is not None or time.time() > deadline:
+                raise RuntimeError(
+                    f"mlflow server did not start: {(tmp_path / 'server.log').read_text()[-2000:]}"
+                )
+            time.sleep(1)
+        yield uri, tmp_path / "served"
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(30)
+
+
+@pytest.mark.slow
+def test_on_a_tracking_server_records_are_downloaded_sealed_and_checked(
+    tmp_path, mlflow_server, cache_env, capsys
+):
+    """Artifacts that are not local files are downloaded through MLflow to be hashed, when sealing and when checking."""
+    uri, served = mlflow_server
+    t = Tracker(uri)
+    job = _job(tmp_path, uri, "reuse-served", "variant=A")
+    first = run_job(job, t, Session(), stream=io.StringIO())
+    assert t.local_artifact_root(first.run_id) is None  # served: mlflow-artifacts:/...
+    a = t.get_run(first.run_id)
+    assert a is not None and a.tags[R.T_RECORD_DIGEST] and record_digest.check(t, a).problem is None
+    second = run_job(job, t, Session(), stream=io.StringIO())
+    assert second.reused_from == first.run_id
+    b = t.get_run(second.run_id)
+    assert b is not None and b.metrics == a.metrics and record_digest.check(t, b).problem is None
+    (trec,) = served.rglob(f"{first.run_id}/artifacts/{R.A_RUN}")
+    trec.unlink()  # gone from the server's store
+    capsys.readouterr()
+    third = run_job(job, t, Session(), stream=io.StringIO())
+    assert third.result is not None and third.reused_from is None
+    assert _notes(capsys.readouterr().err) == [
+        f"note: run {first.run_id} not reused: its artifact {R.A_RUN} is missing (digest mismatch); running the cell"
+    ]
+
+
+def test_the_note_names_what_changed_in_the_record():
+    was = record_digest.manifest(
+        {"bm25.k1": "0.9", "variant": "A"}, {"ndcg_at_10": 0.5, "recall_at_10": 0.25}, {"run.trec": "a" * 64}
+    )
+    sealed = record_digest.digest(was)
+    now = record_digest.manifest(
+        {"bm25.k1": "1.2", "variant": "A"},
+        {"ndcg_at_10": 0.5, "recall_at_10": 0.25000000000000006},  # one ulp off: still a change
+        {"run.trec": "b" * 64, "notes.txt": "c" * 64},
+    )
+    assert record_digest.what_changed(was, sealed, now) == (
+        "its artifact run.trec was changed after it finished, artifact notes.txt was added after it finished, "
+        "its metric recall_at_10 was changed after it finished, its param bm25.k1 was changed after it finished"
+    )
+    assert "record_digest.json is missing" in record_digest.what_changed(None, sealed, now)
+    assert "record_digest.json was changed" in record_digest.what_changed(was + b" ", sealed, now)
+    gone = record_digest.manifest({}, {}, {})
+    assert record_digest.what_changed(was, sealed, gone) == (
+        "its artifact run.trec is missing, its metrics ndcg_at_10, recall_at_10 are missing, "
+        "its params bm25.k1, variant are missing"
+    )

@@ -93,6 +93,11 @@ T_CHILDREN = "ablate.children"
 T_CELL = "ablate.cell"
 #: on a run recorded for a job whose inputs matched an earlier FINISHED run: that run's id (nothing ran again)
 T_REUSED_FROM = "ablate.reused_from"
+#: sha256 of a finished run's record (its params, metrics and artifacts as logged; ablate.record_digest): set when the
+#: record is complete; reuse copies a run only while its record still matches it
+T_RECORD_DIGEST = "ablate.record_digest"
+#: ``true`` on a run that computed its record (never on a reused run): reuse copies only these
+T_ORIGINAL = "ablate.original"
 T_FAILED_CHILDREN = "ablate.failed_children"
 T_REPORT_BASELINE = "ablate.report_baseline"
 
@@ -186,6 +191,9 @@ A_SUMMARY = "summary.md"
 A_ANSWERS = "answers.csv"
 A_PROMPT = "prompt.txt"
 A_FUNNEL = "funnel.csv"
+#: what the tag ``ablate.record_digest`` covers, item by item (ablate.record_digest): what changed, when it no
+#: longer matches
+A_RECORD_DIGEST = "record_digest.json"
 REPORT_DIR = "report"
 #: In a sweep's folder: the id of its parent run (a report goes into the folder a parent's tag names only when the
 #: folder holds this file naming that run).

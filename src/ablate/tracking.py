@@ -121,6 +121,13 @@ def _record(run: Any) -> RecordedRun:
     )
 
 
+def _files_under(root: Path) -> dict[str, Path]:
+    """``{relative posix path: file}`` for every file under ``root`` (none when it is not a folder)."""
+    if not root.is_dir():
+        return {}
+    return {f.relative_to(root).as_posix(): f for f in sorted(root.rglob("*")) if f.is_file()}
+
+
 #: MLflow's ``log_batch`` limits: params and tags per call, metrics per call, entities (all three) per call.
 MAX_PARAMS_TAGS, MAX_METRICS, MAX_ENTITIES = 100, 1000, 1000
 
@@ -368,6 +375,19 @@ class Tracker:
             _retry(self.client.log_artifacts, dst_run_id, str(local))
 
     # -- reading back -----------------------------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def artifact_files(self, run_id: str) -> Iterator[dict[str, Path]]:
+        """Every artifact the run holds now, as ``{relative path: local file}``: the files themselves when its
+        artifacts are local folders (nothing is copied), else downloaded through MLflow into a temp folder that is
+        removed on exit."""
+        root = self.local_artifact_root(run_id)
+        if root is not None:
+            yield _files_under(root)
+            return
+        os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
+        with tempfile.TemporaryDirectory(prefix="ablate-artifacts-") as tmp:
+            yield _files_under(Path(_retry(self.client.download_artifacts, run_id, "", tmp)))
+
     def get_run(self, run_id: str) -> RecordedRun | None:
         def read() -> RecordedRun | None:
             try:

@@ -18,14 +18,14 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from ablate.record import RecordedRun
     from ablate.runner.job import JobSpec
+    from ablate.runner.reuse import Lookup
 
 #: Set for the jobs when some cells of the sweep were reused: how many jobs the sweeper launches (they number
 #: themselves in it).
 ENV_LAUNCHED = "ABLATE_SWEEP_LAUNCHED"
-#: cell (its overrides) -> the job the check built and the finished run that stands for it
-PLAN: dict[tuple[str, ...], tuple[JobSpec, RecordedRun]] = {}
+#: cell (its overrides) -> the job the check built and the checked finished run that stands for it
+PLAN: dict[tuple[str, ...], tuple[JobSpec, Lookup]] = {}
 #: cells the command-line check composed and validated in this process (the sweeper need not compose them again)
 CHECKED: set[tuple[str, ...]] = set()
 
@@ -66,11 +66,13 @@ def plan(cells: Sequence[Sequence[str]], jobs: Sequence[JobSpec]) -> int:
             experiment_ids[where] = tracker.experiment_id(job.output.experiment, create=False)
         if experiment_ids[where] is None:  # a new experiment holds no run to reuse
             continue
-        source = find_reusable(
+        found = find_reusable(
             tracker, job.output.experiment, cell_key(job, components), experiment_ids[where]
         )
-        if source is not None:
-            PLAN[key] = (job, source)
+        if found.note:  # the cell runs; its job does not look again (looked_up)
+            print(found.note, file=sys.stderr)
+        if found.source is not None:
+            PLAN[key] = (job, found)
     return len(PLAN)
 
 
@@ -84,12 +86,14 @@ def record_planned(cell: Sequence[str], sweep_id: str, parent_run_id: str | None
     planned = PLAN.get(task_cell(cell))
     if planned is None:
         return False
-    job, source = planned
+    job, found = planned
+    source = found.source
+    assert source is not None  # only found sources are planned
     job = replace(job, sweep_id=sweep_id, parent_run_id=parent_run_id, overrides=tuple(cell))
     tracker = shared_tracker(job.output.tracking_uri)
     print(f"[sweep] {label}: {' '.join(cell) or '(defaults)'}: reused", file=sys.stderr)
     try:
-        run_id = record_reuse(tracker, job, source, start_tags(job))
+        run_id = record_reuse(tracker, job, found, start_tags(job))
     except Exception as e:  # noqa: BLE001 - one cell's failure is the sweep's to count, not to crash on
         print(f"error: could not record the reuse of run {source.run_id}: {e}", file=sys.stderr)
         return True

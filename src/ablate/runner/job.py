@@ -19,6 +19,7 @@ from ablate import record as R
 from ablate.cache import Cache
 from ablate.data.corpus import Snapshot
 from ablate.data.splitting import mark_used_by_test
+from ablate.record_digest import seal
 from ablate.runner.emit import artifacts_for, metrics_for, params_for, print_run_summary, split_defined
 from ablate.runner.heldout import (
     HELD_OUT_SPLITS,
@@ -112,6 +113,7 @@ def result_tags(result: RunResult, snapshot: Snapshot, corpus: CorpusSpec, cell:
     qrels = snapshot.split_qrels(result.split)
     return {
         R.T_CELL: cell,
+        R.T_ORIGINAL: "true",  # computed here, not copied: reuse copies only such runs
         R.T_SNAPSHOT: snapshot.fingerprint,
         R.T_INDEX_SNAPSHOT: snapshot.content_fingerprint,
         R.T_QRELS_HASH: qrels.content_hash(),
@@ -167,9 +169,12 @@ def run_job(
     )
     cell = cell_key(job, planned)
     if why_not_reusable(job) is None:
-        source = find_reusable(tracker, job.output.experiment, cell)
-        if source is not None:
-            run_id = record_reuse(tracker, job, source, start_tags(job))
+        found = find_reusable(tracker, job.output.experiment, cell)
+        if found.note:
+            print(found.note, file=sys.stderr)
+        if found.source is not None:
+            source = found.source
+            run_id = record_reuse(tracker, job, found, start_tags(job))
             print_reused(job, run_id, source, tracker.uri, stream=stream)
             return JobResult(run_id, None, snapshot, reused_from=source.run_id, metrics=dict(source.metrics))
     with tracker.run(job.output.experiment, job.variant, start_tags(job), job.parent_run_id) as run_id:
@@ -211,6 +216,8 @@ def run_job(
             raise
         tracker.log_run(run_id, params=params, metrics=metrics, tags=tags)  # one log_batch: one transaction
         tracker.log_files(run_id, artifacts_for(result, snapshot, job.config_yaml, undefined))
+        # the record is complete: seal it with its digest, read back from the store (reuse checks it)
+        seal(tracker, run_id)
         print_run_summary(
             result,
             run_id,

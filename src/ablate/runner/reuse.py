@@ -17,6 +17,13 @@ run's parameters, metrics, result tags and artifacts, its own start tags (sweep,
 ``config.yaml``, tagged ``ablate.reused_from=<run id>``. The MLflow UI, the sweep summary and the report then see
 every cell of the sweep as they would after a full run.
 
+A copy is made only from a record that still stands (:func:`find_reusable`). The run copied is always an original
+(a run that computed its record, tagged ``ablate.original=true``; a reused run never has the tag, so a copy is never
+copied), the newest FINISHED one with the key, and its record, read from the store now (metrics and params from
+MLflow, artifacts listed and hashed now), must still match the digest it was sealed with when it finished
+(:mod:`ablate.record_digest`): an edited metric or param, or a deleted, changed or added artifact fails it, and so
+does a run without a digest. Then the cell runs, and one line says which run was not reused and why.
+
 Never reused (:func:`why_not_reusable`): a run on the held-out split (the test split is run once, and every run
 there is judged against the earlier ones), a run with a generator (latency, cost and sampled answers are
 measurements of that run), a job with ``cache.enabled=false`` (compute everything again), and ``tracking.reuse=false``.
@@ -27,13 +34,15 @@ from __future__ import annotations
 import functools
 import hashlib
 import sys
-from dataclasses import asdict
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Protocol
 
 from ablate import record as R
 from ablate.cache import key_of
 from ablate.record import RecordedRun
+from ablate.record_digest import Checked, digest, manifest
+from ablate.record_digest import check as check_record
 from ablate.runner.heldout import HELD_OUT_SPLITS
 from ablate.stages.base import library_versions
 
@@ -82,6 +91,8 @@ OWN_TAGS = (
     R.T_PID_START,
     R.T_FAILURE,
     R.T_REUSED_FROM,
+    R.T_RECORD_DIGEST,
+    R.T_ORIGINAL,
 )
 
 
@@ -145,34 +156,71 @@ def why_not_reusable(job: Job) -> str | None:
     return None
 
 
-def find_reusable(
-    tracker: Tracker, experiment: str, key: str, experiment_id: str | None = None
-) -> RecordedRun | None:
-    """The newest FINISHED run of ``experiment`` (or of ``experiment_id`` when the caller knows it) whose cell key is
-    ``key``."""
+@dataclass(frozen=True)
+class Lookup:
+    """What a cell key found. ``source``: a FINISHED original run with the key whose record still matches its digest
+    (``artifacts``: its artifacts' hashes as checked); or ``note``: one line saying which run was not reused and why.
+    Neither when no run has the key."""
+
+    source: RecordedRun | None = None
+    artifacts: dict[str, str] = field(default_factory=dict)
+    note: str | None = None
+
+
+def _note(run_id: str, why: str) -> str:
+    return f"note: run {run_id} not reused: {why}; running the cell"
+
+
+def find_reusable(tracker: Tracker, experiment: str, key: str, experiment_id: str | None = None) -> Lookup:
+    """The run that may stand for a job with cell key ``key`` in ``experiment`` (or ``experiment_id`` when the caller
+    knows it): the newest FINISHED original run with the key (tagged ``ablate.original``: a copy is never copied, so
+    a damaged copy cannot spread), and only while its record still matches its digest
+    (:func:`ablate.record_digest.check`). A run with the key but no original among them gets a note."""
     exp_id = experiment_id or tracker.experiment_id(experiment, create=False)
     if exp_id is None:
-        return None
+        return Lookup()
+    match = f"tags.`{R.T_CELL}` = '{key}' and attributes.status = 'FINISHED'"
     found = tracker.find_runs(
-        [exp_id],
-        f"tags.`{R.T_CELL}` = '{key}' and attributes.status = 'FINISHED'",
-        max_results=1,
-        newest_first=True,
+        [exp_id], f"{match} and tags.`{R.T_ORIGINAL}` = 'true'", max_results=1, newest_first=True
     )
-    return found[0] if found else None
+    if not found:  # a run with the key that is not marked an original (its tags were edited)?
+        found = tracker.find_runs([exp_id], match, max_results=1, newest_first=True)
+        if not found:
+            return Lookup()
+    run = found[0]
+    if R.T_REUSED_FROM in run.tags:
+        return Lookup(
+            note=_note(run.run_id, f"it is a copy of run {run.tags[R.T_REUSED_FROM]}, not an original")
+        )
+    checked = check_record(tracker, run)
+    if checked.problem is None and run.tags.get(R.T_ORIGINAL) != "true":
+        checked = Checked(f"it is not tagged {R.T_ORIGINAL}=true (its tags were edited)")
+    if checked.problem is not None:
+        return Lookup(note=_note(run.run_id, checked.problem))
+    return Lookup(run, checked.artifacts)
 
 
-def record_reuse(tracker: Tracker, job: Job, source: RecordedRun, start_tags: dict[str, str]) -> str:
-    """A new run of ``job`` standing for ``source``: its params, metrics, result tags and artifacts, this job's start
-    tags and ``config.yaml``. Ends FAILED with the reason if copying fails."""
+def record_reuse(tracker: Tracker, job: Job, found: Lookup, start_tags: dict[str, str]) -> str:
+    """A new run of ``job`` standing for ``found.source``: its params, metrics, result tags and artifacts, this job's
+    start tags and ``config.yaml``, sealed with its own record digest (the tag is logged last, with the params and
+    metrics). Ends FAILED with the reason if copying fails."""
+    source = found.source
+    if source is None:
+        raise ValueError("nothing to reuse")
     copied = {k: v for k, v in source.tags.items() if not k.startswith("mlflow.") and k not in OWN_TAGS}
     tags = {**copied, **start_tags, R.T_REUSED_FROM: source.run_id}  # created with the run: one transaction
+    artifacts, files, skip = dict(found.artifacts), {}, [R.A_RECORD_DIGEST]
+    # this job's own config.yaml (its tracking and output settings may differ from the source's)
+    if job.config_yaml:
+        files[R.A_CONFIG] = job.config_yaml.encode("utf-8")
+        artifacts[R.A_CONFIG] = hashlib.sha256(files[R.A_CONFIG]).hexdigest()
+        skip.append(R.A_CONFIG)
+    files[R.A_RECORD_DIGEST] = manifest(source.params, source.metrics, artifacts)
     with tracker.run(job.output.experiment, job.variant, tags, job.parent_run_id) as run_id:
-        tracker.log_run(run_id, params=source.params, metrics=source.metrics)
-        # this job's own config.yaml (its tracking and output settings may differ from the source's)
-        tracker.copy_artifacts(source.run_id, run_id, skip=[R.A_CONFIG] if job.config_yaml else [])
-        if job.config_yaml:
-            tracker.log_files(run_id, {R.A_CONFIG: job.config_yaml})
+        tracker.copy_artifacts(source.run_id, run_id, skip=skip)
+        tracker.log_files(run_id, files)
+        sealed = {R.T_RECORD_DIGEST: digest(files[R.A_RECORD_DIGEST])}
+        tracker.log_run(run_id, params=source.params, metrics=source.metrics, tags=sealed)
     return run_id
 
 
@@ -185,8 +233,8 @@ def print_reused(job: Job, run_id: str, source: RecordedRun, uri: str, stream: I
     row = {"variant": job.variant, **{k: fmt(source.metrics[R.metric_key(k)]) for k in cols}}
     print(format_table([row], ["variant", *cols]), file=stream)
     print(
-        f"reused run {source.run_id}: every input is the same (cell key {source.tags.get(R.T_CELL, '')[:12]}), "
-        "so nothing ran again; tracking.reuse=false runs it anew",
+        f"reused run {source.run_id}: every input is the same (cell key {source.tags.get(R.T_CELL, '')[:12]}) and "
+        "its record still matches its digest, so nothing ran again; tracking.reuse=false runs it anew",
         file=stream,
     )
     print(f"mlflow run {run_id} in experiment {job.output.experiment!r} at {uri}", file=stream)
