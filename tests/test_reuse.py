@@ -103,6 +103,9 @@ def test_an_identical_job_reuses_the_finished_run_with_everything_it_logged(tmp_
         ("bm25.k1=1.1",),  # an upstream stage
         ("corpus.split=train",),
         ("corpus.identity=employee",),  # who asks (permission filtering)
+        # the same model named instead of chosen by the corpus language: same numbers, another logged source
+        ("dense.model=all-MiniLM-L6-v2",),
+        ("dense.num_threads=1",),  # logged, in no fingerprint
     ],
 )
 def test_any_input_that_changes_the_numbers_or_their_record_gives_a_new_key(
@@ -117,6 +120,9 @@ def test_any_input_that_changes_the_numbers_or_their_record_gives_a_new_key(
     assert second.result is not None and second.reused_from is None
     a, b = t.get_run(first.run_id), t.get_run(second.run_id)
     assert a is not None and b is not None and a.tags[R.T_CELL] != b.tags[R.T_CELL]
+    if change[0].startswith("dense.model="):  # the record says how this job chose its model
+        assert (a.params["dense.model_source"], b.params["dense.model_source"]) == ("language:en", "setting")
+        assert a.tags[f"{R.T_FP_PREFIX}dense"] == b.tags[f"{R.T_FP_PREFIX}dense"]  # one component, one factor
 
 
 def test_a_change_to_ablate_code_or_a_scoring_library_gives_a_new_key(

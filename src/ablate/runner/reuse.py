@@ -6,6 +6,8 @@ Every run carries a *cell key* (the tag ``ablate.cell``): the sha256 of everythi
   before anything runs: :func:`~ablate.runner.pipeline.planned_components`): each stage's fingerprint after binding
   (class, parameters, library versions, ``CODE_VERSION``, the content of the resources it reads), the snapshot and
   its content fingerprint, the split's labels, the identity and its groups, the evaluation and abstention rules;
+* every stage's parameters as the job sets them, including the logged ones no fingerprint holds (``dense.num_threads``;
+  ``dense.model_source``: a model chosen by the corpus language vs. named), so a copy logs what the job would;
 * the variant's name and place in the table, the summary settings (bootstrap resamples, seed, cache depth, the split
   thresholds are tuned on), the corpus settings and the content of a split file;
 * the source of the whole ablate package (every ``.py`` file under it: :func:`package_digest`) and the versions of
@@ -74,7 +76,7 @@ class Job(Protocol):
 
 
 #: Bump when what a cell key covers changes.
-CELL_KEY_VERSION = "ablate-run-cell/1"
+CELL_KEY_VERSION = "ablate-run-cell/2"
 #: The libraries scoring, statistics and the artifacts' text run on (the stages' own are in their fingerprints).
 SCORING_LIBRARIES = ("numpy", "scipy", "pandas")
 PACKAGE_DIR = Path(__file__).resolve().parents[1]
@@ -124,6 +126,9 @@ def cell_key(job: Job, components: dict[str, dict[str, Any]]) -> str:
         CELL_KEY_VERSION,
         {
             "components": components,
+            # the stages' parameters as this job sets them, logged ones included that no fingerprint holds
+            # (dense.num_threads, dense.model_source): a copy must log what this job would have logged
+            "params": {stage.name: stage.params() for stage in job.pipeline.stages},
             "variant": job.variant,
             "variant_order": job.variant_order,
             "settings": {
