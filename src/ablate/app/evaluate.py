@@ -290,9 +290,13 @@ def _from_corpus(
 
 def _inputs(args: argparse.Namespace) -> Inputs:
     if args.from_run:
-        from ablate.tracking import Tracker, resolve_tracking_uri
+        from ablate.study.fetch import check_store
+        from ablate.tracking import Tracker, check_uri, resolve_tracking_uri
 
-        tracker = Tracker(resolve_tracking_uri(args.tracking_uri))
+        uri = resolve_tracking_uri(args.tracking_uri)
+        check_store(uri)  # never create a store only to find no run in it
+        check_uri(uri, "--tracking-uri", writes=False)
+        tracker = Tracker(uri)
         rec = tracker.get_run(args.from_run)
         if rec is None or "corpus.path" not in rec.params:
             raise AblateError(
