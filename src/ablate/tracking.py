@@ -210,14 +210,31 @@ def failure_reason(e: BaseException) -> str:
     return f"{type(e).__name__}: {text}" if text else type(e).__name__
 
 
+#: Seconds a write to a locked database is retried once the command is stopping (:func:`hurry`); None = the usual
+#: retries (about 20 s in all).
+HURRY_SECONDS: list[float] = []
+
+
+def hurry(seconds: float = 2.0) -> None:
+    """The command is stopping (an interrupt, a signal): from now on a write to a locked database is retried for at
+    most ``seconds`` in all, and a request to a tracking server is tried once with a timeout of ``seconds`` + 1, so
+    the closing writes cannot keep an interrupted command waiting. (A single sqlite statement may still wait for
+    MLflow's busy timeout; the caller bounds the whole closing.)"""
+    HURRY_SECONDS[:] = [seconds]
+    os.environ["MLFLOW_HTTP_REQUEST_MAX_RETRIES"] = "0"
+    os.environ["MLFLOW_HTTP_REQUEST_TIMEOUT"] = str(int(seconds) + 1)
+
+
 def _retry(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     delay = 0.2
+    start = time.monotonic()
     for attempt in range(12):
         try:
             return fn(*args, **kwargs)
         except Exception as e:  # noqa: BLE001 - mlflow wraps sqlite errors in several types
             msg = str(e).lower()
-            if ("locked" not in msg and "busy" not in msg) or attempt == 11:
+            late = bool(HURRY_SECONDS) and time.monotonic() - start + delay > HURRY_SECONDS[0]
+            if ("locked" not in msg and "busy" not in msg) or attempt == 11 or late:
                 raise
             time.sleep(delay)
             delay = min(delay * 1.7, 3.0)
@@ -382,6 +399,8 @@ class Tracker:
         try:
             yield run_id
         except BaseException as e:
+            if not isinstance(e, Exception):  # interrupted or terminated: see release_frames
+                release_frames(e)
             with contextlib.suppress(Exception):
                 self.end(run_id, "FAILED", failure_reason(e))
             raise
@@ -587,6 +606,15 @@ class Tracker:
         return self._artifact_uris[run_id]
 
 
+def release_frames(e: BaseException) -> None:
+    """Drop the local variables of the frames ``e`` unwound. An interrupt that lands while MLflow reads the store can
+    leave that read's cursor alive in them, and with it sqlite's lock on the database: every write of this process
+    (the run's closing ``FAILED`` first) would then wait for the lock until it gives up."""
+    import traceback
+
+    traceback.clear_frames(e.__traceback__)
+
+
 _SHARED: dict[tuple[str, int], Tracker] = {}
 
 
@@ -597,3 +625,8 @@ def shared_tracker(uri: str) -> Tracker:
     if key not in _SHARED:
         _SHARED[key] = Tracker(uri)
     return _SHARED[key]
+
+
+def shared_trackers() -> list[Tracker]:
+    """The trackers :func:`shared_tracker` opened in this process (one per store)."""
+    return [t for (_, pid), t in _SHARED.items() if pid == os.getpid()]
