@@ -20,6 +20,7 @@ import math
 import os
 import shutil
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
@@ -225,12 +226,32 @@ def hurry(seconds: float = 2.0) -> None:
     os.environ["MLFLOW_HTTP_REQUEST_TIMEOUT"] = str(int(seconds) + 1)
 
 
+_CALLS = threading.local()
+
+
+@contextlib.contextmanager
+def _store_call() -> Iterator[None]:
+    _CALLS.depth = getattr(_CALLS, "depth", 0) + 1
+    try:
+        yield
+    finally:
+        _CALLS.depth -= 1
+
+
+def in_store_call() -> bool:
+    """Whether this thread is inside a call into MLflow. :mod:`ablate.app.interrupts` holds a signal until the call
+    returns: an exception raised inside SQLAlchemy can leave an unfinished read holding sqlite's lock, and every
+    later write of this process (the closing ``FAILED`` first) would wait for it."""
+    return getattr(_CALLS, "depth", 0) > 0
+
+
 def _retry(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     delay = 0.2
     start = time.monotonic()
     for attempt in range(12):
         try:
-            return fn(*args, **kwargs)
+            with _store_call():
+                return fn(*args, **kwargs)
         except Exception as e:  # noqa: BLE001 - mlflow wraps sqlite errors in several types
             msg = str(e).lower()
             late = bool(HURRY_SECONDS) and time.monotonic() - start + delay > HURRY_SECONDS[0]
@@ -288,7 +309,8 @@ class Tracker:
             if uri.startswith(("http://", "https://")):
                 for name, value in HTTP_LIMITS.items():
                     os.environ.setdefault(name, value)
-            self.client = MlflowClient(tracking_uri=uri)
+            with _store_call():
+                self.client = MlflowClient(tracking_uri=uri)
             return
         # Open (and on first use create) a sqlite store under an exclusive file lock: two processes that start on a
         # new store at once would otherwise both run MLflow's schema migration, and one of them fail.
@@ -297,7 +319,8 @@ class Tracker:
         with open(db.parent / f".{db.name}.ablate-lock", "a") as fh:
             fcntl.flock(fh, fcntl.LOCK_EX)
             try:
-                self.client = MlflowClient(tracking_uri=uri)
+                with _store_call():
+                    self.client = MlflowClient(tracking_uri=uri)
                 _retry(self.client.search_experiments, max_results=1)
             finally:
                 fcntl.flock(fh, fcntl.LOCK_UN)
@@ -399,8 +422,6 @@ class Tracker:
         try:
             yield run_id
         except BaseException as e:
-            if not isinstance(e, Exception):  # interrupted or terminated: see release_frames
-                release_frames(e)
             with contextlib.suppress(Exception):
                 self.end(run_id, "FAILED", failure_reason(e))
             raise
@@ -604,15 +625,6 @@ class Tracker:
         if run_id not in self._artifact_uris:
             self._artifact_uris[run_id] = str(_retry(self.client.get_run, run_id).info.artifact_uri)
         return self._artifact_uris[run_id]
-
-
-def release_frames(e: BaseException) -> None:
-    """Drop the local variables of the frames ``e`` unwound. An interrupt that lands while MLflow reads the store can
-    leave that read's cursor alive in them, and with it sqlite's lock on the database: every write of this process
-    (the run's closing ``FAILED`` first) would then wait for the lock until it gives up."""
-    import traceback
-
-    traceback.clear_frames(e.__traceback__)
 
 
 _SHARED: dict[tuple[str, int], Tracker] = {}

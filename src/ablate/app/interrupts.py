@@ -8,9 +8,11 @@ ended FAILED with the same reason, exit 130 for SIGINT and 143 for SIGTERM (128 
 
 The exit is bounded wherever the signal lands:
 
-* from the signal on, the closing writes do not wait for a locked store (:func:`ablate.tracking.hurry`), and the
-  frames the exception unwound are cleared first (:func:`ablate.tracking.release_frames`: a read it interrupted may
-  hold sqlite's lock);
+* a signal that arrives while the main thread is inside a call into MLflow is held until that call returns
+  (:func:`ablate.tracking.in_store_call`; each call takes milliseconds): an exception raised inside SQLAlchemy can
+  leave an unfinished read holding sqlite's lock, and this process's own closing writes then waited for it until
+  they gave up (20 s each);
+* from the signal on, the closing writes do not wait for a locked store (:func:`ablate.tracking.hurry`);
 * the closing gets :data:`CLOSE_SECONDS`; then the process exits anyway (a run still RUNNING is closed by the next
   command on the store, :mod:`ablate.runner.orphans`);
 * a signal that lands while a finaliser or a weakref callback runs (SQLAlchemy's, torch's: the garbage collector
@@ -42,7 +44,8 @@ CLOSE_SECONDS = 5.0
 HURRY_SECONDS = 2.0
 
 _SIGNALLED: list[int] = []  # the first signal received, if any
-_LOST: list[int] = []  # its exception was dropped by a finaliser: raise it again (see _unraisable)
+#: Set while the first signal's exception is still to be raised: held during an MLflow call, or dropped by a finaliser.
+_PENDING: list[int] = []
 _STOPPING = threading.Lock()  # held by the one thread that closes the runs and exits
 
 
@@ -73,37 +76,46 @@ def _exception(signum: int) -> BaseException:
     return KeyboardInterrupt() if signum == signal.SIGINT else Terminated(signum)
 
 
-def _on_signal(signum: int, frame: object) -> None:
-    if _LOST:  # the first signal's exception was dropped by a finaliser: this is it again (_unraisable)
-        _LOST.clear()
-        raise _exception(_SIGNALLED[0])
-    if _SIGNALLED:  # the command is already stopping (bounded, see the module docstring)
-        return
-    _SIGNALLED.append(signum)
-    from ablate.tracking import hurry
+def _again() -> None:
+    """Deliver the first signal to the main thread again in a moment (from another thread, so the main thread runs
+    its handler at its next step, not inside the code that held or dropped it)."""
+    import _thread
 
-    hurry(HURRY_SECONDS)
-    watchdog = threading.Timer(GRACE_SECONDS, stop, (signum,))
-    watchdog.daemon = True
-    watchdog.start()
-    raise _exception(signum)
+    timer = threading.Timer(0.01, _thread.interrupt_main, (_SIGNALLED[0],))
+    timer.daemon = True
+    timer.start()
+
+
+def _on_signal(signum: int, frame: object) -> None:
+    tracking = sys.modules.get("ablate.tracking")  # not imported yet: no store is open
+    if not _SIGNALLED:
+        _SIGNALLED.append(signum)
+        _PENDING[:] = [1]
+        if tracking is not None:
+            tracking.hurry(HURRY_SECONDS)
+        watchdog = threading.Timer(GRACE_SECONDS, stop, (signum,))
+        watchdog.daemon = True
+        watchdog.start()
+    if not _PENDING or _STOPPING.locked():  # delivered already: the exit is under way (bounded)
+        return
+    if tracking is not None and tracking.in_store_call():  # raised when MLflow's call has returned
+        _again()
+        return
+    _PENDING.clear()
+    raise _exception(_SIGNALLED[0])
 
 
 def _unraisable(unraisable: Any) -> None:
     """``sys.unraisablehook``: the exception of our signal, dropped by a finaliser or a weakref callback it
-    interrupted, is raised again in the main thread, as if the signal came again a moment later (from another thread:
-    raised from here it would be dropped too); anything else goes to the previous hook."""
-    import _thread
-
+    interrupted, is raised again in the main thread a moment later (:func:`_again`: raised from here it would be
+    dropped too); anything else goes to the previous hook."""
     if (
         _SIGNALLED
         and isinstance(unraisable.exc_value, (KeyboardInterrupt, Terminated))
         and not _STOPPING.locked()
     ):
-        _LOST[:] = [1]
-        again = threading.Timer(0.01, _thread.interrupt_main, (_SIGNALLED[0],))
-        again.daemon = True
-        again.start()
+        _PENDING[:] = [1]
+        _again()
         return
     _PREVIOUS_HOOK[0](unraisable)
 
@@ -133,7 +145,7 @@ def guarded(command: Callable[[], T]) -> T:
     except BaseException as e:
         signum = signal_of(e)
         if signum is not None:
-            stop(signum, e)
+            stop(signum)
         raise
 
 
@@ -145,8 +157,9 @@ def close_runs(reason: str) -> None:
     for tracker in shared_trackers():
         try:
             close_own_runs(tracker, reason)
-        except Exception:  # noqa: BLE001 - a store that cannot be written: the next command's orphan sweep closes them
-            pass
+        except Exception as e:  # noqa: BLE001 - a store that cannot be written: the next command's orphans sweep
+            if os.environ.get("ABLATE_DEBUG"):
+                print(f"could not close the runs in {tracker.uri}: {e!r}", file=sys.stderr)
 
 
 def _exit(code: int) -> NoReturn:
@@ -169,19 +182,17 @@ def _show_main_thread() -> None:
         print(f"the interrupt did not reach the command; its main thread was at:\n{stack}", file=sys.stderr)
 
 
-def stop(signum: int, e: BaseException | None = None) -> NoReturn:
-    """End the command stopped by ``signum`` (``e``: the exception that carried it here): one line, every open run
-    FAILED, exit 128 + ``signum``. Safe from any thread; the first caller closes, a second one waits for the exit."""
+def stop(signum: int) -> NoReturn:
+    """End the command stopped by ``signum``: one line, every open run FAILED, exit 128 + ``signum``. Safe from any
+    thread; the first caller closes, a second one waits for the exit."""
     if not _SIGNALLED:
         _SIGNALLED.append(signum)
     signum = _SIGNALLED[0]
     code = 128 + signum
     with _STOPPING:
-        from ablate.tracking import hurry, release_frames
+        from ablate.tracking import hurry
 
         hurry(HURRY_SECONDS)
-        if e is not None:
-            release_frames(e)
         print(f"error: {reason_of(signum)}", file=sys.stderr, flush=True)
         if threading.current_thread() is not threading.main_thread() and os.environ.get("ABLATE_DEBUG"):
             _show_main_thread()
