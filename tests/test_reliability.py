@@ -543,3 +543,47 @@ def test_an_interrupt_that_its_exception_does_not_carry_still_ends_the_command(t
     assert time.time() - t0 < at_most, p.stderr
     assert p.returncode == 130, p.stderr
     assert p.stderr.splitlines() == ["error: interrupted by the user"], p.stderr
+
+
+#: A command that gets SIGINT in the middle of a call into MLflow (a read of a real sqlite store): the call finishes
+#: first (raised inside SQLAlchemy, the exception could leave an unfinished read holding sqlite's lock), then the
+#: command ends, its run FAILED.
+INSIDE_A_STORE_CALL = """
+import os, signal, sys, time
+from ablate import tracking
+from ablate.app.interrupts import guarded
+
+def command():
+    t = tracking.shared_tracker(sys.argv[1])
+    def read():
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(0.2)  # the signal's handler runs in here
+        found = t.client.search_experiments()
+        print("the call finished", flush=True)
+        return found
+    with t.run("held", "r"):
+        tracking._retry(read)
+        time.sleep(60)
+
+guarded(command)
+"""
+
+
+def test_an_interrupt_inside_an_mlflow_call_is_raised_when_the_call_returns(tmp_path):
+    store = f"sqlite:///{tmp_path / 'm.db'}"
+    p = subprocess.run(
+        [sys.executable, "-c", INSIDE_A_STORE_CALL, store],
+        cwd=tmp_path,
+        env=_env(tmp_path / "cache"),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+    assert p.returncode == 130, p.stderr
+    assert p.stdout.splitlines() == ["the call finished"], (p.stdout, p.stderr)
+    assert [line for line in p.stderr.splitlines() if line.startswith("error:")] == [
+        "error: interrupted by the user"
+    ]
+    (run,) = Tracker(store).find_runs(None)
+    assert run.status == "FAILED" and run.failure == "interrupted by the user"

@@ -77,11 +77,13 @@ def _exception(signum: int) -> BaseException:
 
 
 def _again() -> None:
-    """Deliver the first signal to the main thread again in a moment (from another thread, so the main thread runs
-    its handler at its next step, not inside the code that held or dropped it)."""
-    import _thread
-
-    timer = threading.Timer(0.01, _thread.interrupt_main, (_SIGNALLED[0],))
+    """Send the first signal to the main thread again in a moment, from another thread: the main thread runs its
+    handler at its next step, not inside the code that held or dropped it (a real signal, so a blocking call such as
+    a sleep or a read is interrupted too)."""
+    main = threading.main_thread().ident
+    if main is None:
+        return
+    timer = threading.Timer(0.01, signal.pthread_kill, (main, _SIGNALLED[0]))
     timer.daemon = True
     timer.start()
 
