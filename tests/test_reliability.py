@@ -8,10 +8,13 @@ import os
 import random
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import threading
 import time
+import urllib.request
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -205,6 +208,14 @@ class Stopped:
 def _signal_at(args: list[str], cwd: Path, env: dict[str, str], line: str, sig: int) -> Stopped:
     """Run ``python -m ablate *args`` and send ``sig`` as soon as it prints a line (stdout or stderr) containing
     ``line``: the phase that line starts is where the signal lands."""
+    return _act_at(args, cwd, env, line, lambda p: p.send_signal(sig))
+
+
+def _act_at(
+    args: list[str], cwd: Path, env: dict[str, str], line: str, act: Callable[[subprocess.Popen[str]], None]
+) -> Stopped:
+    """Run ``python -m ablate *args`` and ``act`` on it as soon as it prints a line (stdout or stderr) containing
+    ``line``; ``seconds`` counts from then."""
     p = subprocess.Popen(
         [sys.executable, "-m", "ablate", *args],
         cwd=cwd,
@@ -222,7 +233,7 @@ def _signal_at(args: list[str], cwd: Path, env: dict[str, str], line: str, sig: 
             into.append(text)
             with lock:
                 if not sent and line in text:
-                    p.send_signal(sig)
+                    act(p)
                     sent.append(time.time())
 
     out: list[str] = []
@@ -587,3 +598,84 @@ def test_an_interrupt_inside_an_mlflow_call_is_raised_when_the_call_returns(tmp_
     ]
     (run,) = Tracker(store).find_runs(None)
     assert run.status == "FAILED" and run.failure == "interrupted by the user"
+
+
+@pytest.fixture
+def mlflow_server(tmp_path: Path) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+    """A real MLflow tracking server on 127.0.0.1 (sqlite backend, artifacts served), in its own process group."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = int(sock.getsockname()[1])
+    root = tmp_path / "server"
+    root.mkdir()
+    log = open(root / "server.log", "wb")  # noqa: SIM115 - closed below
+    proc = subprocess.Popen(
+        [
+            *(sys.executable, "-m", "mlflow", "server"),
+            *("--backend-store-uri", f"sqlite:///{root / 'mlflow.db'}"),
+            *("--artifacts-destination", str(root / "artifacts"), "--serve-artifacts"),
+            *("--host", "127.0.0.1", "--port", str(port), "--workers", "1"),
+        ],
+        env={**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"},
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    uri = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.time() + 300
+        while True:
+            try:
+                with urllib.request.urlopen(f"{uri}/health", timeout=5) as r:
+                    if r.status == 200:
+                        break
+            except OSError:
+                pass
+            if proc.poll() is not None or time.time() > deadline:
+                raise RuntimeError(
+                    f"mlflow server did not start: {(root / 'server.log').read_text()[-2000:]}"
+                )
+            time.sleep(1)
+        yield uri, proc
+    finally:
+        for sig in (signal.SIGCONT, signal.SIGKILL):
+            try:
+                os.killpg(proc.pid, sig)
+            except ProcessLookupError:
+                pass
+        proc.wait(30)
+        log.close()
+
+
+@pytest.mark.parametrize(
+    "how, within",
+    [(signal.SIGKILL, 30.0), pytest.param(signal.SIGSTOP, 150.0, marks=pytest.mark.slow)],
+    ids=["dies", "stops-answering"],
+)
+def test_a_tracking_server_lost_mid_sweep_costs_seconds_not_minutes(
+    tiny_corpus, tmp_path, mlflow_server, how, within
+):
+    """The server is killed (or frozen: it accepts connections and never answers) while the first of three jobs
+    works. That job fails with one line naming the server; the next two are refused by their store check; the sweep
+    exits 1, without a traceback, within seconds (a frozen server: one request's retries, 3 x 20 s), where MLflow's
+    own retries took minutes per request."""
+    uri, server = mlflow_server
+    args = [
+        *("-m", "variant=A", "bm25.k1=0.9,1.2,1.5"),
+        *_base(tiny_corpus, tmp_path / "unused.db", "lost"),
+        f"tracking.uri={uri}",
+    ]
+
+    def lose(_: subprocess.Popen[str]) -> None:
+        time.sleep(1.0)  # the first job is working
+        os.killpg(server.pid, how)
+
+    stopped = _act_at(args, tmp_path, _env(tmp_path / "cache"), "[sweep] cell 1/3", lose)
+    assert stopped.code == 1, stopped.err
+    assert "Traceback" not in stopped.err and "Retrying" not in stopped.err, stopped.err
+    assert stopped.seconds < within, stopped.err
+    errors = [line for line in stopped.err.splitlines() if line.startswith("error:")]
+    assert len(errors) == 4, stopped.err
+    assert f"the tracking server {uri} stopped answering" in errors[0]
+    assert all("no MLflow server answers there" in e for e in errors[1:3])
+    assert errors[3].startswith("error: 3 of 3 jobs failed")

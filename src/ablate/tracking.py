@@ -26,6 +26,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
+from ablate.errors import AblateError
 from ablate.record import T_FAILURE, T_PARENT, RecordedRun, metric_key, param_key, param_value
 
 T = TypeVar("T")
@@ -57,12 +58,70 @@ SCHEMES = ("sqlite", "file", "http", "https", "postgresql", "mysql", "mssql", "d
 PROBE_TIMEOUT = 5.0
 #: MLflow's HTTP settings ablate uses for a tracking server unless they are set in the environment: MLflow's defaults
 #: (7 retries with a backoff factor of 2, 120 s per request) turn a server that is down into minutes per request.
-#: With these a refused connection fails in about 3 s, a server that stopped answering in 3 x 30 s.
+#: With these a refused connection fails in about 3 s, a server that stopped answering in 3 x 20 s; after that every
+#: call to it fails at once (:data:`_DOWN`).
 HTTP_LIMITS = {
     "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "2",
     "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1",
-    "MLFLOW_HTTP_REQUEST_TIMEOUT": "30",
+    "MLFLOW_HTTP_REQUEST_TIMEOUT": "20",
 }
+#: Tracking servers this process found down (URI -> why): a call to one fails at once instead of waiting out
+#: MLflow's retries again, until a probe (:func:`check_uri`, before each job of a sweep) finds it answering.
+_DOWN: dict[str, str] = {}
+_START_SERVER = "make mlflow-server serves http://127.0.0.1:5000"
+
+
+class StoreUnavailable(AblateError):
+    """The tracking server stopped answering while the command worked."""
+
+    def __init__(self, uri: str, why: str) -> None:
+        super().__init__(
+            f"the tracking server {_redacted(uri)} stopped answering ({why}). Fix: start it again ({_START_SERVER}) "
+            "and run the command again; the runs it left RUNNING are closed by the next command on that store"
+        )
+
+
+def _unreachable(e: BaseException, timeout: float) -> str | None:
+    """Why a request to a tracking server failed when the server could not be reached (the connection refused or
+    broken, no answer within ``timeout`` seconds); None for any other failure (an error the server answered with)."""
+    import requests
+
+    for cause in (e, e.__cause__, e.__context__):
+        if isinstance(cause, requests.exceptions.Timeout):
+            return f"no answer within {timeout:g} s"
+        if isinstance(cause, requests.exceptions.ConnectionError):
+            return (
+                "the connection was refused" if "refused" in str(cause).lower() else "the connection failed"
+            )
+    return None
+
+
+class _ServerClient:
+    """An ``MlflowClient`` of a tracking server that does not call a server this process found down (:data:`_DOWN`):
+    each call to it raises :class:`StoreUnavailable` at once. A sweep whose server died mid-way so costs one
+    request's retries, not those of every request its remaining jobs and its end would make."""
+
+    def __init__(self, client: Any, uri: str) -> None:
+        self._client, self._uri = client, uri
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self._client, name)
+        if not callable(attr):
+            return attr
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            if self._uri in _DOWN:
+                raise StoreUnavailable(self._uri, _DOWN[self._uri])
+            try:
+                return attr(*args, **kwargs)
+            except Exception as e:
+                why = _unreachable(e, float(os.environ.get("MLFLOW_HTTP_REQUEST_TIMEOUT", "120")))
+                if why is None:
+                    raise
+                _DOWN[self._uri] = why
+                raise StoreUnavailable(self._uri, why) from None
+
+        return call
 
 
 def _redacted(uri: str) -> str:
@@ -107,7 +166,7 @@ def _probe_server(uri: str, key: str) -> None:
     from ablate.errors import ConfigError
 
     shown = _redacted(uri)
-    start = "Fix: start the server (make mlflow-server serves http://127.0.0.1:5000), or use a local store"
+    start = f"Fix: start the server ({_START_SERVER}), or use a local store"
     try:
         response = http_request(
             get_default_host_creds(uri),
@@ -121,17 +180,12 @@ def _probe_server(uri: str, key: str) -> None:
             json={"max_results": 1},
         )
     except Exception as e:  # noqa: BLE001 - MLflow wraps every connection error in MlflowException
-        text = str(e).lower()
-        why = (
-            "the connection was refused"
-            if "refused" in text
-            else f"no answer within {PROBE_TIMEOUT:g} s"
-            if "timed out" in text or "timeout" in text
-            else "it cannot be reached"
-        )
+        why = _unreachable(e, PROBE_TIMEOUT) or "it cannot be reached"
+        _DOWN[uri] = why
         raise ConfigError(
             key, shown, f"no MLflow server answers there ({why}). {start}, e.g. sqlite:////abs/path/mlflow.db"
         ) from None
+    _DOWN.pop(uri, None)  # it answers (again)
     if response.status_code in (401, 403):
         raise ConfigError(
             key,
@@ -148,7 +202,7 @@ def _probe_server(uri: str, key: str) -> None:
             key,
             shown,
             f"the server there is not an MLflow tracking server (HTTP {response.status_code} to an MLflow request). "
-            "Fix: check the address and port of the server (make mlflow-server serves http://127.0.0.1:5000)",
+            f"Fix: check the address and port of the server ({_START_SERVER})",
         )
 
 
@@ -302,6 +356,7 @@ class Tracker:
         from mlflow.tracking import MlflowClient
 
         self.uri = uri
+        self.client: Any  # an MlflowClient (a _ServerClient around one for a tracking server)
         self._artifact_uris: dict[str, str] = {}
         self._reads: dict[tuple[Any, ...], Any] | None = None  # see held_reads
         db = sqlite_path(uri)
@@ -311,6 +366,8 @@ class Tracker:
                     os.environ.setdefault(name, value)
             with _store_call():
                 self.client = MlflowClient(tracking_uri=uri)
+            if uri.startswith(("http://", "https://")):
+                self.client = _ServerClient(self.client, uri)
             return
         # Open (and on first use create) a sqlite store under an exclusive file lock: two processes that start on a
         # new store at once would otherwise both run MLflow's schema migration, and one of them fail.

@@ -72,6 +72,7 @@ class SweepCallback(Callback):
         if self.tracker is None or self.parent is None:
             return
         from ablate.app.cluster import close_lost_jobs
+        from ablate.errors import AblateError
 
         try:
             # the launcher returned, so nothing else writes the children: they are read once, not four times
@@ -80,15 +81,31 @@ class SweepCallback(Callback):
                     self.tracker, self.parent
                 )  # jobs whose worker died (e.g. a killed Ray worker)
                 self._summarize_and_report(config)
+        except (
+            AblateError
+        ) as e:  # e.g. the tracking server stopped answering: said once, the outcome still counted
+            print(f"warning: no summary or report for this sweep: {e}", file=sys.stderr)
+            self._finish(quiet=True)
+            return
         except Exception:
             self._finish()
             raise
         self._finish()
 
-    def _finish(self) -> None:
+    def _finish(self, quiet: bool = False) -> None:
+        """Count the outcome, then end the parent FINISHED. A store that fails here is said in one line (not at all
+        when ``quiet``: it was said already); the next command on it closes the parent."""
+        from ablate.errors import AblateError
+
         assert self.tracker is not None and self.parent is not None
         self._outcome()
-        self.tracker.end(self.parent, "FINISHED")
+        try:
+            self.tracker.end(self.parent, "FINISHED")
+        except AblateError as e:
+            if not quiet:
+                print(
+                    f"warning: the sweep's parent run {self.parent} could not be closed: {e}", file=sys.stderr
+                )
 
     def _summarize_and_report(self, config: Any) -> None:
         from ablate.cache import Cache
