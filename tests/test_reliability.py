@@ -535,12 +535,26 @@ guarded(command)
 """
 
 
+#: A command that ended its work, interrupted while the process exits (nothing would catch the exception then).
+AFTER_THE_WORK = """
+import os, signal, time
+from ablate.app.interrupts import guarded
+
+guarded(lambda: None)
+os.kill(os.getpid(), signal.SIGINT)
+time.sleep(60)
+"""
+
+
 @pytest.mark.parametrize(
-    "script, at_most", [(LOST_IN_A_FINALISER, 4.0), (SWALLOWED, 15.0)], ids=["finaliser", "swallowed"]
+    "script, at_most",
+    [(LOST_IN_A_FINALISER, 4.0), (SWALLOWED, 15.0), (AFTER_THE_WORK, 4.0)],
+    ids=["finaliser", "swallowed", "after-the-work"],
 )
 def test_an_interrupt_that_its_exception_does_not_carry_still_ends_the_command(tmp_path, script, at_most):
     """An interrupt dropped in a finaliser is raised again at once; one swallowed by the work is acted on by the
-    watchdog after a few seconds. Either way: one line, exit 130, no traceback, no "Exception ignored"."""
+    watchdog after a few seconds; one after the work ends the process at once. Each way: one line, exit 130, no
+    traceback, no "Exception ignored"."""
     t0 = time.time()
     p = subprocess.run(
         [sys.executable, "-c", script],

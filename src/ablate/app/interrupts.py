@@ -21,7 +21,9 @@ The exit is bounded wherever the signal lands:
   again in the main thread at its next step;
 * a signal whose exception still never reaches the entry point (a library that catches it, native code that does
   not return) is acted on by a watchdog thread after :data:`GRACE_SECONDS`;
-* a second signal while the first one is handled is ignored: the exit is already under way, within the bounds above.
+* a second signal while the first one is handled is ignored: the exit is already under way, within the bounds above;
+* a signal after the command's work is over (while the interpreter shuts down) exits at once with the same line and
+  code (:func:`_late`).
 """
 
 from __future__ import annotations
@@ -143,12 +145,29 @@ def guarded(command: Callable[[], T]) -> T:
     :func:`stop`; anything else propagates."""
     install()
     try:
-        return command()
+        result = command()
+        _done()
+        return result
     except BaseException as e:
         signum = signal_of(e)
         if signum is not None:
             stop(signum)
+        _done()
         raise
+
+
+def _late(signum: int, frame: object) -> None:
+    """A signal after the command's work ended (its runs are closed): one line and the signal's exit code at once,
+    instead of an exception that nothing would catch while the interpreter shuts down."""
+    print(f"error: {reason_of(signum)}", file=sys.stderr)
+    _exit(128 + signum)
+
+
+def _done() -> None:
+    """The command's work is over: from now on a signal ends the process at once (:func:`_late`)."""
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        if signal.getsignal(signum) is _on_signal:
+            signal.signal(signum, _late)
 
 
 def close_runs(reason: str) -> None:
