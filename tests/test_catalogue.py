@@ -9,7 +9,8 @@ import re
 import shutil
 import subprocess
 import sys
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,6 +31,8 @@ class Case:
     setup: Callable[[Path], None] | None = None  # breaks the case's own copy of the tiny corpus
     module: str = "ablate"
     base: bool = True  # add the tiny-corpus / store arguments
+    code: int | None = None  # the exit code, where the case pins it (else any non-zero)
+    absent: str | None = None  # a path (in the case's folder) the refusal must not create
 
 
 def _edit(name: str, text: str | bytes) -> Callable[[Path], None]:
@@ -231,6 +234,39 @@ CASES = [
     ),
     Case("store-scheme", ["tracking.uri=ftp://example.org/x"], "unknown scheme 'ftp'"),
     Case("store-under-a-file", ["tracking.uri=sqlite:///{file}/m.db"], "it is a file"),
+    Case(
+        "store-plain-path",
+        ["tracking.uri={dir}/plain.db"],
+        "no longer opens file stores (a plain path or file://). Fix: use a sqlite database, e.g. sqlite:////",
+        code=2,
+        absent="plain.db",
+    ),
+    Case(
+        "store-file-scheme",
+        ["tracking.uri=file://{dir}/fs"],
+        "/fs' is not valid; the installed MLflow no longer opens file stores",
+        code=2,
+        absent="fs",
+    ),
+    Case(  # nothing listens on port 9: refused at once, not after MLflow's ~4 minutes of retries
+        "store-http-down",
+        ["tracking.uri=http://127.0.0.1:9"],
+        "tracking.uri='http://127.0.0.1:9' is not valid; no MLflow server answers there (the connection was "
+        "refused). Fix: start the server (make mlflow-server",
+        code=2,
+    ),
+    Case(
+        "store-http-not-mlflow",
+        ["tracking.uri={http}/other"],
+        "is not an MLflow tracking server (HTTP 404 to an MLflow request)",
+        code=2,
+    ),
+    Case(
+        "store-http-credentials",
+        ["tracking.uri={http}/private"],
+        "the server refused the credentials (HTTP 401). Fix: set MLFLOW_TRACKING_USERNAME",
+        code=2,
+    ),
     Case("cache-is-a-file", ["cache.dir={file}"], "cache.dir="),
     Case("cache-under-a-file", ["cache.dir={file}/sub"], "cannot be written"),
     # -- input files ---------------------------------------------------------------------------------------------------
@@ -370,6 +406,41 @@ CASES = [
         base=False,
     ),
     Case(
+        "runs-file-store",
+        ["clean", "--tracking-uri", "{dir}/plain.db"],
+        "--tracking-uri='",
+        module="ablate.runs",
+        base=False,
+        code=2,
+        absent="plain.db",
+    ),
+    Case(
+        "evaluate-file-store",
+        ["--from-run", "0" * 32, "--tracking-uri", "file://{dir}/fs"],
+        "no longer opens file stores",
+        module="ablate.evaluate",
+        base=False,
+        code=2,
+        absent="fs",
+    ),
+    Case(
+        "report-file-store",
+        ["--tracking-uri", "{dir}/plain.db"],
+        "plain.db' is not valid; the installed MLflow no longer opens file stores",
+        module="ablate.report",
+        base=False,
+        code=2,
+        absent="plain.db",
+    ),
+    Case(
+        "report-http-down",
+        ["--tracking-uri", "http://127.0.0.1:9"],
+        "--tracking-uri='http://127.0.0.1:9' is not valid; no MLflow server answers there",
+        module="ablate.report",
+        base=False,
+        code=2,
+    ),
+    Case(
         "train-reranker-corpus",
         ["--corpus", "{dir}/nowhere", "--quiet"],
         "is not a folder",
@@ -379,14 +450,16 @@ CASES = [
 ]
 
 
-def _run(case: Case, tmp: Path, store: str, cache: str) -> tuple[subprocess.CompletedProcess, Path]:
+def _run(
+    case: Case, tmp: Path, store: str, cache: str, http: str
+) -> tuple[subprocess.CompletedProcess, Path]:
     root = write_corpus(tmp / case.id / "tiny", TINY_DOCS, TINY_QUERIES, TINY_QRELS, TINY_MANIFEST)
     if case.setup is not None:
         case.setup(root)
     afile = tmp / case.id / "a-file"
     afile.write_text("x")
     (tmp / case.id / "x.trec").write_text("q1 Q0 INV-102#p0 1 1.0 run\n")
-    fill = {"corpus": str(root), "store": store, "file": str(afile), "dir": str(tmp / case.id)}
+    fill = {"corpus": str(root), "store": store, "file": str(afile), "dir": str(tmp / case.id), "http": http}
     args = [a.format(**fill) for a in case.args]
     if case.module == "ablate" and case.base:
         args = [
@@ -413,12 +486,35 @@ def _run(case: Case, tmp: Path, store: str, cache: str) -> tuple[subprocess.Comp
 
 
 @pytest.fixture(scope="module")
-def results(tmp_path_factory, mlflow_uri):
+def not_mlflow() -> Iterator[str]:
+    """A real HTTP server on 127.0.0.1 that is not an MLflow tracking server: under ``/private`` it asks for
+    credentials (401), elsewhere it has nothing (404)."""
+    from werkzeug.serving import make_server
+    from werkzeug.wrappers import Request, Response
+
+    @Request.application
+    def app(request: Request) -> Response:
+        if request.path.startswith("/private"):
+            return Response("login first", status=401)
+        return Response("no such page", status=404)
+
+    server = make_server("127.0.0.1", 0, app)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_port}"
+    finally:
+        server.shutdown()
+        thread.join()
+
+
+@pytest.fixture(scope="module")
+def results(tmp_path_factory, mlflow_uri, not_mlflow):
     tmp = tmp_path_factory.mktemp("catalogue")
     store = mlflow_uri[len("sqlite:///") :]
     cache = str(tmp / "cache")
     with ThreadPoolExecutor(max_workers=2) as pool:
-        done = pool.map(lambda c: (c.id, _run(c, tmp, store, cache)), CASES)
+        done = pool.map(lambda c: (c.id, _run(c, tmp, store, cache, not_mlflow)), CASES)
         return dict(done)
 
 
@@ -433,6 +529,8 @@ def test_the_catalogue_is_large_and_documented():
 def test_bad_input_is_one_line_non_zero_and_leaves_nothing(case, results, mlflow_uri):
     p, cwd = results[case.id]
     assert p.returncode != 0, (p.stdout, p.stderr)
+    assert case.code is None or p.returncode == case.code, (p.returncode, p.stderr)
+    assert case.absent is None or not (cwd / case.absent).exists()
     assert "Traceback" not in p.stderr
     errors = [line for line in p.stderr.splitlines() if line.startswith("error:")]
     assert len(errors) == 1, p.stderr

@@ -8,10 +8,16 @@ import os
 import random
 import shutil
 import signal
+import socket
 import subprocess
 import sys
+import threading
 import time
+import urllib.request
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
+from typing import IO, Any
 
 import numpy as np
 import pytest
@@ -135,7 +141,9 @@ def test_ctrl_c_is_one_line_and_the_run_ends_failed_with_the_reason(tmp_path):
 
 
 @pytest.mark.parametrize(
-    "sig, reason", [(signal.SIGINT, "interrupted by the user"), (signal.SIGTERM, "terminated")]
+    "sig, reason",
+    [(signal.SIGINT, "interrupted by the user"), (signal.SIGTERM, "terminated by signal 15")],
+    ids=["SIGINT", "SIGTERM"],
 )
 def test_an_interrupted_sweep_ends_its_parent_and_the_running_job_failed(tmp_path, sig, reason):
     from ablate.record import ROLE_SWEEP_PARENT, T_ROLE
@@ -169,13 +177,211 @@ def test_an_interrupted_sweep_ends_its_parent_and_the_running_job_failed(tmp_pat
     else:
         raise AssertionError("no job started")
     p.send_signal(sig)
+    sent = time.time()
     _, err = p.communicate(timeout=120)
-    assert p.returncode != 0 and "Traceback" not in err, err
+    assert time.time() - sent < STOP_SECONDS, err
+    assert p.returncode == 128 + sig and "Traceback" not in err, err
+    assert [line for line in err.splitlines() if line.startswith("error:")] == [f"error: {reason}"], err
     assert t is not None
     runs = t.find_runs(None)
     parent = [r for r in runs if r.tags.get(T_ROLE) == ROLE_SWEEP_PARENT]
-    assert len(parent) == 1 and parent[0].status == "FAILED" and reason in parent[0].failure
+    assert len(parent) == 1 and parent[0].status == "FAILED" and parent[0].failure == reason
     assert all(r.status == "FAILED" for r in runs)  # no run is left RUNNING for the orphan sweep to find
+
+
+#: Seconds from the signal to the exit, at most: the closing writes are bounded (ablate.app.interrupts: 5 s for the
+#: exception to reach the entry point, 5 s to close the runs) and this leaves room for a loaded machine.
+STOP_SECONDS = 20.0
+REASONS = {signal.SIGINT: "interrupted by the user", signal.SIGTERM: "terminated by signal 15"}
+#: A small sweep whose two cells are quick (BM25 on the tiny corpus).
+SMALL_SWEEP = ["-m", "variant=A", "bm25.k1=0.9,1.2"]
+
+
+@dataclass
+class Stopped:
+    code: int
+    out: str
+    err: str
+    seconds: float  # from the signal to the exit
+
+
+def _signal_at(args: list[str], cwd: Path, env: dict[str, str], line: str, sig: int) -> Stopped:
+    """Run ``python -m ablate *args`` and send ``sig`` as soon as it prints a line (stdout or stderr) containing
+    ``line``: the phase that line starts is where the signal lands."""
+    return _act_at(args, cwd, env, line, lambda p: p.send_signal(sig))
+
+
+def _act_at(
+    args: list[str], cwd: Path, env: dict[str, str], line: str, act: Callable[[subprocess.Popen[str]], None]
+) -> Stopped:
+    """Run ``python -m ablate *args`` and ``act`` on it as soon as it prints a line (stdout or stderr) containing
+    ``line``; ``seconds`` counts from then."""
+    p = subprocess.Popen(
+        [sys.executable, "-m", "ablate", *args],
+        cwd=cwd,
+        env={**env, "PYTHONUNBUFFERED": "1"},  # each line reaches the test as it is printed
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+    sent: list[float] = []
+    lock = threading.Lock()
+
+    def read(stream: IO[str], into: list[str]) -> None:
+        for text in stream:
+            into.append(text)
+            with lock:
+                if not sent and line in text:
+                    act(p)
+                    sent.append(time.time())
+
+    out: list[str] = []
+    err: list[str] = []
+    readers = [
+        threading.Thread(target=read, args=(p.stdout, out)),
+        threading.Thread(target=read, args=(p.stderr, err)),
+    ]
+    for r in readers:
+        r.start()
+    try:
+        p.wait(timeout=600)
+    finally:
+        p.kill()
+        for r in readers:
+            r.join()
+    assert sent, f"the command never printed {line!r}:\n{''.join(err)}"
+    return Stopped(p.returncode, "".join(out), "".join(err), time.time() - sent[0])
+
+
+def _stopped_cleanly(stopped: Stopped, sig: int) -> None:
+    """Exit 128 + the signal, one line naming the reason, no traceback, within :data:`STOP_SECONDS`."""
+    assert stopped.code == 128 + sig, stopped.err
+    assert "Traceback" not in stopped.err, stopped.err
+    errors = [line for line in stopped.err.splitlines() if line.startswith("error:")]
+    assert errors == [f"error: {REASONS[sig]}"], stopped.err
+    assert stopped.seconds < STOP_SECONDS, stopped.err
+
+
+def _sweep_parents(store: Path) -> list[Any]:
+    from ablate.record import ROLE_SWEEP_PARENT, T_ROLE
+
+    return Tracker(f"sqlite:///{store}").find_runs(None, f"tags.`{T_ROLE}` = '{ROLE_SWEEP_PARENT}'")
+
+
+@pytest.fixture(scope="module")
+def finished_sweep(tmp_path_factory) -> Path:
+    """A store holding one finished run of :data:`SMALL_SWEEP` (with the tiny corpus beside it): a copy of it makes
+    the same sweep reuse both cells, so it goes straight to recording them and writing its report."""
+    from conftest import TINY_DOCS, TINY_MANIFEST, TINY_QRELS, TINY_QUERIES, write_corpus
+
+    root = tmp_path_factory.mktemp("finished-sweep")
+    corpus = write_corpus(root / "tiny", TINY_DOCS, TINY_QUERIES, TINY_QRELS, TINY_MANIFEST)
+    p = subprocess.run(
+        [sys.executable, "-m", "ablate", *SMALL_SWEEP, *_base(corpus, root / "m.db", "stop")],
+        cwd=root,
+        env=_env(root / "cache"),
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert p.returncode == 0, p.stderr
+    return root
+
+
+def _copy_of(finished: Path, tmp_path: Path) -> Path:
+    """A copy of the finished sweep's store (its runs' artifacts stay where they are)."""
+    store = tmp_path / "m.db"
+    shutil.copyfile(finished / "m.db", store)
+    return store
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_an_interrupt_while_a_sweep_writes_its_report_ends_its_parent_failed(tmp_path, sig):
+    """The summary's header is the first line the end of a sweep prints; the signal lands in what follows (its MLflow
+    writes, the report). The parent ends FAILED with the reason, never FINISHED without its report."""
+    from conftest import TINY_DOCS, TINY_MANIFEST, TINY_QRELS, TINY_QUERIES, write_corpus
+
+    corpus = write_corpus(tmp_path / "tiny", TINY_DOCS, TINY_QUERIES, TINY_QRELS, TINY_MANIFEST)
+    store = tmp_path / "m.db"
+    args = [*SMALL_SWEEP, *_base(corpus, store, "stop")]
+    stopped = _signal_at(args, tmp_path, _env(tmp_path / "cache"), "runs on split 'dev'", sig)
+    _stopped_cleanly(stopped, sig)
+    (parent,) = _sweep_parents(store)
+    assert parent.status == "FAILED" and parent.failure == REASONS[sig]
+    t = Tracker(f"sqlite:///{store}")
+    assert t.find_runs(None, "attributes.status = 'RUNNING'") == []
+    assert (
+        len(t.children(parent.run_id)) == 2
+    )  # both jobs had finished: only the end of the sweep was cut short
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_an_interrupt_while_a_sweep_records_reused_cells_ends_its_parent_failed(
+    finished_sweep, tmp_path, sig
+):
+    store = _copy_of(finished_sweep, tmp_path)
+    args = [*SMALL_SWEEP, *_base(finished_sweep / "tiny", store, "stop")]
+    stopped = _signal_at(args, tmp_path, _env(finished_sweep / "cache"), ": reused", sig)
+    _stopped_cleanly(stopped, sig)
+    parents = _sweep_parents(store)
+    assert [p.status for p in parents] == ["FINISHED", "FAILED"]  # the first sweep's, then this one's
+    assert parents[1].failure == REASONS[sig]
+    assert Tracker(f"sqlite:///{store}").find_runs(None, "attributes.status = 'RUNNING'") == []
+
+
+def _catches(pid: int, sig: int) -> bool:
+    """Whether process ``pid`` has a handler for ``sig`` (the SigCgt mask of /proc/<pid>/status)."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return False
+    mask = next(int(line.split()[1], 16) for line in status.splitlines() if line.startswith("SigCgt:"))
+    return bool(mask & (1 << (sig - 1)))
+
+
+def test_a_signal_while_a_sweep_starts_creates_nothing_finished(finished_sweep, tmp_path):
+    """SIGTERM while the command checks its cells (before the parent run exists): exit 143, one line, no new run left
+    RUNNING or FINISHED."""
+    store = _copy_of(finished_sweep, tmp_path)
+    before = {r.run_id for r in Tracker(f"sqlite:///{store}").find_runs(None)}
+    args = [*SMALL_SWEEP, *_base(finished_sweep / "tiny", store, "stop")]
+    env = {**_env(finished_sweep / "cache"), "PYTHONUNBUFFERED": "1"}
+    p = subprocess.Popen(
+        [sys.executable, "-m", "ablate", *args], cwd=tmp_path, env=env, stderr=subprocess.PIPE, text=True
+    )
+    # as soon as the command handles SIGTERM (its first lines): it is still importing, composing and checking the
+    # cells then, which takes seconds, and nothing is recorded before the whole command line is checked
+    deadline = time.time() + 60
+    while not _catches(p.pid, signal.SIGTERM) and time.time() < deadline:
+        time.sleep(0.01)
+    p.send_signal(signal.SIGTERM)
+    sent = time.time()
+    _, err = p.communicate(timeout=120)
+    _stopped_cleanly(Stopped(p.returncode, "", err, time.time() - sent), signal.SIGTERM)
+    new = [r for r in Tracker(f"sqlite:///{store}").find_runs(None) if r.run_id not in before]
+    assert all(r.status == "FAILED" and r.failure == REASONS[signal.SIGTERM] for r in new)
+
+
+def test_sigterm_during_a_single_run_is_one_line_exit_143_and_the_run_failed(tiny_corpus, tmp_path):
+    """No sweep: SIGTERM (``kill``, a CI timeout) while the run works (a cold cache: B loads its encoder and embeds the
+    corpus inside the run) ends it FAILED "terminated by signal 15" and exits 143."""
+    store = tmp_path / "m.db"
+    p = subprocess.Popen(
+        [sys.executable, "-m", "ablate", *_base(tiny_corpus, store, "term"), "variant=B"],
+        cwd=tmp_path,
+        env=_env(tmp_path / "cache"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    run_id = _wait_for_running(store)
+    p.send_signal(signal.SIGTERM)
+    sent = time.time()
+    _, err = p.communicate(timeout=120)
+    _stopped_cleanly(Stopped(p.returncode, "", err, time.time() - sent), signal.SIGTERM)
+    run = Tracker(f"sqlite:///{store}").get_run(run_id)
+    assert run is not None and run.status == "FAILED" and run.failure == "terminated by signal 15"
 
 
 def test_evaluate_reproduces_a_runs_own_figures_from_its_run_file(tiny_corpus, tmp_path, capsys):
@@ -289,3 +495,201 @@ def test_sigkill_at_random_points_leaves_nothing_broken(tmp_path):
         assert a.metrics[key] == b.metrics[key]
     killed = t.find_runs(None, "attributes.status = 'FAILED'")
     assert all(r.failure == "process ended without closing the run" for r in killed)
+
+
+#: A command (run through ablate.app.interrupts.guarded, as every entry point is) that gets SIGINT while a finaliser
+#: runs, as the garbage collector runs SQLAlchemy's weakref callbacks at any moment: Python prints the exception as
+#: "Exception ignored in ..." and drops it. Then it keeps working for a minute.
+LOST_IN_A_FINALISER = """
+import os, signal, time
+from ablate.app.interrupts import guarded
+
+class Finaliser:
+    def __del__(self):
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(0.05)  # the signal's handler runs in here
+
+def command():
+    Finaliser()  # finalised at once
+    for _ in range(600):
+        time.sleep(0.1)
+
+guarded(command)
+"""
+
+#: A command whose work catches the interrupt and goes on (as a library that catches BaseException would).
+SWALLOWED = """
+import os, signal, time
+from ablate.app.interrupts import guarded
+
+def command():
+    try:
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(1)
+    except KeyboardInterrupt:
+        pass
+    for _ in range(600):
+        time.sleep(0.1)
+
+guarded(command)
+"""
+
+
+#: A command that ended its work, interrupted while the process exits (nothing would catch the exception then).
+AFTER_THE_WORK = """
+import os, signal, time
+from ablate.app.interrupts import guarded
+
+guarded(lambda: None)
+os.kill(os.getpid(), signal.SIGINT)
+time.sleep(60)
+"""
+
+
+@pytest.mark.parametrize(
+    "script, at_most",
+    [(LOST_IN_A_FINALISER, 4.0), (SWALLOWED, 15.0), (AFTER_THE_WORK, 4.0)],
+    ids=["finaliser", "swallowed", "after-the-work"],
+)
+def test_an_interrupt_that_its_exception_does_not_carry_still_ends_the_command(tmp_path, script, at_most):
+    """An interrupt dropped in a finaliser is raised again at once; one swallowed by the work is acted on by the
+    watchdog after a few seconds; one after the work ends the process at once. Each way: one line, exit 130, no
+    traceback, no "Exception ignored"."""
+    t0 = time.time()
+    p = subprocess.run(
+        [sys.executable, "-c", script],
+        cwd=tmp_path,
+        env=_env(tmp_path / "cache"),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+    assert time.time() - t0 < at_most, p.stderr
+    assert p.returncode == 130, p.stderr
+    assert p.stderr.splitlines() == ["error: interrupted by the user"], p.stderr
+
+
+#: A command that gets SIGINT in the middle of a call into MLflow (a read of a real sqlite store): the call finishes
+#: first (raised inside SQLAlchemy, the exception could leave an unfinished read holding sqlite's lock), then the
+#: command ends, its run FAILED.
+INSIDE_A_STORE_CALL = """
+import os, signal, sys, time
+from ablate import tracking
+from ablate.app.interrupts import guarded
+
+def command():
+    t = tracking.shared_tracker(sys.argv[1])
+    def read():
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(0.2)  # the signal's handler runs in here
+        found = t.client.search_experiments()
+        print("the call finished", flush=True)
+        return found
+    with t.run("held", "r"):
+        tracking._retry(read)
+        time.sleep(60)
+
+guarded(command)
+"""
+
+
+def test_an_interrupt_inside_an_mlflow_call_is_raised_when_the_call_returns(tmp_path):
+    store = f"sqlite:///{tmp_path / 'm.db'}"
+    p = subprocess.run(
+        [sys.executable, "-c", INSIDE_A_STORE_CALL, store],
+        cwd=tmp_path,
+        env=_env(tmp_path / "cache"),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+    assert p.returncode == 130, p.stderr
+    assert p.stdout.splitlines() == ["the call finished"], (p.stdout, p.stderr)
+    assert [line for line in p.stderr.splitlines() if line.startswith("error:")] == [
+        "error: interrupted by the user"
+    ]
+    (run,) = Tracker(store).find_runs(None)
+    assert run.status == "FAILED" and run.failure == "interrupted by the user"
+
+
+@pytest.fixture
+def mlflow_server(tmp_path: Path) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+    """A real MLflow tracking server on 127.0.0.1 (sqlite backend, artifacts served), in its own process group."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = int(sock.getsockname()[1])
+    root = tmp_path / "server"
+    root.mkdir()
+    log = open(root / "server.log", "wb")  # noqa: SIM115 - closed below
+    proc = subprocess.Popen(
+        [
+            *(sys.executable, "-m", "mlflow", "server"),
+            *("--backend-store-uri", f"sqlite:///{root / 'mlflow.db'}"),
+            *("--artifacts-destination", str(root / "artifacts"), "--serve-artifacts"),
+            *("--host", "127.0.0.1", "--port", str(port), "--workers", "1"),
+        ],
+        env={**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"},
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    uri = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.time() + 300
+        while True:
+            try:
+                with urllib.request.urlopen(f"{uri}/health", timeout=5) as r:
+                    if r.status == 200:
+                        break
+            except OSError:
+                pass
+            if proc.poll() is not None or time.time() > deadline:
+                raise RuntimeError(
+                    f"mlflow server did not start: {(root / 'server.log').read_text()[-2000:]}"
+                )
+            time.sleep(1)
+        yield uri, proc
+    finally:
+        for sig in (signal.SIGCONT, signal.SIGKILL):
+            try:
+                os.killpg(proc.pid, sig)
+            except ProcessLookupError:
+                pass
+        proc.wait(30)
+        log.close()
+
+
+@pytest.mark.parametrize(
+    "how, within",
+    [(signal.SIGKILL, 30.0), pytest.param(signal.SIGSTOP, 150.0, marks=pytest.mark.slow)],
+    ids=["dies", "stops-answering"],
+)
+def test_a_tracking_server_lost_mid_sweep_costs_seconds_not_minutes(
+    tiny_corpus, tmp_path, mlflow_server, how, within
+):
+    """The server is killed (or frozen: it accepts connections and never answers) while the first of three jobs
+    works. That job fails with one line naming the server; the next two are refused by their store check; the sweep
+    exits 1, without a traceback, within seconds (a frozen server: one request's retries, 3 x 20 s), where MLflow's
+    own retries took minutes per request."""
+    uri, server = mlflow_server
+    args = [
+        *("-m", "variant=A", "bm25.k1=0.9,1.2,1.5"),
+        *_base(tiny_corpus, tmp_path / "unused.db", "lost"),
+        f"tracking.uri={uri}",
+    ]
+
+    def lose(_: subprocess.Popen[str]) -> None:
+        time.sleep(1.0)  # the first job is working
+        os.killpg(server.pid, how)
+
+    stopped = _act_at(args, tmp_path, _env(tmp_path / "cache"), "[sweep] cell 1/3", lose)
+    assert stopped.code == 1, stopped.err
+    assert "Traceback" not in stopped.err and "Retrying" not in stopped.err, stopped.err
+    assert stopped.seconds < within, stopped.err
+    errors = [line for line in stopped.err.splitlines() if line.startswith("error:")]
+    assert len(errors) == 4, stopped.err
+    assert f"the tracking server {uri} stopped answering" in errors[0]
+    assert all("no MLflow server answers there" in e for e in errors[1:3])
+    assert errors[3].startswith("error: 3 of 3 jobs failed")

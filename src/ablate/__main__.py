@@ -1,4 +1,4 @@
-"""``python -m ablate``: see :mod:`ablate.cli`."""
+"""``python -m ablate``: see :mod:`ablate.app.cli`."""
 
 import os
 
@@ -6,7 +6,14 @@ import os
 # to 6.8x slower (experiments/results/bench_encode.md). Must be set before torch is imported.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
-from ablate.app.cli import main  # noqa: E402
+from ablate.app import interrupts  # noqa: E402  (the standard library only)
+
+
+def _main() -> None:
+    from ablate.app.cli import main  # imported with the signals handled: Ctrl-C here is one line too
+
+    main()
+
 
 if __name__ == "__main__":
-    main()
+    interrupts.guarded(_main)

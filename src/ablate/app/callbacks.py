@@ -22,7 +22,6 @@ from ablate.app.cli import (
     ENV_SIZE,
     ENV_TEST_CONFIRMED,
     PARENT_FILE,
-    SWEEP_ABORT,
     SWEEP_OUTCOME,
 )
 from ablate.tracking import Tracker
@@ -62,15 +61,18 @@ class SweepCallback(Callback):
             )
             os.environ[ENV_PARENT] = self.parent
             (self.sweep_dir / PARENT_FILE).write_text(self.parent)
-            SWEEP_ABORT.append(self.abort)
         except Exception as e:  # noqa: BLE001 - a sweep still runs without a parent
             print(f"warning: could not create the sweep's parent run: {e}", file=sys.stderr)
             self.parent = None
 
     def on_multirun_end(self, config: Any, **kwargs: Any) -> None:
+        """Close lost jobs, print and attach the summary and the report, then end the parent FINISHED, last. An
+        interrupt or a signal on the way leaves the parent open for the command's stop to end FAILED
+        (:mod:`ablate.app.interrupts`); an error in the report still ends it FINISHED (its jobs are done)."""
         if self.tracker is None or self.parent is None:
             return
         from ablate.app.cluster import close_lost_jobs
+        from ablate.errors import AblateError
 
         try:
             # the launcher returned, so nothing else writes the children: they are read once, not four times
@@ -79,11 +81,31 @@ class SweepCallback(Callback):
                     self.tracker, self.parent
                 )  # jobs whose worker died (e.g. a killed Ray worker)
                 self._summarize_and_report(config)
-        finally:
-            if self.abort in SWEEP_ABORT:
-                SWEEP_ABORT.remove(self.abort)
+        except (
+            AblateError
+        ) as e:  # e.g. the tracking server stopped answering: said once, the outcome still counted
+            print(f"warning: no summary or report for this sweep: {e}", file=sys.stderr)
+            self._finish(quiet=True)
+            return
+        except Exception:
+            self._finish()
+            raise
+        self._finish()
+
+    def _finish(self, quiet: bool = False) -> None:
+        """Count the outcome, then end the parent FINISHED. A store that fails here is said in one line (not at all
+        when ``quiet``: it was said already); the next command on it closes the parent."""
+        from ablate.errors import AblateError
+
+        assert self.tracker is not None and self.parent is not None
+        self._outcome()
+        try:
             self.tracker.end(self.parent, "FINISHED")
-            self._outcome()
+        except AblateError as e:
+            if not quiet:
+                print(
+                    f"warning: the sweep's parent run {self.parent} could not be closed: {e}", file=sys.stderr
+                )
 
     def _summarize_and_report(self, config: Any) -> None:
         from ablate.cache import Cache
@@ -107,16 +129,6 @@ class SweepCallback(Callback):
             print(f"compare in the MLflow UI: {where}")
         except AblateError as e:  # e.g. a refused comparison must not crash the end of the sweep
             print(f"warning: no ablation report: {e}", file=sys.stderr)
-
-    def abort(self, reason: str) -> None:
-        """End the open parent run FAILED with ``reason`` (the command was interrupted or terminated mid-sweep)."""
-        if self.abort in SWEEP_ABORT:
-            SWEEP_ABORT.remove(self.abort)
-        if self.tracker is not None and self.parent is not None:
-            try:
-                self.tracker.end(self.parent, "FAILED", reason)
-            except Exception:  # noqa: BLE001 - the orphan sweep of the next command closes it instead
-                pass
 
     def _outcome(self) -> None:
         assert self.tracker is not None and self.parent is not None

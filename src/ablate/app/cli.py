@@ -12,12 +12,12 @@ import logging
 import os
 import sys
 import uuid
-from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from ablate import record as R
+from ablate.app import interrupts
 from ablate.app.paths import CONF_DIR, register_resolvers
 from ablate.app.precheck import check_group_options
 from ablate.app.reuse_plan import ENV_LAUNCHED, looked_up
@@ -34,18 +34,10 @@ ENV_TEST_CONFIRMED = "ABLATE_TEST_CONFIRMED"
 #: The command-line flag that confirms a sweep on the held-out split; it becomes the override below, so the config
 #: (and the run's recorded overrides) hold it like any other setting.
 CONFIRM_TEST_FLAG, CONFIRM_TEST_OVERRIDE = "--confirm-test", "heldout.confirm_test=true"
-EXIT_CONFIG, EXIT_FAILED, EXIT_INTERRUPTED = 2, 1, 130
+EXIT_CONFIG, EXIT_FAILED = 2, 1  # an interrupt exits 128 + the signal: 130, 143 (ablate.app.interrupts)
 
 #: Set by the sweep callback (in this process) when a sweep ends: {"jobs": n, "failed": n, "parent": run id}.
 SWEEP_OUTCOME: dict[str, Any] = {}
-#: Set by the sweep callback while its parent run is open: ends that run FAILED with a reason when the command is
-#: interrupted or terminated before the sweep ends (instead of leaving it RUNNING for the orphan sweep to find).
-SWEEP_ABORT: list[Callable[[str], None]] = []
-
-
-def _abort_sweep(reason: str) -> None:
-    for abort in list(SWEEP_ABORT):
-        abort(reason)
 
 
 def precheck_overrides(argv: list[str]) -> None:
@@ -146,30 +138,8 @@ def run_task(cfg: Any, launch_dir: str | None = None) -> dict[str, Any]:
     return run_job(job).headline()
 
 
-def _terminate_as_exit() -> None:
-    """Turn SIGTERM (``kill``, a CI timeout) into SystemExit so the open MLflow run ends FAILED with a reason
-    instead of being left RUNNING."""
-    import signal
-
-    def _handler(signum: int, frame: object) -> None:
-        raise SystemExit(f"terminated by signal {signum}")
-
-    try:
-        signal.signal(signal.SIGTERM, _handler)
-    except ValueError:  # not the main thread (e.g. a launcher's worker): leave the default
-        pass
-
-
 def _fail(message: str, code: int) -> None:
     print(message, file=sys.stderr)
-    if code == EXIT_INTERRUPTED:
-        _abort_sweep("interrupted by the user")
-        # The run was already ended FAILED ("interrupted by the user") where the interrupt passed through it. Leave
-        # now: an interrupt that lands while the interpreter unwinds C extensions' state could otherwise turn the
-        # exit into a death by SIGINT (-2) after the message was printed.
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(code)
     sys.exit(code)
 
 
@@ -212,6 +182,11 @@ def flags_first(argv: list[str]) -> list[str]:
 
 
 def main() -> None:
+    """The command: a signal at any point (SIGINT, SIGTERM) ends it through :func:`ablate.app.interrupts.stop`."""
+    interrupts.guarded(_main)
+
+
+def _main() -> None:
     sys.argv[1:] = argv = flags_first(confirm_test_flag(sys.argv[1:]))
     if any(a in ("-h", "--help") for a in argv):  # before Hydra is imported: the help reads conf/ as text
         from ablate.app.help import print_help
@@ -232,9 +207,6 @@ def main() -> None:
             sys.argv[1:] = argv = _prepare(argv, launch_dir)
     except AblateError as e:
         _fail(f"error: {e}", EXIT_CONFIG)
-    except KeyboardInterrupt:
-        _fail("error: interrupted by the user", EXIT_INTERRUPTED)
-    _terminate_as_exit()
 
     @hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name="config")
     def _app(cfg: Any) -> dict[str, Any]:
@@ -246,9 +218,6 @@ def main() -> None:
             if multirun:  # the run (if it started) is FAILED in MLflow; the sweep goes on
                 return {"error": str(e)}
             sys.exit(EXIT_CONFIG)
-        except KeyboardInterrupt:
-            _fail("error: interrupted by the user", EXIT_INTERRUPTED)
-            raise  # unreachable: _fail exits
         except Exception as e:  # an unexpected failure: still one line, still FAILED in MLflow
             if os.environ.get("ABLATE_DEBUG"):
                 raise
@@ -264,9 +233,11 @@ def main() -> None:
         _app()
     except (
         BaseException
-    ) as e:  # e.g. SIGTERM (SystemExit) in the middle of a sweep: its parent run ends FAILED
-        if multirun:
-            _abort_sweep(str(e) or type(e).__name__)
+    ) as e:  # an interrupt goes to main(); anything else ends this process's open runs FAILED
+        if multirun and interrupts.signal_of(e) is None:
+            from ablate.tracking import failure_reason
+
+            interrupts.close_runs(failure_reason(e))
         raise
     failed = int(SWEEP_OUTCOME.get("failed", 0))
     if multirun and failed:

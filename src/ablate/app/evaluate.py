@@ -264,9 +264,13 @@ def _corpus_note(inp: ScoringInputs, corpus: str, split: str, access: Access) ->
 def _from_run(args: argparse.Namespace) -> Inputs:
     """A tracked run re-scored as it was scored (:mod:`ablate.runner.rescore`)."""
     from ablate.runner.rescore import rescore
-    from ablate.tracking import Tracker, resolve_tracking_uri
+    from ablate.study.fetch import check_store
+    from ablate.tracking import Tracker, check_uri, resolve_tracking_uri
 
-    tracker = Tracker(resolve_tracking_uri(args.tracking_uri))
+    uri = resolve_tracking_uri(args.tracking_uri)
+    check_store(uri)  # never create a store only to find no run in it
+    check_uri(uri, "--tracking-uri", writes=False)
+    tracker = Tracker(uri)
     got = rescore(tracker, args.from_run, args.run, args.qrels, args.ties)
     inp, corpus = got.inputs, got.corpus
     note = _corpus_note(inp, str(got.snapshot.root), corpus.split, corpus.access)

@@ -64,11 +64,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     # Imported once the arguments are read: the report's modules import MLflow, pandas, scipy and matplotlib.
     from ablate.study.fetch import check_store
     from ablate.study.report import attach_report
-    from ablate.tracking import Tracker, resolve_tracking_uri
+    from ablate.tracking import Tracker, check_uri, resolve_tracking_uri
 
     try:
         uri = resolve_tracking_uri(args.tracking_uri)
-        check_store(uri)
+        check_store(
+            uri
+        )  # a missing sqlite store is "no MLflow store here" (never created), before its folder
+        check_uri(uri, "--tracking-uri")
         attach_report(
             Tracker(uri),
             args.parent,

@@ -28,7 +28,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     try:
         uri = resolve_tracking_uri(args.tracking_uri)
-        check_uri(uri)
+        check_uri(uri, "--tracking-uri")
         check_store(uri)
         report = clean_orphans(Tracker(uri))
     except AblateError as e:

@@ -65,3 +65,18 @@ def clean_orphans(tracker: Tracker) -> CleanReport:
             tracker.end(run.run_id, "FAILED", REASON)
             closed.append(run)
     return CleanReport(closed, other, alive)
+
+
+def close_own_runs(tracker: Tracker, reason: str) -> list[str]:
+    """End FAILED with ``reason`` every run of the store that this process owns and has not ended (the command is
+    ending: nothing can run them any more), children before their parent. Returns their run ids."""
+    mine = process_tags()
+    filt = (
+        f"attributes.status = 'RUNNING' and tags.`{R.T_HOST}` = '{mine[R.T_HOST]}' "
+        f"and tags.`{R.T_PID}` = '{mine[R.T_PID]}'"
+    )
+    runs = [r for r in tracker.find_runs(None, filt) if r.tags.get(R.T_PID_START, "") == mine[R.T_PID_START]]
+    runs.sort(key=lambda r: r.parent is None)
+    for run in runs:
+        tracker.end(run.run_id, "FAILED", reason)
+    return [r.run_id for r in runs]
