@@ -4,11 +4,18 @@
 path, resolved offline (:mod:`ablate.stages.generate.gguf`); its full sha256 is the model's identity. ``n_ctx``: the
 context window in tokens; ``n_threads``: CPU threads. Chat completion through the model's own chat template, greedy
 by default (``temperature: 0``), with a fixed seed.
+
+The llama.cpp build is part of the identity too (:func:`llama_build`, logged as ``generator.build``): pip compiles
+llama-cpp-python for the CPU it is installed on (``GGML_NATIVE``), so one version built on an AVX2 machine and on an
+AVX-512 machine runs different kernels, whose float rounding can make greedy decoding pick another token. A
+generation made by another build is therefore never served from the cache, and two runs that differ only in the build
+say so.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 from typing import Any, ClassVar
 
@@ -19,6 +26,25 @@ from ablate.stages.generate.gguf import QWEN, ResolvedGGUF, identify_gguf, resol
 
 #: Bump when how a completion is requested changes (part of the fingerprint and of every generation's cache key).
 CODE_VERSION = "ablate-llama-cpp/1"
+
+
+#: :func:`llama_build` when llama-cpp-python is not installed (the stage then fails when it loads its model).
+NOT_INSTALLED = "llama-cpp-python not installed"
+
+
+@functools.cache
+def llama_build() -> str:
+    """llama.cpp's ``llama_print_system_info()`` for the llama-cpp-python this process imports: the CPU features its
+    kernels were compiled for (``CPU : SSE3 = 1 | ... | AVX2 = 1 | ... | AVX512 = 1 | ...``), read once per process
+    without loading a model (llama.cpp's log, which goes to ``sys.stderr``, is silenced while it is read). Part of the
+    identity of every stage that runs llama.cpp (module docstring)."""
+    try:
+        import llama_cpp
+    except ImportError:
+        return NOT_INSTALLED
+    with open(os.devnull, "w") as null, contextlib.redirect_stderr(null):
+        info = llama_cpp.llama_print_system_info()
+    return (info.decode("utf-8", errors="replace") if isinstance(info, bytes) else str(info)).strip()
 
 
 def open_llama(path: str, n_ctx: int, n_threads: int, seed: int, what: str) -> Any:
@@ -56,11 +82,14 @@ class LlamaCppGenerator(GeneratorBase):
         self._sha256 = identify_gguf(
             self.model, f"{name}.model"
         )  # fails now, before any work, when it is missing
+        self.build = llama_build()
         self._resolved: ResolvedGGUF | None = None
         self._llm: Any = None
 
     def backend_params(self) -> dict[str, Any]:
-        return {"model": self.model, "n_ctx": self.n_ctx, "n_threads": self.n_threads}
+        """The settings, and ``build`` (:func:`llama_build`): logged as ``generator.build``, part of the fingerprint
+        and so of every generation's cache key."""
+        return {"model": self.model, "n_ctx": self.n_ctx, "n_threads": self.n_threads, "build": self.build}
 
     def model_identity(self) -> dict[str, Any]:
         return {"gguf_sha256": self._sha256}

@@ -14,7 +14,8 @@ that prefix between pairs, so only the passage and the closing question are eval
 
 The scores are cached like the cross-encoder's (:mod:`ablate.stages.rerank.pair_scores`): keyed by this scorer's
 fingerprint (the GGUF's full sha256, the template's sha256, ``max_passage_tokens``, ``n_ctx``, the yes words, llama-cpp-python's
-version and ``CODE_VERSION``) and the texts' hashes. ``stats`` add ``tokens_in`` (prompt tokens evaluated), so a
+version, the llama.cpp build's system info (:func:`~ablate.stages.generate.llama_cpp.llama_build`: kernels compiled for
+another CPU round differently; logged as ``rerank.build``) and ``CODE_VERSION``) and the texts' hashes. ``stats`` add ``tokens_in`` (prompt tokens evaluated), so a
 run's cost per pair is ``time_rerank_seconds / rerank_pairs_scored`` and ``rerank_tokens_in / rerank_pairs_scored``.
 """
 
@@ -37,7 +38,7 @@ from ablate.stages.base import (
     library_versions,
 )
 from ablate.stages.generate.gguf import QWEN, identify_gguf, resolve_gguf
-from ablate.stages.generate.llama_cpp import open_llama
+from ablate.stages.generate.llama_cpp import llama_build, open_llama
 from ablate.stages.generate.prompt import PromptTemplate
 from ablate.stages.rerank.pair_scores import STAT_KEYS, CachedPairScorer
 
@@ -86,6 +87,7 @@ class LlmJudgeScorer(CachedPairScorer):
             "yes_words": list(YES_WORDS),
             "score": "log_p_yes",
             "libraries": library_versions(*LIBRARIES),
+            "llama_cpp_build": llama_build(),
         }
 
     def _load(self) -> Any:
@@ -174,7 +176,8 @@ class LLMReranker:
 
     ``model``: a shipped name (``qwen2.5-coder-1.5b-instruct``, the generator's default; ``smollm2-135m-instruct``) or
     a ``.gguf`` path; ``prompt``: the judgement template (``{question}``, ``{passage}``); ``depth``;
-    ``max_passage_tokens``; ``n_ctx``; ``n_threads`` (0 = all cores).
+    ``max_passage_tokens``; ``n_ctx``; ``n_threads`` (0 = all cores). ``params()`` also holds ``build`` (the llama.cpp
+    build's system info), so it is logged and part of the fingerprint.
     """
 
     kind: ClassVar[str] = "reranker"
@@ -207,6 +210,7 @@ class LLMReranker:
                 f"{name}.max_passage_tokens",
             )
         self._sha256 = identify_gguf(self.model, f"{name}.model")  # a missing model fails before any work
+        self.build = llama_build()
         self.stats: dict[str, float] = dict.fromkeys((*STAT_KEYS, "tokens_in"), 0.0)
         self._scorer: LlmJudgeScorer | None = None
 
@@ -219,6 +223,7 @@ class LLMReranker:
             "max_passage_tokens": self.max_passage_tokens,
             "n_ctx": self.n_ctx,
             "n_threads": self.n_threads,
+            "build": self.build,  # the llama.cpp build: logged as rerank.build, part of the fingerprint
         }
 
     def fingerprint(self) -> Fingerprint:
