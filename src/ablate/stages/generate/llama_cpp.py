@@ -10,6 +10,12 @@ llama-cpp-python for the CPU it is installed on (``GGML_NATIVE``), so one versio
 AVX-512 machine runs different kernels, whose float rounding can make greedy decoding pick another token. A
 generation made by another build is therefore never served from the cache, and two runs that differ only in the build
 say so.
+
+Every prompt is evaluated whole (the model's state is reset before each completion). llama-cpp-python would otherwise
+keep the tokens the previous prompt shares with this one (the system text) and evaluate only the rest, and where that
+split falls changes the float rounding of a quantised model's kernels: an answer would depend on which question was
+asked before it (a variant run alone, a sweep in another order, a partly cached sweep), not only on what the cache key
+holds.
 """
 
 from __future__ import annotations
@@ -25,7 +31,7 @@ from ablate.stages.generate.base import Generation, GeneratorBase, Messages
 from ablate.stages.generate.gguf import QWEN, ResolvedGGUF, identify_gguf, resolve_gguf
 
 #: Bump when how a completion is requested changes (part of the fingerprint and of every generation's cache key).
-CODE_VERSION = "ablate-llama-cpp/1"
+CODE_VERSION = "ablate-llama-cpp/2"
 
 
 #: :func:`llama_build` when llama-cpp-python is not installed (the stage then fails when it loads its model).
@@ -113,6 +119,7 @@ class LlamaCppGenerator(GeneratorBase):
 
     def _complete(self, messages: Messages, seed: int) -> Generation:
         llm = self._load()
+        llm.reset()  # evaluate the whole prompt, whatever came before (module docstring)
         out = llm.create_chat_completion(
             messages=messages,
             max_tokens=self.max_tokens,
