@@ -11,6 +11,9 @@
         regenerates the first questions of one recorded run with each thread count (a new model per count, no
         generation cache, every prompt evaluated whole) and says, per question, whether the text equals the recorded
         answer and whether the thread counts agree
+    python experiments/llama_build.py split sqlite:///a/mlflow.db --variant C --questions 6
+        for consecutive questions of a run: the logits after a prompt evaluated whole vs evaluated after the previous
+        prompt, keeping the tokens the two share (what llama-cpp-python does between completions unless reset)
 
 Runs are read through :mod:`ablate.tracking`; the prompts of ``regen`` are rebuilt from the run's ``answers.csv``
 (its context chunk ids), the corpus it names and the prompt template, exactly as :mod:`ablate.runner.answers` renders
@@ -24,6 +27,7 @@ import os
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -134,48 +138,69 @@ def compare(sides: list[tuple[str, str]], experiment: str, width: int) -> None:
     print(_markdown(diffs) if diffs else "(no answer differs)")
 
 
-def regen(uri: str, experiment: str, variant: str, questions: int, counts: list[int], width: int) -> None:
-    """Regenerate the first ``questions`` answers of a recorded run at each thread count (a new model per count,
-    no generation cache) and compare them with the recorded ones. The generator evaluates every prompt whole; a run
-    recorded by ``ablate-llama-cpp/1`` (which let llama-cpp-python keep what a prompt shared with the one before it)
-    shows here which of its answers depended on that."""
-    from ablate.cache import Cache, default_cache_dir
+def _recorded(
+    uri: str, experiment: str, variant: str, questions: int
+) -> tuple[RecordedRun, Any, pd.DataFrame]:
+    """A run with answers, its corpus snapshot and the first ``questions`` rows of its answers.csv."""
     from ablate.data.corpus import load_corpus
-    from ablate.stages.base import StageContext
-    from ablate.stages.generate.llama_cpp import LlamaCppGenerator
 
     runs = _answer_runs(uri, experiment)
     if variant not in runs:
         sys.exit(f"error: no run of variant {variant!r} with answers in {uri} (have: {', '.join(runs)})")
     run = runs[variant]
-    p = run.params
     with tempfile.TemporaryDirectory(prefix="ablate-llama-build-") as tmp:
         df = _answers(uri, run, Path(tmp))
-    snap = load_corpus(p["corpus.path"])
-    qids = list(df.index)[:questions]
+    return run, load_corpus(run.params["corpus.path"]), df.iloc[:questions]
+
+
+def _generator(run: RecordedRun, snap: Any, n_threads: int, max_tokens: int | None = None) -> Any:
+    """The run's generator (its model, template and decoding) at ``n_threads``, prepared."""
+    from ablate.cache import Cache, default_cache_dir
+    from ablate.stages.base import StageContext
+    from ablate.stages.generate.llama_cpp import LlamaCppGenerator
+
+    p = run.params
+    gen = LlamaCppGenerator(
+        model=p["generator.model"],
+        prompt=p["generator.prompt"],
+        context_k=int(p["generator.context_k"]),
+        max_tokens=max_tokens or int(p["generator.max_tokens"]),
+        temperature=float(p["generator.temperature"]),
+        seed=int(p["generator.seed"]),
+        n_ctx=int(p["generator.n_ctx"]),
+        n_threads=n_threads,
+    )
+    if gen.template.sha256 != p["generator.prompt_sha256"]:
+        sys.exit(f"error: {p['generator.prompt']} is not the template the run used (sha256 differs)")
+    gen.prepare(StageContext(snap, Cache(default_cache_dir())))
+    return gen
+
+
+def _prompts(gen: Any, snap: Any, df: pd.DataFrame) -> list[Any]:
+    """Each question's chat messages as the run rendered them (its context chunk ids, in order)."""
+    return [
+        gen.template.render(
+            snap.queries[q].text, [snap.chunk_text[c] for c in str(df.at[q, "context"]).split()]
+        )
+        for q in df.index
+    ]
+
+
+def regen(uri: str, experiment: str, variant: str, questions: int, counts: list[int], width: int) -> None:
+    """Regenerate the first ``questions`` answers of a recorded run at each thread count (a new model per count,
+    no generation cache) and compare them with the recorded ones. The generator evaluates every prompt whole; a run
+    recorded by ``ablate-llama-cpp/1`` (which let llama-cpp-python keep what a prompt shared with the one before it)
+    shows here which of its answers depended on that."""
+    from ablate.cache import Cache
+
+    run, snap, df = _recorded(uri, experiment, variant, questions)
+    qids = list(df.index)
     recorded = {q: str(df.at[q, "answer"]) for q in qids}
     table: dict[str, dict[str, str]] = {q: {"qid": q, "recorded": _short(recorded[q], width)} for q in qids}
     texts: dict[int, list[str]] = {}
     for n in counts:
-        gen = LlamaCppGenerator(
-            model=p["generator.model"],
-            prompt=p["generator.prompt"],
-            context_k=int(p["generator.context_k"]),
-            max_tokens=int(p["generator.max_tokens"]),
-            temperature=float(p["generator.temperature"]),
-            seed=int(p["generator.seed"]),
-            n_ctx=int(p["generator.n_ctx"]),
-            n_threads=n,
-        )
-        if gen.template.sha256 != p["generator.prompt_sha256"]:
-            sys.exit(f"error: {p['generator.prompt']} is not the template the run used (sha256 differs)")
-        gen.prepare(StageContext(snap, Cache(default_cache_dir())))
-        texts[n] = []
-        for q in qids:
-            prompt = gen.template.render(
-                snap.queries[q].text, [snap.chunk_text[c] for c in str(df.at[q, "context"]).split()]
-            )
-            texts[n].append(gen.generate([prompt], Cache(enabled=False))[0][0].text)
+        gen = _generator(run, snap, n)
+        texts[n] = [gen.generate([m], Cache(enabled=False))[0][0].text for m in _prompts(gen, snap, df)]
         for q, text in zip(qids, texts[n], strict=True):
             table[q][f"n_threads={n}"] = "same" if text == recorded[q] else f"DIFFERS: {_short(text, width)}"
         same = sum(t == recorded[q] for q, t in zip(qids, texts[n], strict=True))
@@ -183,9 +208,57 @@ def regen(uri: str, experiment: str, variant: str, questions: int, counts: list[
     agree = sum(len({texts[n][i] for n in counts}) == 1 for i in range(len(qids)))
     print(f"thread counts {', '.join(map(str, counts))} give the same text for {agree}/{len(qids)} questions")
     print(
-        f"run {run.run_id} (variant {variant}, n_threads {p.get('generator.n_threads')}), build: {_build()}"
+        f"run {run.run_id} (variant {variant}, n_threads {run.params.get('generator.n_threads')}), build: {_build()}"
     )
     print(_markdown(list(table.values())))
+
+
+def split(uri: str, experiment: str, variant: str, questions: int, n_threads: int) -> None:
+    """For consecutive questions of a run (previous, this): the logits after this question's prompt evaluated whole,
+    and evaluated after the previous prompt keeping the tokens the two share (what llama-cpp-python does between
+    completions unless the model is reset): the largest difference and whether the top token is the same."""
+    import llama_cpp
+    import numpy as np
+
+    from ablate.stages.rerank.llm import _chat_formatter
+
+    run, snap, df = _recorded(uri, experiment, variant, questions)
+    gen = _generator(run, snap, n_threads, max_tokens=1)
+    llm = gen._load()
+    fmt = _chat_formatter(llm)
+    toks = [
+        llm.tokenize(fmt(m).encode("utf-8"), add_bos=False, special=True) for m in _prompts(gen, snap, df)
+    ]
+
+    def logits(tokens: list[int], keep: int) -> Any:
+        llm.n_tokens = keep
+        llm.eval(tokens[keep:])
+        return np.ctypeslib.as_array(
+            llama_cpp.llama_get_logits_ith(llm.ctx, -1), shape=(llm.n_vocab(),)
+        ).copy()
+
+    rows = []
+    pairs = list(zip(df.index, toks, strict=True))
+    for (prev_q, prev), (q, this) in zip(pairs, pairs[1:], strict=False):
+        llm.reset()
+        whole = logits(this, 0)
+        llm.reset()
+        logits(prev, 0)
+        keep = 0
+        while keep < min(len(prev), len(this)) - 1 and prev[keep] == this[keep]:
+            keep += 1
+        after = logits(this, keep)
+        rows.append(
+            {
+                "after": prev_q,
+                "question": q,
+                "tokens kept / prompt": f"{keep}/{len(this)}",
+                "max abs logit difference": f"{float(np.abs(whole - after).max()):.3g}",
+                "same top token": str(bool(whole.argmax() == after.argmax())),
+            }
+        )
+    print(f"run {run.run_id} (variant {variant}), n_threads {n_threads}, build: {_build()}")
+    print(_markdown(rows))
 
 
 def _build() -> str:
@@ -223,6 +296,12 @@ def main() -> None:
     t.add_argument("--questions", type=int, default=6)
     t.add_argument("--threads", default="1,2")
     t.add_argument("--width", type=int, default=60, help="characters of each answer shown")
+    sp = sub.add_parser("split", help="logits of a prompt evaluated whole vs after the previous prompt")
+    sp.add_argument("uri")
+    sp.add_argument("--experiment", default="demo")
+    sp.add_argument("--variant", default="C")
+    sp.add_argument("--questions", type=int, default=6)
+    sp.add_argument("--threads", type=int, default=1)
     args = ap.parse_args()
     if args.cmd == "info":
         info()
@@ -231,9 +310,11 @@ def main() -> None:
         if any(len(s) != 2 for s in sides):
             ap.error("each side is LABEL=URI")
         compare(sides, args.experiment, args.width)  # type: ignore[arg-type]
-    else:
+    elif args.cmd == "regen":
         counts = [int(x) for x in args.threads.split(",")]
         regen(args.uri, args.experiment, args.variant, args.questions, counts, args.width)
+    else:
+        split(args.uri, args.experiment, args.variant, args.questions, args.threads)
 
 
 if __name__ == "__main__":

@@ -128,15 +128,17 @@ def _prompt_logits(gen: LlamaCppGenerator, messages) -> list[float]:
 @pytest.mark.slow  # the shipped Qwen (its 1 GB GGUF joined into the test's cache): SmolLM2's Q4_1 kernels show no effect
 def test_an_answer_does_not_depend_on_the_prompt_asked_before_it(tmp_path, tiny_corpus):
     """llama-cpp-python keeps the tokens a prompt shares with the previous one and evaluates only the rest; where that
-    split falls changes the rounding of Qwen's Q4_K kernels (logits by ~0.4 on the demo's prompts), so an answer
-    would depend on the question before it. Every prompt is evaluated whole: asked first or second, same logits."""
+    split falls changes the rounding of Qwen's Q4_K kernels (experiments/results/llama_build.md), so an answer would
+    depend on the question before it. Every prompt is evaluated whole: asked first or second, same logits."""
     from ablate.stages.generate.gguf import QWEN
 
     gen = LlamaCppGenerator(model=QWEN, prompt=PROMPT, max_tokens=1, n_threads=1, n_ctx=1024)
     gen.prepare(StageContext(load_corpus(tiny_corpus), Cache(tmp_path / "cache")))
     before = gen.template.render(
         "What is the hotel cap for a manager in Hangzhou?",
-        ["Travel policy 2026, clause 5.1: hotel caps per night: managers 600 yuan in Hangzhou, staff 450 yuan."],
+        [
+            "Travel policy 2026, clause 5.1: hotel caps per night: managers 600 yuan in Hangzhou, staff 450 yuan."
+        ],
     )
     asked = gen.template.render(
         "Which vendor issued invoice INV-120?",

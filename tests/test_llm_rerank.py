@@ -124,9 +124,8 @@ def test_another_llama_cpp_build_is_another_identity_and_another_score_cache_ent
 
 @pytest.mark.slow  # the shipped Qwen (its 1 GB GGUF joined into the test's cache): SmolLM2's Q4_1 kernels show no effect
 def test_a_score_does_not_depend_on_the_pair_scored_before_it(tmp_path):
-    """Where an evaluation is split changes the rounding of Qwen's Q4_K kernels (log P("yes") by up to ~0.09 on the
-    demo's pairs when each pair reused whatever the previous one shared); the head is always its own batch, so the
-    same pairs scored in another order get the same scores."""
+    """Where an evaluation is split changes the rounding of Qwen's Q4_K kernels (experiments/results/llama_build.md);
+    the head is always its own batch, so the same pairs scored in another order get the same scores."""
     from ablate.stages.generate.gguf import QWEN
 
     qwen = resolve_gguf(QWEN, Cache(tmp_path / "gguf"), "rerank.model")
