@@ -132,6 +132,14 @@ def test_variant_rows_are_one_declared_change():
     assert describe_change(a, info("A")) == "(no change)"
 
 
+def test_the_llama_cpp_build_is_named_when_it_differs_and_kept_out_of_a_stage_summary():
+    avx2, avx512 = "CPU : AVX2 = 1 | FMA = 1 |", "CPU : AVX2 = 1 | AVX512 = 1 |"
+    added = describe_change(info("C"), info("D", rerank__build=avx2))
+    assert added == "+rerank(model=cross-encoder/ms-marco-MiniLM-L-6-v2, depth=20)"
+    other = describe_change(info("D", rerank__build=avx2), info("D", rerank__build=avx512))
+    assert other == f"rerank.build {avx2}->{avx512}"
+
+
 def test_second_factor_beyond_the_variant_is_flagged():
     chk = check_comparison(info("A"), info("C", bm25__k1=1.2), "variant")
     assert not chk.ok

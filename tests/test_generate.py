@@ -21,6 +21,7 @@ from ablate.evaluation import EvalSettings
 from ablate.record import ROLE_SWEEP_PARENT, T_ROLE, parse_funnel
 from ablate.runner.pipeline import Pipeline, run_pipeline
 from ablate.runner.settings import RunSettings
+from ablate.stages.base import StageContext
 from ablate.stages.generate.gguf import SMOLLM2, resolve_gguf
 from ablate.stages.generate.llama_cpp import LlamaCppGenerator
 from ablate.stages.generate.openai import GeneratorUnavailable, OpenAIGenerator
@@ -65,6 +66,87 @@ class TestSmolLM2Contract(GeneratorContract):
 def test_the_prompt_template_is_part_of_the_identity(other_prompt):
     assert small().fingerprint().key != small(prompt=other_prompt).fingerprint().key
     assert small().generation_identity() == small(price_in_per_1k=0.5, repeats=2).generation_identity()
+
+
+def _system_info() -> str:
+    """llama.cpp's own report of the build this process imported."""
+    return llama_cpp.llama_print_system_info().decode("utf-8").strip()
+
+
+def test_the_llama_cpp_build_is_read_quietly_once_without_a_model():
+    from ablate.stages.generate import llama_cpp as stage_module
+
+    p = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "from ablate.stages.generate.llama_cpp import llama_build; print(llama_build())",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert p.returncode == 0 and p.stderr == "", p.stderr
+    assert p.stdout.strip() == _system_info() != ""
+    assert stage_module.llama_build() is stage_module.llama_build()  # read once per process
+
+
+def test_another_llama_cpp_build_is_another_identity_and_never_served_from_the_cache(
+    tmp_path, tiny_corpus, monkeypatch
+):
+    """pip builds llama-cpp-python for the CPU it is installed on; answers made by another build (other kernels,
+    other rounding) must not come from the cache, and the run says which build it was."""
+    from ablate.stages.generate import llama_cpp as stage_module
+
+    here = small()
+    assert here.params()["build"] == _system_info()
+    cache = Cache(tmp_path / "gen")
+    context = StageContext(load_corpus(tiny_corpus), cache)
+    prompts = [here.template.render("What is 2 + 2?", ["Two plus two is four."])]
+    here.prepare(context)
+    here.generate(prompts, cache)
+    assert here.stats["generated"] == 1
+    monkeypatch.setattr(
+        stage_module, "llama_build", lambda: "CPU : SSE3 = 1 | AVX = 1 | AVX2 = 1 | FMA = 1 |"
+    )
+    other = small()
+    assert other.params()["build"] != here.params()["build"]
+    assert other.fingerprint().key != here.fingerprint().key
+    assert other.generation_identity() != here.generation_identity()
+    other.prepare(context)
+    other.generate(prompts, cache)
+    assert other.stats["generated"] == 1 and other.stats["cached"] == 0
+
+
+def _prompt_logits(gen: LlamaCppGenerator, messages) -> list[float]:
+    """Generate one token for ``messages`` and return the logits it was picked from (the prompt's last position)."""
+    gen.generate([messages], Cache(enabled=False))
+    llm = gen._load()
+    return list(llama_cpp.llama_get_logits_ith(llm.ctx, -1)[: llm.n_vocab()])
+
+
+@pytest.mark.slow  # the shipped Qwen (its 1 GB GGUF joined into the test's cache): SmolLM2's Q4_1 kernels show no effect
+def test_an_answer_does_not_depend_on_the_prompt_asked_before_it(tmp_path, tiny_corpus):
+    """llama-cpp-python keeps the tokens a prompt shares with the previous one and evaluates only the rest; where that
+    split falls changes the rounding of Qwen's Q4_K kernels (experiments/results/llama_build.md), so an answer would
+    depend on the question before it. Every prompt is evaluated whole: asked first or second, same logits."""
+    from ablate.stages.generate.gguf import QWEN
+
+    gen = LlamaCppGenerator(model=QWEN, prompt=PROMPT, max_tokens=1, n_threads=1, n_ctx=1024)
+    gen.prepare(StageContext(load_corpus(tiny_corpus), Cache(tmp_path / "cache")))
+    before = gen.template.render(
+        "What is the hotel cap for a manager in Hangzhou?",
+        [
+            "Travel policy 2026, clause 5.1: hotel caps per night: managers 600 yuan in Hangzhou, staff 450 yuan."
+        ],
+    )
+    asked = gen.template.render(
+        "Which vendor issued invoice INV-120?",
+        ["Invoice INV-120 from Pudong Swift Travel Services, airport transfer, 118.50 yuan including VAT."],
+    )
+    first = _prompt_logits(gen, asked)
+    _prompt_logits(gen, before)
+    assert _prompt_logits(gen, asked) == first
 
 
 def _answers_corpus(root: Path) -> Path:
@@ -418,6 +500,7 @@ def test_cli_run_on_the_tiny_corpus_logs_answer_metrics_the_diagnosis_and_the_fu
     (run,) = t.find_runs([t.experiment_id("cli-answers-tiny", create=False)])
     m = run.metrics
     assert run.status == "FINISHED" and run.params["generator.max_tokens"] == "8"
+    assert run.params["generator.build"] == _system_info()  # the llama.cpp build that made the answers
     n_answerable, n_no_answer, n_dev = _dev_counts(corpus, "employee")
     assert (n_answerable, n_no_answer, n_dev) == (2, 2, 4)
     assert m["generator_generated"] == n_dev  # every dev question, the no-answer ones included

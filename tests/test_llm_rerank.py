@@ -106,6 +106,38 @@ def test_scores_are_log_p_yes_with_prefix_reuse_and_cached(tmp_path, model_path)
     assert shorter.stats["pairs_scored"] == 3  # another identity: nothing served from the first entries
 
 
+def test_another_llama_cpp_build_is_another_identity_and_another_score_cache_entry(monkeypatch, model_path):
+    """Kernels compiled for another CPU round differently: the build is logged (``rerank.build``), part of the
+    stage's fingerprint and of the score cache's key."""
+    from ablate.stages.rerank import llm
+
+    template = PromptTemplate.load(PROMPT, "rerank.prompt", FIELDS)
+    here, scorer = stage(), LlmJudgeScorer(model_path.path, model_path.sha256, template)
+    assert here.params()["build"] == llama_cpp.llama_print_system_info().decode("utf-8").strip()
+    assert scorer.fingerprint()["llama_cpp_build"] == here.params()["build"]
+    monkeypatch.setattr(llm, "llama_build", lambda: "CPU : SSE3 = 1 | AVX = 1 | AVX2 = 1 | FMA = 1 |")
+    other, other_scorer = stage(), LlmJudgeScorer(model_path.path, model_path.sha256, template)
+    assert other.params()["build"] != here.params()["build"]
+    assert other.fingerprint().key != here.fingerprint().key
+    assert other_scorer._entry_key("q") != scorer._entry_key("q")
+
+
+@pytest.mark.slow  # the shipped Qwen (its 1 GB GGUF joined into the test's cache): SmolLM2's Q4_1 kernels show no effect
+def test_a_score_does_not_depend_on_the_pair_scored_before_it(tmp_path):
+    """Where an evaluation is split changes the rounding of Qwen's Q4_K kernels (experiments/results/llama_build.md);
+    the head is always its own batch, so the same pairs scored in another order get the same scores."""
+    from ablate.stages.generate.gguf import QWEN
+
+    qwen = resolve_gguf(QWEN, Cache(tmp_path / "gguf"), "rerank.model")
+    template = PromptTemplate.load(PROMPT, "rerank.prompt", FIELDS)
+    forward, backward = _run(), Run("fused", {"q": list(reversed(_run().get("q")))})
+    scores = []
+    for run in (forward, backward):
+        scorer = LlmJudgeScorer(qwen.path, qwen.sha256, template, cache=None, n_threads=1)
+        scores.append({h.chunk_id: h.score for h in scorer.rerank(run, QUERY, CHUNKS, depth=3).get("q")})
+    assert scores[0] == scores[1]
+
+
 def test_a_passage_longer_than_the_limit_is_cut(tmp_path, model_path):
     template = PromptTemplate.load(PROMPT, "rerank.prompt", FIELDS)
     scorer = LlmJudgeScorer(

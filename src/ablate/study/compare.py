@@ -225,12 +225,13 @@ def _show(v: Any) -> str:
 
 
 def _stage_summary(run: RecordedRun, stage: str) -> str:
-    """``rrf(k=60, window=100)``: a stage and its top-level params (not batch sizes or nested settings)."""
+    """``rrf(k=60, window=100)``: a stage and its top-level params (not batch sizes, the llama.cpp build's system info
+    or nested settings)."""
     pre = f"{stage}."
     items = [
         f"{k[len(pre) :]}={_show(v)}"
         for k, v in run.params.items()
-        if k.startswith(pre) and "." not in k[len(pre) :] and not k.endswith("batch_size")
+        if k.startswith(pre) and "." not in k[len(pre) :] and not k.endswith(("batch_size", ".build"))
     ]
     return f"{stage}({', '.join(items)})" if items else stage
 

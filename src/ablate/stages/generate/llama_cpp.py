@@ -8,11 +8,24 @@ by default (``temperature: 0``), with a fixed seed.
 Before anything runs, once the corpus is loaded, :func:`check_context_fits` refuses a ``context_k`` whose worst-case
 prompt (the template with the ``context_k`` passages of the corpus with the most tokens and the split's question
 with the most tokens, counted by the model's own tokenizer and chat template) plus ``max_tokens`` exceeds ``n_ctx``.
+
+The llama.cpp build is part of the identity too (:func:`llama_build`, logged as ``generator.build``): pip compiles
+llama-cpp-python for the CPU it is installed on (``GGML_NATIVE``), so one version built on an AVX2 machine and on an
+AVX-512 machine runs different kernels, whose float rounding can make greedy decoding pick another token. A
+generation made by another build is therefore never served from the cache, and two runs that differ only in the build
+say so.
+
+Every prompt is evaluated whole (the model's state is reset before each completion). llama-cpp-python would otherwise
+keep the tokens the previous prompt shares with this one (the system text) and evaluate only the rest, and where that
+split falls changes the float rounding of a quantised model's kernels: an answer would depend on which question was
+asked before it (a variant run alone, a sweep in another order, a partly cached sweep), not only on what the cache key
+holds.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import heapq
 import os
 from collections.abc import Sequence
@@ -26,7 +39,26 @@ from ablate.stages.generate.gguf import QWEN, ResolvedGGUF, identify_gguf, resol
 from ablate.stages.generate.prompt import PromptTemplate
 
 #: Bump when how a completion is requested changes (part of the fingerprint and of every generation's cache key).
-CODE_VERSION = "ablate-llama-cpp/1"
+CODE_VERSION = "ablate-llama-cpp/2"
+
+
+#: :func:`llama_build` when llama-cpp-python is not installed (the stage then fails when it loads its model).
+NOT_INSTALLED = "llama-cpp-python not installed"
+
+
+@functools.cache
+def llama_build() -> str:
+    """llama.cpp's ``llama_print_system_info()`` for the llama-cpp-python this process imports: the CPU features its
+    kernels were compiled for (``CPU : SSE3 = 1 | ... | AVX2 = 1 | ... | AVX512 = 1 | ...``), read once per process
+    without loading a model (llama.cpp's log, which goes to ``sys.stderr``, is silenced while it is read). Part of the
+    identity of every stage that runs llama.cpp (module docstring)."""
+    try:
+        import llama_cpp
+    except ImportError:
+        return NOT_INSTALLED
+    with open(os.devnull, "w") as null, contextlib.redirect_stderr(null):
+        info = llama_cpp.llama_print_system_info()
+    return (info.decode("utf-8", errors="replace") if isinstance(info, bytes) else str(info)).strip()
 
 
 def open_llama(path: str, n_ctx: int, n_threads: int, seed: int, what: str) -> Any:
@@ -160,11 +192,14 @@ class LlamaCppGenerator(GeneratorBase):
         self._sha256 = identify_gguf(
             self.model, f"{name}.model"
         )  # fails now, before any work, when it is missing
+        self.build = llama_build()
         self._resolved: ResolvedGGUF | None = None
         self._llm: Any = None
 
     def backend_params(self) -> dict[str, Any]:
-        return {"model": self.model, "n_ctx": self.n_ctx, "n_threads": self.n_threads}
+        """The settings, and ``build`` (:func:`llama_build`): logged as ``generator.build``, part of the fingerprint
+        and so of every generation's cache key."""
+        return {"model": self.model, "n_ctx": self.n_ctx, "n_threads": self.n_threads, "build": self.build}
 
     def model_identity(self) -> dict[str, Any]:
         return {"gguf_sha256": self._sha256}
@@ -193,6 +228,7 @@ class LlamaCppGenerator(GeneratorBase):
 
     def _complete(self, messages: Messages, seed: int) -> Generation:
         llm = self._load()
+        llm.reset()  # evaluate the whole prompt, whatever came before (module docstring)
         out = llm.create_chat_completion(
             messages=messages,
             max_tokens=self.max_tokens,

@@ -8,13 +8,17 @@ token is "yes": ``log sum_{t in yes tokens} softmax(logits)_t`` over the first t
 true/false token probability). One forward pass per pair, no sampling: the score is deterministic for a model, a
 prompt and a library version.
 
-Pairs of one question share the prompt's prefix (system text and question come first), and llama.cpp's KV cache keeps
-that prefix between pairs, so only the passage and the closing question are evaluated for each. Passages are cut to
-``max_passage_tokens`` tokens.
+Pairs of one question share the prompt's head (system text and question come first), and llama.cpp's KV cache keeps
+that head between pairs, so only the passage and the closing question are evaluated for each. The head is always
+evaluated as a batch of its own and each pair's rest from where it ends (:meth:`LlmJudgeScorer._score_one`): where an
+evaluation is split changes the rounding of a quantised model's kernels, so reusing whatever the previous pair happened
+to share would make a score depend on which pair was scored before it (an interrupted or extended query, another
+order), not only on what its cache key holds. Passages are cut to ``max_passage_tokens`` tokens.
 
 The scores are cached like the cross-encoder's (:mod:`ablate.stages.rerank.pair_scores`): keyed by this scorer's
 fingerprint (the GGUF's full sha256, the template's sha256, ``max_passage_tokens``, ``n_ctx``, the yes words, llama-cpp-python's
-version and ``CODE_VERSION``) and the texts' hashes. ``stats`` add ``tokens_in`` (prompt tokens evaluated), so a
+version, the llama.cpp build's system info (:func:`~ablate.stages.generate.llama_cpp.llama_build`: kernels compiled for
+another CPU round differently; logged as ``rerank.build``) and ``CODE_VERSION``) and the texts' hashes. ``stats`` add ``tokens_in`` (prompt tokens evaluated), so a
 run's cost per pair is ``time_rerank_seconds / rerank_pairs_scored`` and ``rerank_tokens_in / rerank_pairs_scored``.
 """
 
@@ -37,15 +41,17 @@ from ablate.stages.base import (
     library_versions,
 )
 from ablate.stages.generate.gguf import QWEN, identify_gguf, resolve_gguf
-from ablate.stages.generate.llama_cpp import open_llama
+from ablate.stages.generate.llama_cpp import llama_build, open_llama
 from ablate.stages.generate.prompt import PromptTemplate
 from ablate.stages.rerank.pair_scores import STAT_KEYS, CachedPairScorer
 
 #: Bump when the judgement or the score form changes: part of the fingerprint and of every score cache key.
-CODE_VERSION = "ablate-llm-rerank/1"
+CODE_VERSION = "ablate-llm-rerank/2"
 LIBRARIES = ("llama-cpp-python",)
 YES_WORDS = ("yes", "Yes", " yes", " Yes")
 FIELDS = ("{passage}", "{question}")
+#: Two one-word passages whose prompts share exactly the head a question's pairs share (:meth:`LlmJudgeScorer._head`).
+HEAD_PROBES = ("alpha", "omega")
 
 
 class LlmJudgeScorer(CachedPairScorer):
@@ -73,6 +79,10 @@ class LlmJudgeScorer(CachedPairScorer):
         self._format: Any = None
         self._yes: list[int] = []
         self._progress: Any = None
+        self._heads: dict[
+            str, list[int]
+        ] = {}  # question -> its pairs' head tokens (the current question only)
+        self._evaluated_head = -1  # length of the head the model's state starts with (-1: none)
         super().__init__(cache)
         self.stats["tokens_in"] = 0
 
@@ -86,6 +96,7 @@ class LlmJudgeScorer(CachedPairScorer):
             "yes_words": list(YES_WORDS),
             "score": "log_p_yes",
             "libraries": library_versions(*LIBRARIES),
+            "llama_cpp_build": llama_build(),
         }
 
     def _load(self) -> Any:
@@ -109,20 +120,33 @@ class LlmJudgeScorer(CachedPairScorer):
             toks = toks[-(self.n_ctx - 1) :]
         return toks
 
-    def _score_one(self, toks: list[int]) -> float:
+    def _head(self, question: str) -> list[int]:
+        """The tokens every pair of ``question`` starts with: the common prefix of its prompts with two different
+        one-word passages (the prompt up to its passage)."""
+        if question not in self._heads:
+            a, b = (self._tokens(question, probe) for probe in HEAD_PROBES)
+            self._heads = {question: a[: _common_prefix(a, b)]}
+        return self._heads[question]
+
+    def _score_one(self, toks: list[int], head: list[int]) -> float:
+        """log P("yes") after ``toks``, evaluated as ``head`` (its part of the pair's tokens) in a batch of its own,
+        kept from the previous pair when that one had the same head, then the rest: the same splits whatever came
+        before (module docstring)."""
         import llama_cpp
 
         llm = self._llm
-        done = llm.input_ids[: llm.n_tokens].tolist()
-        keep = 0
-        for a, b in zip(done, toks, strict=False):
-            if a != b:
-                break
-            keep += 1
-        keep = min(keep, len(toks) - 1)  # evaluate at least the last token: its logits are the judgement
-        llm.n_tokens = keep
-        llm.eval(toks[keep:])
-        self.stats["tokens_in"] += len(toks) - keep
+        h = min(
+            _common_prefix(toks, head), len(toks) - 1
+        )  # at least the last token is evaluated: its logits judge
+        if h == self._evaluated_head and llm.n_tokens >= h and llm.input_ids[:h].tolist() == toks[:h]:
+            llm.n_tokens = h
+        else:
+            llm.reset()
+            llm.eval(toks[:h])
+            self._evaluated_head = h
+            self.stats["tokens_in"] += h
+        llm.eval(toks[h:])
+        self.stats["tokens_in"] += len(toks) - h
         ptr = llama_cpp.llama_get_logits_ith(llm.ctx, -1)
         logits = np.ctypeslib.as_array(ptr, shape=(llm.n_vocab(),)).astype(np.float64)
         top = float(logits.max())
@@ -145,10 +169,19 @@ class LlmJudgeScorer(CachedPairScorer):
     def _predict(self, pairs: Sequence[tuple[str, str]]) -> list[float]:
         out = []
         for question, passage in pairs:
-            out.append(self._score_one(self._tokens(question, passage)))
+            out.append(self._score_one(self._tokens(question, passage), self._head(question)))
             if self._progress is not None:
                 self._progress.update(1)
         return out
+
+
+def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
+    n = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        n += 1
+    return n
 
 
 def _chat_formatter(llm: Any) -> Any:
@@ -174,7 +207,8 @@ class LLMReranker:
 
     ``model``: a shipped name (``qwen2.5-coder-1.5b-instruct``, the generator's default; ``smollm2-135m-instruct``) or
     a ``.gguf`` path; ``prompt``: the judgement template (``{question}``, ``{passage}``); ``depth``;
-    ``max_passage_tokens``; ``n_ctx``; ``n_threads`` (0 = all cores).
+    ``max_passage_tokens``; ``n_ctx``; ``n_threads`` (0 = all cores). ``params()`` also holds ``build`` (the llama.cpp
+    build's system info), so it is logged and part of the fingerprint.
     """
 
     kind: ClassVar[str] = "reranker"
@@ -207,6 +241,7 @@ class LLMReranker:
                 f"{name}.max_passage_tokens",
             )
         self._sha256 = identify_gguf(self.model, f"{name}.model")  # a missing model fails before any work
+        self.build = llama_build()
         self.stats: dict[str, float] = dict.fromkeys((*STAT_KEYS, "tokens_in"), 0.0)
         self._scorer: LlmJudgeScorer | None = None
 
@@ -219,6 +254,7 @@ class LLMReranker:
             "max_passage_tokens": self.max_passage_tokens,
             "n_ctx": self.n_ctx,
             "n_threads": self.n_threads,
+            "build": self.build,  # the llama.cpp build: logged as rerank.build, part of the fingerprint
         }
 
     def fingerprint(self) -> Fingerprint:
