@@ -28,7 +28,7 @@ from __future__ import annotations
 import functools
 import math
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from importlib import metadata
@@ -285,6 +285,3 @@ def _range(lo: float | None, hi: float | None) -> str:
 def delta(after: Mapping[str, float], before: Mapping[str, float]) -> dict[str, float]:
     """Per-counter increase from ``before`` to ``after`` (counters absent before count from 0)."""
     return {k: float(v) - float(before.get(k, 0.0)) for k, v in after.items()}
-
-
-StageFactory = Callable[..., Stage]
