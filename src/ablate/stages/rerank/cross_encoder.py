@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from ablate.cache import Cache
 from ablate.data.types import Run
 from ablate.errors import ConfigError
+from ablate.models.quiet import quiet_transformers
 from ablate.progress import batches
 from ablate.stages.base import (
     Fingerprint,
@@ -41,7 +42,7 @@ from ablate.stages.rerank.pair_scores import STAT_KEYS, CachedPairScorer
 from ablate.stages.text.compute import PRECISIONS, Compute, resolve_compute
 from ablate.stages.text.defaults import SETTING, encoder_choice
 from ablate.stages.text.encoders import resolve_base_model
-from ablate.stages.text.models import ResolvedModel, quiet_transformers, resolve_model
+from ablate.stages.text.models import ResolvedModel, resolve_model
 
 if TYPE_CHECKING:
     from ablate.data.corpus import Snapshot

@@ -233,7 +233,7 @@ def _fit(
     from sentence_transformers.cross_encoder.losses import BinaryCrossEntropyLoss
     from transformers import get_linear_schedule_with_warmup
 
-    from ablate.stages.text.models import quiet_transformers
+    from ablate.models.quiet import quiet_transformers
 
     n = len(pairs)
     n_pos = sum(1 for _, _, y in pairs if y >= 0.5)
