@@ -19,8 +19,8 @@ folder and renamed into place, so a reader sees a whole model or none; a second 
 nothing and returns the cached folder (``TrainedModel.trained`` is False).
 
 Precision and threads (:mod:`ablate.stages.text.compute`): ``precision="bf16"`` runs the forward and backward passes
-under bf16 autocast (where the CPU has no native bf16 it is refused: emulated, it measured slower than fp32 here);
-``"bf16"`` joins the cache key, ``"fp32"`` adds nothing to it (models trained before the option existed stay valid).
+under bf16 autocast, where a probe of this CPU measured it faster than fp32 (else it is refused before training);
+``"bf16"`` joins the cache key, ``"fp32"`` adds nothing to it (an fp32 key is the key without the option).
 ``num_threads`` sets torch's threads for the training only; it is not in the key (it changes no weight beyond float
 rounding).
 
