@@ -58,8 +58,8 @@ KINDS: dict[str, str] = {
 
 @functools.cache
 def _installed_version(dist: str) -> str | None:
-    # importlib.metadata scans the installed distributions on every call (~1 ms each); a process's installed
-    # versions do not change under it, and every fingerprint asks for them
+    # importlib.metadata scans the installed distributions on every call (experiments/results/bench_design.md); a
+    # process's installed versions do not change under it, and every fingerprint asks for them
     try:
         return metadata.version(dist)
     except metadata.PackageNotFoundError:

@@ -1,8 +1,8 @@
 """Cross-encoder reranking: ``Run -> Run``, with every (query, chunk) score cached by content.
 
 A cross-encoder reads the query and a chunk together and returns one relevance logit (Nogueira & Cho, 2019,
-"Passage Re-ranking with BERT", arXiv:1901.04085). It is far slower than a retriever (about 24 pairs/s at 256 tokens
-on an idle 2-core CPU; 3-6 pairs/s when other processes load it, 5-8 then with one torch thread), so it only rescores
+"Passage Re-ranking with BERT", arXiv:1901.04085). It is far slower than a retriever (a transformer pass per pair; figures
+in ``experiments/README.md``, "Figures behind the stages' docstrings"), so it only rescores
 the top ``depth`` hits of a run, and each score is computed once per (query text, chunk text, model, max_length) and
 kept in the :class:`~ablate.cache.Cache`.
 

@@ -27,11 +27,10 @@ rounding).
 Progress: optimizer steps done, the running loss and an ETA (:class:`ablate.progress.Progress`). Training is not
 resumable: an interrupted run starts over (the finished model is cached, so it is trained once).
 
-Cost and quality (2-core CPU, torch's default 2 threads): about 13 pairs/s at max_length 128 on an idle machine
-(~13 min per epoch of 10k pairs), but 0.8-1.5 pairs/s when other processes keep the load at 4-8, and 2.1-4.3 pairs/s
-with ``torch.set_num_threads(1)``: under contention two threads spin against each other. A small train split teaches little: on the demo
-corpus (36 positives, 190 pairs) the trained reranker over BM25's top 20 scores dev nDCG@10 0.36-0.37 for lr 5e-5,
-1e-4 and 2e-4 (108 steps) against BM25's 0.69, and only 0.72 vs 0.65 on its own train queries.
+Cost and quality: training reads every pair through the transformer once per epoch, so it takes minutes to hours
+on a CPU; on a machine shared with other work one thread (``num_threads: 1``) can be faster than two, which spin
+against each other. A small train split teaches little. Measured throughput and what a small split taught:
+``experiments/README.md`` ("Figures behind the stages' docstrings") and ``experiments/scifact.md``.
 """
 
 from __future__ import annotations

@@ -384,9 +384,9 @@ class DenseRetriever:
             "num_threads"
         ]  # threads change no vector: a sweep over them reuses embeddings and candidates
         if params.get("precision") == "fp32":
-            del params["precision"]  # the default keeps the fingerprint it had before precision existed
+            del params["precision"]  # the default adds nothing: an fp32 key is the key without the option
         if self.index == "flat":
-            del params["index"]  # the default keeps the fingerprint it had before index kinds existed
+            del params["index"]  # the default adds nothing: a flat index's key is the key without the option
             index = "faiss.IndexFlatIP"
         else:
             index = (
