@@ -11,8 +11,8 @@ reranker scores, the trained reranker). ``fp32`` adds nothing to those fingerpri
 same work has without the option.
 
 **Whether bf16 runs on this CPU** is measured here, not assumed: whether bf16 pays depends on the CPU and the torch
-build. Torch may report native bf16 kernels (:func:`native_bf16`, oneDNN's check; it is true on any AVX-512 CPU, with
-or without AVX512-BF16 or AMX, and bf16 can then still be slower than fp32), or convert on the fly (emulation). So the
+build. Torch may report native bf16 kernels (:func:`native_bf16`, oneDNN's check, which is also true on AVX-512 CPUs
+without AVX512-BF16 or AMX, where bf16 can still be slower than fp32), or convert on the fly (emulation). So the
 first ``bf16`` request on a machine runs a short probe (:func:`bf16_probe`: a BERT encoder layer of MiniLM's size,
 timed in fp32 and in autocast bf16 side by side in alternating rounds at one thread, forward only for ``encode`` /
 ``score``, forward and backward for ``train``) and keeps the result in the user cache folder (``bf16-probe/``), keyed
@@ -63,7 +63,7 @@ _MEASURED: dict[str, dict[str, Any]] = {}  # probe results this process has read
 
 @dataclass(frozen=True)
 class Compute:
-    """A validated precision and thread count. ``native`` is whether the CPU has native bf16 (always True for fp32)."""
+    """A validated precision and thread count. ``native``: whether torch reports native bf16 kernels (True for fp32)."""
 
     precision: str = "fp32"
     num_threads: int | None = None
