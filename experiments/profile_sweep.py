@@ -84,7 +84,7 @@ WALL: list[tuple[str, str, str]] = [
     ("  metrics + bootstrap intervals (cached by content)", "ablate.runner.job", "metrics_for"),
     ("  artifacts: build the 9 files' text", "ablate.runner.job", "artifacts_for"),
     ("    run.trec text", "ablate.data.types", "Run.to_trec"),
-    ("    unjudged.csv text (rows and text)", "ablate.evaluation.core", "EvalResult.unjudged_csv"),
+    ("    unjudged.csv text (rows and text)", "ablate.evaluation.result", "EvalResult.unjudged_csv"),
     ("  MLflow: create run", "ablate.tracking", "Tracker.start"),
     ("  MLflow: one log_batch", "ablate.tracking", "Tracker.log_run"),
     ("  MLflow: log the artifacts", "ablate.tracking", "Tracker.log_files"),

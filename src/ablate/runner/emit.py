@@ -15,7 +15,7 @@ from ablate.cache import Cache
 from ablate.data.corpus import Snapshot
 from ablate.evaluation.abstention import AbstentionReport
 from ablate.evaluation.answer_scores import AnswerCosts
-from ablate.evaluation.core import EvalResult
+from ablate.evaluation.result import EvalResult
 from ablate.evaluation.scoring import Scores
 from ablate.runner.settings import CorpusSpec, RunSettings
 from ablate.tables import as_number, fmt, format_table

@@ -36,7 +36,7 @@ import numpy as np
 import pandas as pd
 
 from ablate import record as R
-from ablate.cache import Cache, arrays_digest, key_of, source_digest
+from ablate.cache import Cache, arrays_digest, key_of
 from ablate.errors import ConfigError, InputError
 from ablate.evaluation import stats
 from ablate.record import RecordedRun
@@ -514,7 +514,7 @@ def _tests(
     else:
         key = key_of(
             TESTS_KIND,
-            source_digest(stats.__file__),
+            stats.code_digest(),
             test,
             n_resamples,
             seed,
