@@ -1,4 +1,5 @@
-"""Gaps found by mutation testing of ``ablate.evaluation`` (``units.py`` and the scoring core in ``core.py``).
+"""Units and the edges of scoring (``ablate.evaluation.units`` and the scoring core): chunk labels lifted to
+documents, the ideal list cut at K, empty and unanswerable question sets, the unit rule and its messages.
 
 Every expected value is hand-computed from the declared rules (``ablate.evaluation.core.RULES``) or taken from an
 independent evaluator (pytrec_eval for linear-gain nDCG and recall).
