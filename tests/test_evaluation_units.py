@@ -1,5 +1,5 @@
-"""Gaps found by mutation testing of ``ablate.evaluation`` (``units.py`` and the scoring modules: placement, ideal
-lists, metrics, accounting).
+"""Units and the edges of scoring (``ablate.evaluation.units`` and the scoring core): chunk labels lifted to
+documents, the ideal list cut at K, empty and unanswerable question sets, the unit rule and its messages.
 
 Every expected value is hand-computed from the declared rules (``ablate.evaluation.rules.RULES``) or taken from an
 independent evaluator (pytrec_eval for linear-gain nDCG and recall).

@@ -1,4 +1,4 @@
-"""Gaps found by mutation testing of ``ablate.evaluation.stats``.
+"""``ablate.evaluation.stats`` against naive references, and its edges and messages.
 
 The paired tests are checked against naive reference implementations written here from the docstrings (one resample
 at a time, two-pass variances, itertools enumeration of sign vectors) that draw the same documented random stream
