@@ -110,20 +110,19 @@ class SweepCallback(Callback):
     def _summarize_and_report(self, config: Any) -> None:
         from ablate.cache import Cache
         from ablate.errors import AblateError
-        from ablate.study.report import attach_report
+        from ablate.study.report import ReportOptions, ReportRequest, attach_report
         from ablate.study.sweep_summary import summarize_sweep
 
         assert self.tracker is not None and self.parent is not None
         summarize_sweep(self.tracker, self.parent)
         try:
-            attach_report(
-                self.tracker,
+            request = ReportRequest(
                 self.parent,
                 out=(self.sweep_dir / R.REPORT_DIR) if self.sweep_dir else None,
-                bootstrap=int(config.stats.bootstrap),
-                seed=int(config.stats.seed),
+                options=ReportOptions(bootstrap=int(config.stats.bootstrap), seed=int(config.stats.seed)),
                 cache=Cache(config.cache.dir or None, enabled=bool(config.cache.enabled)),
             )
+            attach_report(self.tracker, request)
             uri = self.tracker.uri
             where = uri if uri.startswith(("http://", "https://")) else f"mlflow ui --backend-store-uri {uri}"
             print(f"compare in the MLflow UI: {where}")
