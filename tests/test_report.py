@@ -178,6 +178,29 @@ def test_test_split_mixed_with_dev_is_loud():
     assert any(w.startswith("SPLIT MIX") for w in rep.warnings) and "SPLIT MIX" in rep.markdown
 
 
+def test_split_warnings_read_held_out_splits_by_the_rows_rule(monkeypatch):
+    """The SPLIT MIX warning and the rows' held-out marking follow one rule (record.HELD_OUT_SPLITS): a study whose
+    held-out split is called ``holdout`` is warned about as one called ``test``."""
+    from ablate import record as R
+
+    monkeypatch.setattr(R, "HELD_OUT_SPLITS", ("test", "holdout"))
+    runs = [record("A", 1), record("C", 3, split="holdout", qrels="t" * 64)]
+    rep = report.build_report(runs, report.ReportOptions(n_resamples=100, plots=False))
+    assert rep.heldout is not None and rep.heldout.mixed
+    assert (
+        "SPLIT MIX: the runs mix the held-out holdout split with dev: tune on dev, then run the chosen setting once "
+        "on holdout" in rep.warnings
+    )
+    sweep = [
+        record("C", 3, split="holdout", qrels="t" * 64),
+        record("C", 4, split="holdout", qrels="t" * 64, rrf__k=10),
+    ]
+    assert any(
+        "sweep on the held-out holdout split is tuning on it" in w
+        for w in report.split_warnings(sweep, "sweep")
+    )
+
+
 def test_paired_on_common_queries():
     runs = [record("A", 1), record("C", 3, drop=("q03", "q17"))]
     rep = report.build_report(runs, report.ReportOptions(n_resamples=1000, metrics=["ndcg@10"], plots=False))
@@ -556,3 +579,73 @@ def test_report_cache_serves_unchanged_figures_and_tests_and_redraws_a_changed_r
     )  # only the changed run's intervals
     assert third.table.equals(report.build_report(changed, opts, **kw).table)
     assert third.plots["metrics_bars.png"] != first.plots["metrics_bars.png"]
+
+
+# -- the report on a store: what cannot be read is loud, nothing is left behind ------------------------------------
+
+
+def test_a_long_sweep_override_is_read_whole_from_its_artifact(mlflow_uri, capsys):
+    """MLflow holds 4,900 characters of a tag: the parent's ablate.overrides is logged cut (one warning) and kept
+    whole as an artifact, and the report's swept params come from the whole value."""
+    from ablate.study.fetch import fetch_runs
+    from ablate.tracking import Tracker
+
+    t = Tracker(mlflow_uri)
+    exp = f"long-{uuid.uuid4().hex[:8]}"
+    overrides = "variant=A,B,C +note=" + "n" * 5000 + " rrf.k=10,60"
+    parent = t.start(exp, "sweep long", tags={"ablate.role": "sweep-parent", "ablate.overrides": overrides})
+    for v, seed in (("A", 1), ("B", 2), ("C", 3)):
+        log_child(t, exp, parent, record(v, seed))
+    stored = t.get_run(parent)
+    assert stored is not None and len(stored.tags["ablate.overrides"]) <= 4900
+    assert swept_from_overrides(stored.tags["ablate.overrides"]) == ["variant"]  # what the cut value says
+    assert "ablate.overrides is 5,032 characters" in capsys.readouterr().err
+    _, source = fetch_runs(t, parent)
+    assert source.swept == ["variant", "rrf.k"]
+
+
+def test_a_report_leaves_no_temp_folder(mlflow_uri, tmp_path, monkeypatch):
+    import tempfile
+
+    from ablate.tracking import Tracker
+
+    t = Tracker(mlflow_uri)
+    exp = f"tmp-{uuid.uuid4().hex[:8]}"
+    parent = t.start(exp, "sweep", tags={"ablate.role": "sweep-parent", "ablate.overrides": "variant=A,B"})
+    for v, seed in (("A", 1), ("B", 2)):
+        log_child(t, exp, parent, record(v, seed))
+    temp = tmp_path / "temp"
+    temp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(temp))
+    options = report.ReportOptions(n_resamples=100, plots=False)
+    for _ in range(2):  # the second looks for report/ and finds it: report-2/
+        report.attach_report(t, report.ReportRequest(parent, out=tmp_path / "out", options=options))
+    assert t.has_artifact(parent, "report-2/ablation.md")
+    assert sorted(p.name for p in temp.iterdir()) == []
+
+
+def test_a_store_that_refuses_to_show_the_parents_reports_is_loud_and_nothing_is_overwritten(
+    mlflow_uri, served_artifacts, tmp_path, monkeypatch
+):
+    """Write-only credentials: the parent's listing is refused (HTTP 403). That is not "no report there": the
+    report stops with one clear error instead of writing report/ over the earlier one."""
+    from ablate.tracking import StoreError, Tracker
+    from conftest import served_experiment
+
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
+    root, files, locked = served_artifacts
+    t = Tracker(mlflow_uri)
+    exp = served_experiment(t, root)
+    parent = t.start(exp, "sweep", tags={"ablate.role": "sweep-parent", "ablate.overrides": "variant=A,B"})
+    for v, seed in (("A", 1), ("B", 2)):
+        log_child(t, exp, parent, record(v, seed))
+    options = report.ReportOptions(n_resamples=100, plots=False)
+    report.attach_report(t, report.ReportRequest(parent, out=tmp_path / "out", options=options))
+    first = {k: v for k, v in files.items() if parent in k}
+    assert any(k.endswith("/report/ablation.md") for k in first)
+    locked.add(parent)
+    with pytest.raises(
+        StoreError, match=r"refused the credentials listing the artifacts of run .* \(HTTP 403\)"
+    ):
+        report.attach_report(t, report.ReportRequest(parent, out=tmp_path / "out", options=options))
+    assert {k: v for k, v in files.items() if parent in k} == first

@@ -227,3 +227,57 @@ def check_uri(uri: str, key: str = "tracking.uri", writes: bool = True) -> None:
         )
     if not os.access(folder, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
         raise ConfigError(key, uri, f"{path} is not writable; choose a writable location")
+
+
+class StoreError(AblateError):
+    """The store answered a read with an error that does not say "no such run or artifact" (credentials refused, a
+    server failing, an artifact store that cannot be read): never taken for "not found"."""
+
+
+def not_found(e: BaseException) -> bool:
+    """Whether MLflow's error says what was asked for does not exist (``RESOURCE_DOES_NOT_EXIST``): the one failure
+    a read reports as "not there"."""
+    return getattr(e, "error_code", None) == "RESOURCE_DOES_NOT_EXIST"
+
+
+def _http_status(e: BaseException) -> int | None:
+    """The HTTP status of a failed request to a server (MLflow's error code, or the response of an artifact store)."""
+    codes = {"UNAUTHENTICATED": 401, "PERMISSION_DENIED": 403}
+    for cause in (e, e.__cause__, e.__context__):
+        if cause is None:
+            continue
+        code = getattr(cause, "error_code", None)
+        if code in codes:
+            return codes[str(code)]
+        status = getattr(getattr(cause, "response", None), "status_code", None)
+        if isinstance(status, int):
+            return status
+    return None
+
+
+def store_error(uri: str, what: str, e: BaseException) -> AblateError:
+    """The one-line error for a read of the store (``what``: "reading run <id>", ...) that failed for another reason
+    than :func:`not_found`: refused credentials name the variables to set; anything else says what the store
+    answered (on one line, short, without the password or token MLflow sends)."""
+    if isinstance(e, AblateError):  # already one line with its fix (a server found down)
+        return e
+    shown = _redacted(uri)
+    status = _http_status(e)
+    if status in (401, 403):
+        return StoreError(
+            f"the tracking store {shown} refused the credentials {what} (HTTP {status}). Fix: set "
+            "MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD (or MLFLOW_TRACKING_TOKEN) for it and run the "
+            "command again"
+        )
+    text = " ".join(str(e).split())
+    for name in ("MLFLOW_TRACKING_PASSWORD", "MLFLOW_TRACKING_TOKEN"):
+        secret = os.environ.get(name, "")
+        if len(secret) >= 4:
+            text = text.replace(secret, "***")
+    if len(text) > 200:
+        text = text[:200] + "..."
+    return StoreError(
+        f"the tracking store {shown} failed {what} ({type(e).__name__}: {text}); this is not a missing run or "
+        "artifact. Fix: check that the store answers and can be read (tracking.uri / --tracking-uri), then run the "
+        "command again"
+    )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import math
 import os
 import shutil
@@ -12,10 +13,11 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ablate.record import T_FAILURE, T_PARENT, RecordedRun, metric_key, param_key, param_value
+from ablate.errors import AblateError
+from ablate.record import T_FAILURE, T_PARENT, RecordedRun, cut_artifact, metric_key, param_key, param_value
 from ablate.tracking.calls import _retry, _store_call
-from ablate.tracking.limits import batches
-from ablate.tracking.store import HTTP_LIMITS, _ServerClient, sqlite_path
+from ablate.tracking.limits import PARAM_LIMIT, TAG_LIMIT, batches, fit
+from ablate.tracking.store import HTTP_LIMITS, StoreError, _ServerClient, not_found, sqlite_path, store_error
 
 _UMASK = os.umask(0)
 os.umask(_UMASK)
@@ -61,6 +63,7 @@ class Tracker:
         self.client: Any  # an MlflowClient (a _ServerClient around one for a tracking server)
         self._artifact_uris: dict[str, str] = {}
         self._reads: dict[tuple[Any, ...], Any] | None = None  # see held_reads
+        self._own_files: dict[str, set[str]] = {}  # run id -> whole values of its tags this tracker wrote
         db = sqlite_path(uri)
         if db is None:
             if uri.startswith(("http://", "https://")):
@@ -152,20 +155,26 @@ class Tracker:
         parent_run_id: str | None = None,
     ) -> str:
         self._wrote(None)  # a new run: any search may now find it
-        tags = dict(tags or {})
+        tags = {k: str(v) for k, v in (tags or {}).items()}
         if parent_run_id:
             tags[T_PARENT] = parent_run_id
+        tags, whole = fit(tags, "tags", TAG_LIMIT)
         exp_id = self.experiment_id(experiment)
         run = _retry(self.client.create_run, exp_id, run_name=run_name, tags=tags)
-        self._artifact_uris[str(run.info.run_id)] = str(run.info.artifact_uri)
-        return str(run.info.run_id)
+        run_id = str(run.info.run_id)
+        self._artifact_uris[run_id] = str(run.info.artifact_uri)
+        if whole:
+            self._log_whole(run_id, whole)
+        return run_id
 
     def end(self, run_id: str, status: str = "FINISHED", reason: str | None = None) -> None:
         """End a run (``FINISHED``, ``FAILED`` or ``KILLED``); a reason goes into the tag ``ablate.failure``."""
         self._wrote(run_id)
         if reason:
-            with contextlib.suppress(Exception):
-                _retry(self.client.set_tag, run_id, T_FAILURE, reason[:4900])
+            with contextlib.suppress(
+                Exception
+            ):  # the reason is the caller's to report; the status still ends
+                self.log_run(run_id, tags={T_FAILURE: reason})
         _retry(self.client.set_terminated, run_id, status)
 
     @contextlib.contextmanager
@@ -207,11 +216,25 @@ class Tracker:
         if bad:
             raise ValueError(f"metrics without a finite value cannot be logged: {', '.join(bad[:10])}")
         now = int(time.time() * 1000)
-        p = [Param(param_key(k), param_value(v)) for k, v in (params or {}).items()]
-        t = [RunTag(param_key(k), str(v)[:4900]) for k, v in (tags or {}).items()]
+        pv, whole_p = fit(
+            {param_key(k): param_value(v) for k, v in (params or {}).items()}, "params", PARAM_LIMIT
+        )
+        tv, whole_t = fit({param_key(k): str(v) for k, v in (tags or {}).items()}, "tags", TAG_LIMIT)
+        if whole_p:
+            self.log_files(run_id, whole_p)
+        if whole_t:
+            self._log_whole(run_id, whole_t)
+        p = [Param(k, v) for k, v in pv.items()]
+        t = [RunTag(k, v) for k, v in tv.items()]
         m = [Metric(metric_key(k), float(v), now, step) for k, v in metrics.items()]
         for bp, bm, bt in batches(p, m, t):
             _retry(self.client.log_batch, run_id, metrics=bm, params=bp, tags=bt)
+
+    def _log_whole(self, run_id: str, whole: Mapping[str, str]) -> None:
+        """Keep the whole values of tags cut to fit MLflow as the run's artifacts, remembered as the run's own: a copy
+        of another run's artifacts (:meth:`copy_artifacts`) never replaces them."""
+        self.log_files(run_id, whole)
+        self._own_files.setdefault(run_id, set()).update(whole)
 
     def set_tags(self, run_id: str, tags: Mapping[str, Any]) -> None:
         self.log_run(run_id, tags=tags)
@@ -256,7 +279,8 @@ class Tracker:
             _retry(self.client.log_artifacts, run_id, tmp)
 
     def copy_artifacts(self, src_run_id: str, dst_run_id: str, skip: Sequence[str] = ()) -> None:
-        """Give ``dst_run_id`` every artifact of ``src_run_id`` (same relative paths) but those named in ``skip``.
+        """Give ``dst_run_id`` every artifact of ``src_run_id`` (same relative paths) but those named in ``skip`` and
+        the whole values of ``dst_run_id``'s own tags this tracker kept (:meth:`_log_whole`).
 
         When both runs keep their artifacts in local folders (a ``file:`` artifact store), each file is hard-linked
         (copied where the file system refuses a link): artifacts are written once and never changed, so the two
@@ -264,7 +288,7 @@ class Tracker:
         write for the new run must be in ``skip``: writing through a link would change the source run's file too.
         Otherwise the artifacts are downloaded to a temp folder and logged through MLflow."""
         self._wrote(dst_run_id)
-        skipped = set(skip)
+        skipped = set(skip) | self._own_files.get(dst_run_id, set())
         src, dst = self.local_artifact_root(src_run_id), self.local_artifact_root(dst_run_id)
         if src is not None and dst is not None and src.is_dir():
             for f in sorted(src.rglob("*")):
@@ -300,11 +324,16 @@ class Tracker:
             yield _files_under(Path(_retry(self.client.download_artifacts, run_id, "", tmp)))
 
     def get_run(self, run_id: str) -> RecordedRun | None:
+        """The run as plain data; None when the store says there is no such run. Any other failure (credentials
+        refused, a server error) raises :class:`ablate.tracking.store.StoreError`: it is never "not found"."""
+
         def read() -> RecordedRun | None:
             try:
                 run = _retry(self.client.get_run, run_id)
-            except Exception:  # noqa: BLE001 - MlflowException(RESOURCE_DOES_NOT_EXIST) and friends
-                return None
+            except Exception as e:  # noqa: BLE001 - only MLflow's "does not exist" is "no such run"
+                if not_found(e):
+                    return None
+                raise store_error(self.uri, f"reading run {run_id}", e) from e
             self._artifact_uris[run_id] = str(run.info.artifact_uri)
             return _record(run)
 
@@ -357,7 +386,10 @@ class Tracker:
         return self.find_runs([parent.experiment_id], f"tags.`{T_PARENT}` = '{parent_run_id}'")
 
     def download_artifact(self, run_id: str, path: str, dst: str | os.PathLike[str]) -> Path | None:
-        """Download one artifact of a run into ``dst``; None when the run has no such artifact."""
+        """Download one artifact of a run into ``dst``; None when the run has no such artifact: MLflow's download
+        failed and the run's listing confirms the path is not there (MLflow reports every failed download of a run's
+        artifact as RESOURCE_DOES_NOT_EXIST, a refused login too). Any other failure raises
+        :class:`ablate.tracking.store.StoreError`."""
         os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
         Path(dst).mkdir(parents=True, exist_ok=True)
         root = self.local_artifact_root(run_id)
@@ -376,17 +408,65 @@ class Tracker:
             return Path(shutil.copyfile(src, target))
         try:
             return Path(_retry(self.client.download_artifacts, run_id, path, str(dst)))
-        except Exception:  # noqa: BLE001 - mlflow raises several types for a missing artifact
-            return None
+        except Exception as e:  # noqa: BLE001 - MLflow reports any failed download as "does not exist": ask again
+            if isinstance(e, AblateError):
+                raise
+            if not self.has_artifact(run_id, path):
+                return None
+            raise store_error(self.uri, f"downloading the artifact {path} of run {run_id}", e) from e
+
+    def has_artifact(self, run_id: str, path: str) -> bool:
+        """Whether the run holds the artifact (file or folder) ``path``: looked up in its folder when its artifacts are
+        local files, else in MLflow's listing of the folder above it. False for a run that does not exist; any other
+        failure raises :class:`ablate.tracking.store.StoreError`."""
+        path = path.strip("/")
+        root = self.local_artifact_root(run_id)
+        if root is not None:
+            return (root / path).exists()
+        above = path.rpartition("/")[0]
+        try:
+            listed = _retry(self.client.list_artifacts, run_id, above or None)
+        except Exception as e:  # noqa: BLE001 - only MLflow's "does not exist" is "not there"
+            if not_found(e):
+                return False
+            raise store_error(self.uri, f"listing the artifacts of run {run_id}", e) from e
+        return any(str(f.path).strip("/") == path for f in listed)
+
+    def whole(self, run: RecordedRun) -> RecordedRun:
+        """``run`` with every param and tag that was cut to fit MLflow (:func:`ablate.record.shortened`) replaced by
+        its whole value, read from the artifact it names. For code that parses such a value (a sweep's
+        ``ablate.overrides``, ``ablate.param_sources``); a run without a cut value is returned as it is."""
+        cut = [
+            (kind, key, path)
+            for kind, values in (("params", run.params), ("tags", run.tags))
+            for key, value in values.items()
+            if (path := cut_artifact(value)) is not None
+        ]
+        if not cut:
+            return run
+        params, tags = dict(run.params), dict(run.tags)
+        with tempfile.TemporaryDirectory(prefix="ablate-whole-") as tmp:
+            for kind, key, path in cut:
+                got = self.download_artifact(run.run_id, path, tmp)
+                if got is None or not got.is_file():
+                    raise StoreError(
+                        f"run {run.run_id}: its {kind[:-1]} {key} was cut to fit MLflow and its whole value, the "
+                        f"artifact {path}, is missing. Fix: restore the artifact, or re-run the run"
+                    )
+                (params if kind == "params" else tags)[key] = got.read_text(encoding="utf-8")
+        return dataclasses.replace(run, params=params, tags=tags)
 
     def local_artifact_root(self, run_id: str) -> Path | None:
-        """The folder of the run's artifacts when they are local files (a ``file:`` artifact URI), else None."""
+        """The folder of the run's artifacts when they are local files (a ``file:`` artifact URI); None when they are
+        not, or when there is no such run. Any other failure raises :class:`ablate.tracking.store.StoreError`."""
         from urllib.parse import unquote, urlparse
 
         try:
             uri = self.artifact_uri(run_id)
-        except Exception:  # noqa: BLE001 - no such run: MLflow's own download reports it
-            return None
+        except Exception as e:  # noqa: BLE001 - only MLflow's "does not exist" is "no such run"
+            if not_found(e):  # the caller's own read of the run says so
+                return None
+            raise store_error(self.uri, f"reading run {run_id}", e) from e
         parsed = urlparse(uri)
         if parsed.scheme != "file" or parsed.netloc not in ("", "localhost"):
             return None
