@@ -584,11 +584,13 @@ def test_report_cache_serves_unchanged_figures_and_tests_and_redraws_a_changed_r
 # -- the report on a store: what cannot be read is loud, nothing is left behind ------------------------------------
 
 
-def test_a_long_sweep_override_is_read_whole_from_its_artifact(mlflow_uri, capsys):
+def test_a_long_sweep_override_is_read_whole_from_its_artifact(mlflow_uri, capsys, monkeypatch):
     """MLflow holds 4,900 characters of a tag: the parent's ablate.overrides is logged cut (one warning) and kept
     whole as an artifact, and the report's swept params come from the whole value."""
     from ablate.study.fetch import fetch_runs
-    from ablate.tracking import Tracker
+    from ablate.tracking import Tracker, limits
+
+    monkeypatch.setattr(limits, "_SAID", set())  # the warning is once per key and process
 
     t = Tracker(mlflow_uri)
     exp = f"long-{uuid.uuid4().hex[:8]}"
