@@ -42,12 +42,12 @@ SECTIONS: list[tuple[str, str, str]] = [
     ("    evaluation (_score)", "runner/pipeline.py", "_score"),
     ("  bootstrap intervals (headline_cis)", "runner/emit.py", "headline_cis"),
     ("  artifacts (artifacts_for)", "runner/emit.py", "artifacts_for"),
-    ("  MLflow log_batch (log_run)", "ablate/tracking.py", "log_run"),
-    ("  MLflow artifacts (log_files)", "ablate/tracking.py", "log_files"),
-    ("  MLflow run start + end", "ablate/tracking.py", "start|end"),
+    ("  MLflow log_batch (log_run)", "tracking/tracker.py", "log_run"),
+    ("  MLflow artifacts (log_files)", "tracking/tracker.py", "log_files"),
+    ("  MLflow run start + end", "tracking/tracker.py", "start|end"),
     ("end of sweep (callback)", "app/callbacks.py", "on_multirun_end"),
     ("  read runs + per_query.csv (fetch_runs)", "study/fetch.py", "fetch_runs"),
-    ("  report (build_report)", "study/report.py", "build_report"),
+    ("  report (build_report)", "study/report/render.py", "build_report"),
 ]
 
 #: (label, module, attribute path) wrapped with a wall clock in the default mode. Indented rows run inside the
@@ -92,8 +92,8 @@ WALL: list[tuple[str, str, str]] = [
     ("  MLflow: end run", "ablate.tracking", "Tracker.end"),
     ("  MLflow: copy a run's artifacts (reuse)", "ablate.tracking", "Tracker.copy_artifacts"),
     ("end of sweep: summary, report, outcome", "ablate.app.callbacks", "SweepCallback.on_multirun_end"),
-    ("  read the runs and per_query.csv", "ablate.study.report", "fetch_runs"),
-    ("  build the report (tests, figures cached)", "ablate.study.report", "build_report"),
+    ("  read the runs and per_query.csv", "ablate.study.report.attach", "fetch_runs"),
+    ("  build the report (tests, figures cached)", "ablate.study.report.attach", "build_report"),
 ]
 
 

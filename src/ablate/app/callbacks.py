@@ -98,7 +98,7 @@ class SweepCallback(Callback):
         from ablate.errors import AblateError
 
         assert self.tracker is not None and self.parent is not None
-        self._outcome()
+        self._outcome(quiet)
         try:
             self.tracker.end(self.parent, "FINISHED")
         except AblateError as e:
@@ -110,29 +110,35 @@ class SweepCallback(Callback):
     def _summarize_and_report(self, config: Any) -> None:
         from ablate.cache import Cache
         from ablate.errors import AblateError
-        from ablate.study.report import attach_report
+        from ablate.study.report import ReportOptions, ReportRequest, attach_report
         from ablate.study.sweep_summary import summarize_sweep
 
         assert self.tracker is not None and self.parent is not None
         summarize_sweep(self.tracker, self.parent)
         try:
-            attach_report(
-                self.tracker,
+            request = ReportRequest(
                 self.parent,
                 out=(self.sweep_dir / R.REPORT_DIR) if self.sweep_dir else None,
-                bootstrap=int(config.stats.bootstrap),
-                seed=int(config.stats.seed),
+                options=ReportOptions(bootstrap=int(config.stats.bootstrap), seed=int(config.stats.seed)),
                 cache=Cache(config.cache.dir or None, enabled=bool(config.cache.enabled)),
             )
+            attach_report(self.tracker, request)
             uri = self.tracker.uri
             where = uri if uri.startswith(("http://", "https://")) else f"mlflow ui --backend-store-uri {uri}"
             print(f"compare in the MLflow UI: {where}")
         except AblateError as e:  # e.g. a refused comparison must not crash the end of the sweep
             print(f"warning: no ablation report: {e}", file=sys.stderr)
 
-    def _outcome(self) -> None:
+    def _outcome(self, quiet: bool = False) -> None:
+        from ablate.errors import AblateError
+
         assert self.tracker is not None and self.parent is not None
-        children = self.tracker.children(self.parent)
+        try:
+            children = self.tracker.children(self.parent)
+        except AblateError as e:  # the store cannot say how the jobs ended: none is counted as finished
+            if not quiet:
+                print(f"warning: the sweep's jobs could not be read back: {e}", file=sys.stderr)
+            children = []
         try:
             expected = int(os.environ.get(ENV_SIZE, "") or len(children))
         except ValueError:
