@@ -4,6 +4,7 @@ no long functions without a reason."""
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "ablate"
@@ -90,6 +91,19 @@ def test_only_tracking_imports_mlflow_and_only_app_imports_hydra():
     assert mlflow == ["ablate.tracking"]
     hydra = sorted(m for m in MODULES if any(i.split(".")[0] in ("hydra", "omegaconf") for i in IMPORTS[m]))
     assert hydra and all(m.startswith("ablate.app.") for m in hydra), hydra
+
+
+def test_hydra_is_used_through_its_public_api_only():
+    """No module under src/ (ablate and its hydra_plugins) names Hydra's private package or patches its loader: the
+    compose API, the override parser and the plugin interfaces are what Hydra documents and keeps."""
+    private = re.compile(r"hydra\._internal|_load_configuration_impl")
+    found = [
+        f"{path.relative_to(SRC.parent)}:{i}"
+        for path in sorted(SRC.parent.rglob("*.py"))
+        for i, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if private.search(line)
+    ]
+    assert found == []
 
 
 def test_no_function_over_80_lines_without_a_reason():
