@@ -13,8 +13,9 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import OmegaConf
 
 from ablate.app.cli import Command
+from ablate.app.compose import Composer
 from ablate.app.paths import CONF_DIR, register_resolvers
-from ablate.app.plan import Composer, Plan, batches, split_cells, task_cell
+from ablate.app.plan import Plan, batches, split_cells, task_cell
 from ablate.errors import ConfigError
 
 CASES = [

@@ -4,7 +4,7 @@ report printed (and attached to the parent) when the sweep ends.
 The parent run id is handed to the jobs through the environment (inherited by the workers of Hydra's joblib
 launcher; sent in Ray's ``runtime_env`` by ``hydra/launcher=ray``, :mod:`ablate.app.cluster`) and a file in the sweep's own folder (unique per command), never through a folder two sweeps could share.
 The command counts the jobs that failed (FAILED runs, and jobs that never started one) for its exit code
-(:func:`sweep_outcome`).
+(:func:`ablate.app.cli.sweep_outcome`).
 A sweep on the held-out split that the user confirmed (``--confirm-test``) tags its parent ``ablate.test_confirmed=true``.
 """
 
@@ -39,14 +39,6 @@ def _expected_tag(config: Any) -> str:
         return str(expected_jobs(config))
     except AblateError:
         return ""
-
-
-def sweep_outcome(tracker: Tracker, parent: str, expected: int) -> tuple[int, int]:
-    """(jobs, failed) of the sweep under ``parent``: its children that did not finish, and the jobs of the
-    ``expected`` that never started a run."""
-    children = tracker.children(parent)
-    failed = sum(1 for r in children if r.status != "FINISHED") + max(0, expected - len(children))
-    return max(expected, len(children)), failed
 
 
 class SweepCallback(Callback):

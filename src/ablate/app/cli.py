@@ -268,9 +268,16 @@ def _main() -> None:
         _exit_for_failed_jobs(plan)
 
 
+def sweep_outcome(tracker: Any, parent: str, expected: int) -> tuple[int, int]:
+    """(jobs, failed) of the sweep under ``parent``: its children that did not finish, and the jobs of the
+    ``expected`` that never started a run."""
+    children = tracker.children(parent)
+    failed = sum(1 for r in children if r.status != "FINISHED") + max(0, expected - len(children))
+    return max(expected, len(children)), failed
+
+
 def _exit_for_failed_jobs(plan: Plan) -> None:
     """Exit 1 when jobs of the sweep failed: FAILED children of its parent run and cells that never started one."""
-    from ablate.app.callbacks import sweep_outcome
     from ablate.tracking import shared_tracker
 
     parent = os.environ.get(ENV_PARENT)

@@ -19,17 +19,15 @@ What is refused here, with one line naming the key, value or file and the fix:
 
 from __future__ import annotations
 
-import difflib
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from ablate.app.compose import known_keys, unknown_key_error
 from ablate.app.paths import (
     CONF_DIR,
-    STAGE_GROUPS,
     group_options,
-    read_yaml,
     register_resolvers,
     stage_blocks,
 )
@@ -37,7 +35,6 @@ from ablate.app.plan import Plan, is_multirun
 from ablate.errors import AblateError, ConfigError
 
 NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,99}")
-_NOT_IN_STRUCT = re.compile(r"Could not override '([^']+)'")
 
 
 def check_group_options(argv: list[str]) -> None:
@@ -86,40 +83,6 @@ def check_callbacks(cfg: Any) -> None:
             check_plugin_config(f"hydra.{part}", OmegaConf.to_container(node, resolve=False))
 
 
-def known_keys() -> list[str]:
-    """Every key a user can set: the settings in ``conf/config.yaml`` and every stage's parameters."""
-
-    from ablate.record import flatten
-
-    keys: set[str] = set()
-    data = read_yaml(CONF_DIR / "config.yaml") or {}
-    keys.update(k for k in flatten({k: v for k, v in data.items() if k not in ("defaults", "hydra")}))
-    for group in (*STAGE_GROUPS, "corpus"):
-        for f in (CONF_DIR / group).glob("*.yaml"):
-            d = read_yaml(f) or {}
-            if group == "corpus":
-                d = {"corpus": d.get("corpus", d)}
-            keys.update(k for k in flatten(d) if "_target_" not in k and not k.startswith("defaults"))
-    keys.update({"variant.name", "variant.description", "variant.order"})
-    return sorted(keys)
-
-
-def unknown_key_error(key: str, value: str) -> ConfigError:
-    close = difflib.get_close_matches(key, known_keys(), n=1, cutoff=0.6)
-    hint = f"did you mean {close[0]}?" if close else "see python -m ablate --help for the settings"
-    return ConfigError(key, value, f"there is no such setting; {hint}")
-
-
-def hydra_error(message: str, overrides: list[str]) -> ConfigError:
-    """Hydra's composition error as one line: an unknown key names the closest valid one."""
-    m = _NOT_IN_STRUCT.search(message)
-    if m:
-        key = m.group(1)
-        value = next((o.partition("=")[2] for o in overrides if o.lstrip("+~").startswith(key + "=")), "")
-        return unknown_key_error(key, value)
-    return ConfigError("overrides", " ".join(overrides), message.strip().splitlines()[0])
-
-
 @contextmanager
 def hydra_config_dir() -> Iterator[None]:
     """Hydra's compose API on ``conf/`` (the command line's own config directory)."""
@@ -132,7 +95,7 @@ def hydra_config_dir() -> Iterator[None]:
 def compose_cell(overrides: list[str]) -> Any:
     """The composed config of one cell (Hydra's own composition), Hydra's errors as one-line ConfigErrors; call
     inside :func:`hydra_config_dir`."""
-    from ablate.app.plan import compose_whole
+    from ablate.app.compose import compose_whole
 
     return compose_whole(overrides)
 
@@ -172,8 +135,9 @@ def check_command_line(argv: list[str], launch_dir: str) -> Plan:
     """Validate everything ``argv`` would run; returns the plan: every cell with its job
     (:class:`~ablate.runner.job.JobSpec`, stages built and bound). Raises the first
     :class:`~ablate.errors.AblateError`."""
+    from ablate.app.compose import Composer
     from ablate.app.config import job_from_config
-    from ablate.app.plan import Cell, Composer, split_cells
+    from ablate.app.plan import Cell, split_cells
     from ablate.runner.heldout import check_test_sweep
     from ablate.runner.inputs import check_generator, check_inputs
 
