@@ -127,3 +127,58 @@ def test_the_command_carries_its_plan_and_leaves_it_behind_in_other_processes():
     copy = pickle.loads(pickle.dumps(command))  # what a joblib or Ray worker gets
     assert copy.plan is not plan and copy.plan.cells == [] and copy.plan.multirun
     assert task_cell(["a=1", "hydra.sweep.dir=x", "hydra/launcher=joblib", "+hydra.y=1"]) == ("a=1",)
+
+
+def test_the_expected_jobs_of_a_sweep_are_its_cells():
+    from ablate.app.callbacks import expected_jobs
+
+    config = OmegaConf.create(
+        {
+            "hydra": {
+                "sweeper": {"params": {"stats.seed": "0,1"}},
+                "overrides": {"task": ["variant=A,B", "rrf.k=1,2,3"]},
+            }
+        }
+    )
+    assert expected_jobs(config) == 12
+
+
+COUNT_BUILDS = """
+import sys
+from ablate.app import config
+
+built = []
+original = config.build_stage
+
+
+def counted(key, node):
+    built.append(key)
+    return original(key, node)
+
+
+config.build_stage = counted
+sys.argv = ["ablate", *sys.argv[1:]]
+from ablate.app.cli import main
+
+try:
+    main()
+finally:
+    print("built:", " ".join(built), file=sys.stderr)
+"""
+
+
+def test_each_cell_s_stages_are_built_once_per_command(tmp_path, mlflow_uri):
+    """The check builds every cell's stages; the job run in this process takes them from the plan."""
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "ABLATE_CACHE_DIR": str(tmp_path / "cache")}
+    args = ["-m", "variant=A,oracle", f"tracking.uri={mlflow_uri}", "tracking.reuse=false"]
+    args += ["progress=false", "stats.bootstrap=10", "tracking.experiment=built-once"]
+    p = subprocess.run(
+        [sys.executable, "-c", COUNT_BUILDS, *args], cwd=tmp_path, env=env, capture_output=True, text=True
+    )
+    assert p.returncode == 0, p.stderr
+    built = next(line for line in p.stderr.splitlines() if line.startswith("built:")).split()[1:]
+    assert sorted(built) == ["bm25", "oracle"]  # one build per stage of each cell (A: bm25; oracle: oracle)

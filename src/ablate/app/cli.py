@@ -95,7 +95,7 @@ def settle_heap() -> None:
     """Before a job: collect what earlier work left in reference cycles, then move every live object (the loaded
     corpus, built indexes, cached candidates: they live as long as the command) out of the cyclic collector's sight
     (``gc.freeze``). A job makes hundreds of thousands of small objects (hits, rows), and each collection they
-    trigger would otherwise walk the whole long-lived heap again; building a fused run's hits took 2.6x longer so.
+    trigger would otherwise walk the whole long-lived heap again, the cost growing with the heap, not with the job.
     Objects frozen here are still freed by reference counting; only cycles among them would outlive the command."""
     import gc
 
