@@ -62,8 +62,8 @@ def split_cells(overrides: Sequence[str], sweep: bool = True) -> list[list[str]]
             if not o.is_discrete_sweep():
                 raise ConfigError(
                     key,
-                    o.input_line,
-                    "only lists of values can be swept: list them (a,b,c or choice(a,b,c))",
+                    o.input_line.partition("=")[2],
+                    "only lists of values can be swept: give the values, e.g. 1,10,60 or range(1,100,10)",
                 )
             per_key[key] = [f"{key}={v}" for v in o.sweep_string_iterator()]
         else:
