@@ -57,7 +57,7 @@ WALL: list[tuple[str, str, str]] = [
         "ablate.app.precheck",
         "check_command_line",
     ),
-    ("  Hydra: compose a set of config-group choices (the plan)", "ablate.app.plan", "compose_whole"),
+    ("  Hydra: compose a set of config-group choices (the plan)", "ablate.app.compose", "compose_whole"),
     ("  reuse plan: key and look-up per cell", "ablate.app.reuse_plan", "look_up"),
     ("    check a source's record digest (plan or job)", "ablate.runner.reuse", "check_record"),
     ("reuse: record the planned cells (sweeper)", "ablate.app.reuse_plan", "run_cells"),
@@ -80,7 +80,7 @@ WALL: list[tuple[str, str, str]] = [
     ("  reuse: record the reused run (copy)", "ablate.runner.job", "record_reuse"),
     ("  candidates from the session + RRF", "ablate.runner.pipeline", "_rank"),
     ("    RRF", "ablate.stages.fusion.rrf", "RRF.fuse"),
-    ("  evaluation", "ablate.runner.pipeline", "_score"),
+    ("  evaluation", "ablate.runner.pipeline", "score_run"),
     ("  metrics + bootstrap intervals (cached by content)", "ablate.runner.job", "metrics_for"),
     ("  artifacts: build the 9 files' text", "ablate.runner.job", "artifacts_for"),
     ("    run.trec text", "ablate.data.types", "Run.to_trec"),
@@ -109,12 +109,19 @@ def breakdown(stats: pstats.Stats) -> list[tuple[str, float, int]]:
 
 
 def _wrap(totals: dict[str, list[float]], label: str, module: str, path: str) -> Callable[[], None]:
-    """Wrap ``module.path`` with a wall clock adding into ``totals[label]``; returns the undo."""
+    """Wrap ``module.path`` with a wall clock adding into ``totals[label]``; returns the undo. A section whose
+    function has moved is said on stderr and left out (its row reads 0)."""
     owner: Any = importlib.import_module(module)
     *parents, name = path.split(".")
-    for p in parents:
-        owner = getattr(owner, p)
-    fn = owner.__dict__[name] if isinstance(owner, type) else getattr(owner, name)
+    try:
+        for p in parents:
+            owner = getattr(owner, p)
+        fn = owner.__dict__[name] if isinstance(owner, type) else getattr(owner, name)
+    except (AttributeError, KeyError):
+        print(
+            f"profile_sweep: {module}.{path} not found; section {label.strip()!r} not timed", file=sys.stderr
+        )
+        return lambda: None
 
     @functools.wraps(fn)
     def timed(*args: Any, **kwargs: Any) -> Any:
