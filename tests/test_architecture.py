@@ -9,6 +9,7 @@ row in :data:`LAYERS` naming what it may import; a new package is one new row. I
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 SRC = Path(__file__).resolve().parents[1] / "src"
@@ -185,6 +186,19 @@ def test_mlflow_and_hydra_stay_at_the_edges():
                 bad.append(f"{mod} imports {lib}")
     assert not bad, bad
     assert any(i.startswith("mlflow") for m in MODULES if layer(m) == "tracking" for i in IMPORTS[m])
+
+
+def test_hydra_is_used_through_its_public_api_only():
+    """No module under src/ (ablate and its hydra_plugins) names Hydra's private package or patches its loader: the
+    compose API, the override parser and the plugin interfaces are what Hydra documents and keeps."""
+    private = re.compile(r"hydra\._internal|_load_configuration_impl")
+    found = [
+        f"{path.relative_to(SRC.parent)}:{i}"
+        for path in sorted(SRC.parent.rglob("*.py"))
+        for i, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if private.search(line)
+    ]
+    assert found == []
 
 
 def test_no_function_over_80_lines_without_a_reason():

@@ -84,6 +84,7 @@ CASES = [
     Case("misspelled-key", ["eval.kss=1"], "did you mean eval.ks?"),
     Case("unknown-new-key", ["+unknown.key=1"], "unknown="),
     Case("misspelled-stage-param", ["rrf.kk=2"], "did you mean rrf.k?"),
+    Case("sweep-interval", ["-m", "rrf.k=interval(1,100)"], "only lists of values can be swept", code=2),
     Case("rrf-k-nan", ["rrf.k=nan"], "rrf.k=nan is not valid; it must be a finite number"),
     Case("rrf-k-inf", ["rrf.k=inf"], "rrf.k=inf is not valid"),
     Case("rrf-k-negative", ["rrf.k=-1"], "rrf.k=-1 is not valid"),

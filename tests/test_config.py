@@ -9,9 +9,9 @@ import yaml
 from hydra import compose, initialize_config_dir
 from hydra.utils import instantiate
 
-from ablate.app.cli import precheck_overrides
 from ablate.app.config import build_stage, check_target, job_from_config
 from ablate.app.paths import CONF_DIR, STAGE_GROUPS, group_options, register_resolvers
+from ablate.app.precheck import check_group_options
 from ablate.errors import ConfigError, ModelUnavailableError
 
 register_resolvers()
@@ -191,7 +191,7 @@ def test_targets_outside_ablate_are_refused():
 
 
 def test_precheck_rejects_unknown_group_options():
-    precheck_overrides(["-m", "variant=A,B,C,D,oracle", "rrf.k=1,10", "retrievers=[bm25],[bm25,dense]"])
+    check_group_options(["-m", "variant=A,B,C,D,oracle", "rrf.k=1,10", "retrievers=[bm25],[bm25,dense]"])
     for bad in (
         ["variant=E"],
         ["-m", "variant=A,X"],
@@ -200,7 +200,7 @@ def test_precheck_rejects_unknown_group_options():
         ["retrievers=[bm25,splade]"],
     ):
         with pytest.raises(ConfigError, match="valid options"):
-            precheck_overrides(bad)
+            check_group_options(bad)
 
 
 def test_all_yaml_files_are_reachable():
