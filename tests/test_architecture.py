@@ -194,7 +194,8 @@ def test_hydra_is_used_through_its_public_api_only():
     private = re.compile(r"hydra\._internal|_load_configuration_impl")
     found = [
         f"{path.relative_to(SRC.parent)}:{i}"
-        for path in sorted(SRC.parent.rglob("*.py"))
+        for root in ROOTS
+        for path in sorted(root.rglob("*.py"))
         for i, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
         if private.search(line)
     ]
