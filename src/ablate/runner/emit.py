@@ -12,7 +12,7 @@ from typing import IO, Any
 
 from ablate import record as R
 from ablate.cache import Cache
-from ablate.data.corpus import Snapshot
+from ablate.data.snapshot import Snapshot
 from ablate.evaluation.abstention import AbstentionReport
 from ablate.evaluation.answer_scores import AnswerCosts
 from ablate.evaluation.result import EvalResult

@@ -40,7 +40,7 @@ from ablate.cache import Cache, key_of
 from ablate.errors import ConfigError
 
 if TYPE_CHECKING:
-    from ablate.data.corpus import Snapshot
+    from ablate.data.snapshot import Snapshot
     from ablate.data.types import Query, Run
 
 #: Version of the rules every stage shares (ranks from 1, the tie rule, the permission mask, hit construction).

@@ -55,7 +55,8 @@ import numpy as np
 import pytest
 
 from ablate.cache import Cache
-from ablate.data.corpus import Snapshot, load_corpus
+from ablate.data.corpus import load_corpus
+from ablate.data.snapshot import Snapshot
 from ablate.data.types import Hit, Query, Run, rank_hits
 from ablate.errors import AblateError, ConfigError
 from ablate.stages.base import Fuser, Reranker, Retriever, StageContext

@@ -45,7 +45,7 @@ from ablate.stages.text.encoders import resolve_base_model
 from ablate.stages.text.models import ResolvedModel, resolve_model
 
 if TYPE_CHECKING:
-    from ablate.data.corpus import Snapshot
+    from ablate.data.snapshot import Snapshot
 
 #: Bump when scoring or the output order rule changes: part of the stage fingerprint and of every score cache key.
 CODE_VERSION = "ablate-cross-encoder/2"

@@ -59,7 +59,7 @@ from ablate.stages.text.encoders import resolve_base_model
 from ablate.stages.text.models import ResolvedModel, resolve_model
 
 if TYPE_CHECKING:
-    from ablate.data.corpus import Snapshot
+    from ablate.data.snapshot import Snapshot
     from ablate.stages.retrievers.bm25 import BM25Retriever
     from ablate.stages.text.tokenize import Tokenizer
 

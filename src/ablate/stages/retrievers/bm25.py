@@ -81,7 +81,7 @@ from ablate.stages.retrievers.base import (
 from ablate.stages.text.tokenize import Tokenizer
 
 if TYPE_CHECKING:
-    from ablate.data.corpus import Snapshot
+    from ablate.data.snapshot import Snapshot
 
 #: Bump when the scoring or tie rules of this module change (part of the stage fingerprint).
 CODE_VERSION = "ablate-bm25/2"

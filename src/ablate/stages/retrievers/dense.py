@@ -72,7 +72,7 @@ from ablate.stages.text.encoders import STAT_KEYS as ENCODER_STAT_KEYS
 from ablate.stages.text.encoders import SentenceTransformerEncoder, make_encoder
 
 if TYPE_CHECKING:
-    from ablate.data.corpus import Snapshot
+    from ablate.data.snapshot import Snapshot
 
 #: Bump when this module's search rules change (part of the stage fingerprint).
 CODE_VERSION = "ablate-dense/2"

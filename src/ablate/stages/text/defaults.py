@@ -1,6 +1,6 @@
 """The encoder a corpus gets when none is set: chosen by the corpus language, the same rule for every corpus.
 
-The language is the snapshot's (:attr:`ablate.data.corpus.Snapshot.language`): declared in ``corpus.yaml``, set with
+The language is the snapshot's (:attr:`ablate.data.snapshot.Snapshot.language`): declared in ``corpus.yaml``, set with
 ``corpus.language=``, or detected over the documents (:mod:`ablate.data.language`). It is known once a stage is bound
 to the corpus, so a stage left at its default resolves the model in ``bind`` (the dense retriever's ``model``, the
 trained reranker's ``train.base_model``), and ``python -m ablate.split`` / ``python -m ablate.train_reranker`` do the
