@@ -31,7 +31,7 @@ test: ## the default test suite (slow tests excluded)
 test-slow: ## whole-dataset and browser checks
 	$(BIN)/python -m pytest -q -m slow
 
-lint: ## ruff check, ruff format --check, mypy (what CI runs before the tests)
+lint: ## ruff check, ruff format --check, mypy (what CI runs before the tests, with the cluster extra installed)
 	$(BIN)/ruff check src tests experiments
 	$(BIN)/ruff format --check src tests experiments
 	$(BIN)/mypy

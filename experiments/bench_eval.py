@@ -2,6 +2,7 @@
 
     python experiments/bench_eval.py --chunked       # 100k queries x 100 results (results/bench_eval.md)
     python experiments/bench_eval.py --queries 2000  # quick
+    python experiments/bench_eval.py --unjudged-export --queries 1000 --depth 100  # the unjudged CSV, two ways
 
 Generates ``--queries`` queries with ``--depth`` distinct documents each (strictly decreasing scores, so no tie rule
 is involved) and graded qrels (0-3; some judged documents are not retrieved; every query has a relevant document).
@@ -141,6 +142,39 @@ def timed(fn):
     return time.perf_counter() - t, time.process_time() - c, value
 
 
+def unjudged_export(args: argparse.Namespace) -> int:
+    """Time the unjudged export two ways on one evaluation of the generated Hit run: ``EvalResult.unjudged_csv()``
+    (the text written straight from the rows) against building the DataFrame and writing it (``tables.text_csv``,
+    what ``unjudged_csv`` falls back to when a field needs quoting). Best of ``--repeat``; the texts must be equal."""
+    from ablate.tables import text_csv
+
+    qids, run, qrels, *_ = generate(args.queries, args.depth, args.judged, args.seed)
+    ks = tuple(int(k) for k in args.ks.split(","))
+    res = evaluate(run, qrels, qids, EvalSettings(ks=ks))
+
+    def rows() -> str:
+        res._unjudged = None
+        return res.unjudged_csv()
+
+    def frame() -> str:
+        res._unjudged = None
+        return text_csv(res.unjudged)
+
+    best = {"rows": float("inf"), "frame": float("inf")}
+    texts = {}
+    for _ in range(args.repeat):
+        for name, fn in (("rows", rows), ("frame", frame)):
+            _, cpu, texts[name] = timed(fn)
+            best[name] = min(best[name], cpu)
+    assert texts["rows"] == texts["frame"]
+    print(
+        f"unjudged export, {len(res.unjudged):,} rows ({args.queries} queries x {args.depth} results), CPU s, "
+        f"best of {args.repeat}: from the rows {best['rows']:.3f}, DataFrame then text {best['frame']:.3f} "
+        f"({best['frame'] / best['rows']:.1f}x); texts equal; load average {os.getloadavg()[0]:.1f}"
+    )
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--queries", type=int, default=100_000)
@@ -152,7 +186,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--chunked", action="store_true", help="also time a chunk-level run evaluated at unit doc"
     )
+    ap.add_argument(
+        "--unjudged-export",
+        action="store_true",
+        help="only time the unjudged export (EvalResult.unjudged_csv) against building a DataFrame",
+    )
     args = ap.parse_args(argv)
+    if args.unjudged_export:
+        return unjudged_export(args)
     import pytrec_eval
 
     ks = tuple(int(k) for k in args.ks.split(","))

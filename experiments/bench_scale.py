@@ -81,6 +81,8 @@ from typing import Any
 import numpy as np
 from _common import RESULTS, Report, dataset_path, machine_facts, reset_peak, say, status_kb
 
+from ablate.stages.retrievers import faiss_index
+
 KINDS = ("tokenize", "bm25s", "rank_bm25", "flat", "hnsw", "ivf_pq", "ivf_pq_np")
 DEFAULT_KINDS = KINDS[:6]
 BM25_KINDS = ("tokenize", "bm25s", "rank_bm25")
@@ -88,31 +90,22 @@ DENSE_KINDS = ("flat", "hnsw", "ivf_pq", "ivf_pq_np")
 DIM = 384  # all-MiniLM-L6-v2
 BLOCK = 10_000  # chunks / vectors generated per seeded block
 
-# The dense stage's index settings. They mirror src/ablate/stages/retrievers/faiss_index.py (branch i13-index,
-# `dense.index=flat|hnsw|ivf_pq`); import them from there once that module is merged.
-HNSW_M = 32
-HNSW_EF_CONSTRUCTION = 40
-HNSW_EF_SEARCH = 64
-IVF_NPROBE = 16
-PQ = "PQ48x8"
-
-
-def ivf_nlist(n: int) -> int:
-    """IVF lists for ``n`` vectors: round(4 * sqrt(n))."""
-    return max(1, round(4 * math.sqrt(n)))
+# The dense stage's index settings, imported from the stage so that what is benchmarked is what it builds.
+HNSW_M = faiss_index.DEFAULTS["hnsw"]["m"]
+HNSW_EF_CONSTRUCTION = faiss_index.DEFAULTS["hnsw"]["ef_construction"]
+HNSW_EF_SEARCH = faiss_index.DEFAULTS["hnsw"]["ef_search"]
+IVF_NPROBE = faiss_index.DEFAULTS["ivf_pq"]["nprobe"]
+ivf_nlist = faiss_index.auto_nlist  # IVF lists for n vectors when dense.ivf_pq.nlist is null (the default)
 
 
 def factory_string(kind: str, n: int) -> str:
-    """The FAISS index factory string the dense stage uses for ``kind`` over ``n`` vectors."""
-    if kind == "flat":
-        return "Flat"
-    if kind == "hnsw":
-        return f"HNSW{HNSW_M},Flat"
-    if kind == "ivf_pq":
-        return f"IVF{ivf_nlist(n)},{PQ}"
+    """The FAISS index factory string the dense stage builds for ``kind`` over ``n`` vectors with its defaults
+    (:func:`ablate.stages.retrievers.faiss_index.factory_string`); ``ivf_pq_np`` adds FAISS's ``np`` suffix."""
     if kind == "ivf_pq_np":  # not a product option: ivf_pq without polysemous training (see the docstring)
-        return f"IVF{ivf_nlist(n)},{PQ}np"
-    raise ValueError(kind)
+        return faiss_index.factory_string("ivf_pq", None, n, DIM) + "np"
+    if kind not in faiss_index.INDEX_KINDS:
+        raise ValueError(kind)
+    return faiss_index.factory_string(kind, None, n, DIM)
 
 
 def ivf_train_size(n: int) -> int:
@@ -809,7 +802,8 @@ def report(
         r.para("\n".join(notes))
     r.para(
         f"Index settings: hnsw efConstruction {HNSW_EF_CONSTRUCTION}, efSearch {HNSW_EF_SEARCH} (FAISS searches "
-        f"with max(efSearch, k) = 100 candidates at top-100); ivf_pq nlist = round(4 sqrt N), nprobe {IVF_NPROBE}. "
+        f"with max(efSearch, k) = 100 candidates at top-100); ivf_pq nlist = round(4 sqrt N) capped at N // "
+        f"{faiss_index.MIN_POINTS_PER_LIST}, nprobe {IVF_NPROBE}. "
         "recall@10 = share of the exact top-10 (numpy inner product over the same vectors) found in the index's "
         "top-10, averaged over the queries."
     )

@@ -34,7 +34,6 @@ SECTIONS: list[tuple[str, str, str]] = [
     ("entry point (everything)", "app/cli.py", "main"),
     ("ablate's command-line check (composes every cell)", "app/precheck.py", "check_command_line"),
     ("  corpus load (first job's inputs)", "runner/inputs.py", "check_inputs"),
-    ("Hydra sweeper check (composes every cell again)", "plugins/sweeper.py", "validate_batch_is_legal"),
     ("Hydra launcher: compose each job", "config_loader_impl.py", "load_sweep_config"),
     ("jobs (run_job)", "runner/job.py", "run_job"),
     ("  pipeline (run_pipeline)", "runner/pipeline.py", "run_pipeline"),
@@ -42,12 +41,12 @@ SECTIONS: list[tuple[str, str, str]] = [
     ("    evaluation (_score)", "runner/pipeline.py", "_score"),
     ("  bootstrap intervals (headline_cis)", "runner/emit.py", "headline_cis"),
     ("  artifacts (artifacts_for)", "runner/emit.py", "artifacts_for"),
-    ("  MLflow log_batch (log_run)", "ablate/tracking.py", "log_run"),
-    ("  MLflow artifacts (log_files)", "ablate/tracking.py", "log_files"),
-    ("  MLflow run start + end", "ablate/tracking.py", "start|end"),
+    ("  MLflow log_batch (log_run)", "tracking/tracker.py", "log_run"),
+    ("  MLflow artifacts (log_files)", "tracking/tracker.py", "log_files"),
+    ("  MLflow run start + end", "tracking/tracker.py", "start|end"),
     ("end of sweep (callback)", "app/callbacks.py", "on_multirun_end"),
     ("  read runs + per_query.csv (fetch_runs)", "study/fetch.py", "fetch_runs"),
-    ("  report (build_report)", "study/report.py", "build_report"),
+    ("  report (build_report)", "study/report/render.py", "build_report"),
 ]
 
 #: (label, module, attribute path) wrapped with a wall clock in the default mode. Indented rows run inside the
@@ -58,19 +57,20 @@ WALL: list[tuple[str, str, str]] = [
         "ablate.app.precheck",
         "check_command_line",
     ),
-    ("  reuse plan: key and look-up per cell", "ablate.app.reuse_plan", "plan"),
+    ("  Hydra: compose a set of config-group choices (the plan)", "ablate.app.compose", "compose_whole"),
+    ("  reuse plan: key and look-up per cell", "ablate.app.reuse_plan", "look_up"),
     ("    check a source's record digest (plan or job)", "ablate.runner.reuse", "check_record"),
     ("reuse: record the planned cells (sweeper)", "ablate.app.reuse_plan", "run_cells"),
     ("  copy one finished run", "ablate.app.reuse_plan", "record_planned"),
     (
-        "Hydra: compose a job's config (sweeper check + launcher)",
+        "Hydra: compose a launched job's config (its launcher)",
         "hydra._internal.config_loader_impl",
         "ConfigLoaderImpl.load_sweep_config",
     ),
     ("Hydra: write a job's .hydra/*.yaml", "hydra.core.utils", "_save_config"),
-    ("job (run_task: config -> JobSpec -> run_job)", "ablate.app.cli", "run_task"),
+    ("job (Command.run: the planned JobSpec -> run_job)", "ablate.app.cli", "Command.run"),
     (
-        "config -> JobSpec, stages built (once in the check, once in the job)",
+        "config -> JobSpec, stages built (once per cell, in the check)",
         "ablate.app.config",
         "job_from_config",
     ),
@@ -80,11 +80,11 @@ WALL: list[tuple[str, str, str]] = [
     ("  reuse: record the reused run (copy)", "ablate.runner.job", "record_reuse"),
     ("  candidates from the session + RRF", "ablate.runner.pipeline", "_rank"),
     ("    RRF", "ablate.stages.fusion.rrf", "RRF.fuse"),
-    ("  evaluation", "ablate.runner.pipeline", "_score"),
+    ("  evaluation", "ablate.runner.pipeline", "score_run"),
     ("  metrics + bootstrap intervals (cached by content)", "ablate.runner.job", "metrics_for"),
     ("  artifacts: build the 9 files' text", "ablate.runner.job", "artifacts_for"),
     ("    run.trec text", "ablate.data.types", "Run.to_trec"),
-    ("    unjudged.csv text (rows and text)", "ablate.evaluation.core", "EvalResult.unjudged_csv"),
+    ("    unjudged.csv text (rows and text)", "ablate.evaluation.result", "EvalResult.unjudged_csv"),
     ("  MLflow: create run", "ablate.tracking", "Tracker.start"),
     ("  MLflow: one log_batch", "ablate.tracking", "Tracker.log_run"),
     ("  MLflow: log the artifacts", "ablate.tracking", "Tracker.log_files"),
@@ -92,8 +92,8 @@ WALL: list[tuple[str, str, str]] = [
     ("  MLflow: end run", "ablate.tracking", "Tracker.end"),
     ("  MLflow: copy a run's artifacts (reuse)", "ablate.tracking", "Tracker.copy_artifacts"),
     ("end of sweep: summary, report, outcome", "ablate.app.callbacks", "SweepCallback.on_multirun_end"),
-    ("  read the runs and per_query.csv", "ablate.study.report", "fetch_runs"),
-    ("  build the report (tests, figures cached)", "ablate.study.report", "build_report"),
+    ("  read the runs and per_query.csv", "ablate.study.report.attach", "fetch_runs"),
+    ("  build the report (tests, figures cached)", "ablate.study.report.attach", "build_report"),
 ]
 
 
@@ -109,12 +109,19 @@ def breakdown(stats: pstats.Stats) -> list[tuple[str, float, int]]:
 
 
 def _wrap(totals: dict[str, list[float]], label: str, module: str, path: str) -> Callable[[], None]:
-    """Wrap ``module.path`` with a wall clock adding into ``totals[label]``; returns the undo."""
+    """Wrap ``module.path`` with a wall clock adding into ``totals[label]``; returns the undo. A section whose
+    function has moved is said on stderr and left out (its row reads 0)."""
     owner: Any = importlib.import_module(module)
     *parents, name = path.split(".")
-    for p in parents:
-        owner = getattr(owner, p)
-    fn = owner.__dict__[name] if isinstance(owner, type) else getattr(owner, name)
+    try:
+        for p in parents:
+            owner = getattr(owner, p)
+        fn = owner.__dict__[name] if isinstance(owner, type) else getattr(owner, name)
+    except (AttributeError, KeyError):
+        print(
+            f"profile_sweep: {module}.{path} not found; section {label.strip()!r} not timed", file=sys.stderr
+        )
+        return lambda: None
 
     @functools.wraps(fn)
     def timed(*args: Any, **kwargs: Any) -> Any:

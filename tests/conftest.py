@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+import threading
+import uuid
 from pathlib import Path
 
 import pytest
@@ -115,3 +117,55 @@ def mlflow_uri(tmp_path_factory) -> str:
     uri = f"sqlite:///{d}/mlflow.db"
     Tracker(uri).experiment_id("warmup")
     return uri
+
+
+@pytest.fixture
+def served_artifacts():
+    """A real HTTP server on 127.0.0.1 serving MLflow's artifact API (``mlflow-artifacts``) from memory: files it
+    was given (PUT), listings, downloads. Reads of a run whose id is in ``locked`` are refused (HTTP 403) while
+    writes still succeed: write-only credentials. Yields (root URL, files, locked)."""
+    from werkzeug.serving import make_server
+    from werkzeug.wrappers import Request, Response
+
+    prefix = "/api/2.0/mlflow-artifacts/artifacts"
+    files: dict[str, bytes] = {}
+    locked: set[str] = set()
+
+    @Request.application
+    def app(request: Request) -> Response:
+        if not request.path.startswith(prefix):
+            return Response("no such page", status=404)
+        listing = request.path.rstrip("/") == prefix
+        rel = request.args.get("path", "") if listing else request.path[len(prefix) :].strip("/")
+        if request.method == "PUT":
+            files[rel] = request.get_data()
+            return Response("{}", mimetype="application/json")
+        if any(run_id in rel for run_id in locked):
+            return Response("Forbidden", status=403)
+        if listing:
+            where, seen = rel.rstrip("/") + "/", {}
+            for k in files:
+                if k.startswith(where):
+                    head, _, tail = k[len(where) :].partition("/")
+                    seen[head] = seen.get(head, False) or bool(tail)
+            listed = [{"path": h, "is_dir": d, **({} if d else {"file_size": 1})} for h, d in seen.items()]
+            return Response(json.dumps({"files": listed}), mimetype="application/json")
+        if rel in files:
+            return Response(files[rel])
+        return Response("not found", status=404)
+
+    server = make_server("127.0.0.1", 0, app, threaded=True)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_port}{prefix}", files, locked
+    finally:
+        server.shutdown()
+        thread.join()
+
+
+def served_experiment(t, root: str) -> str:
+    """A new experiment of the sqlite store ``t`` whose artifacts live on the served artifact store."""
+    name = f"served-{uuid.uuid4().hex[:8]}"
+    t.client.create_experiment(name, artifact_location=f"{root}/{name}")
+    return name

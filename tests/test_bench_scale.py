@@ -15,6 +15,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "experiments"))
 
 import bench_scale as bs  # noqa: E402
 
+from ablate.stages.retrievers import faiss_index  # noqa: E402
+
 # ivf_pq differs from ivf_pq_np only by FAISS's polysemous training (the "np" suffix), which costs minutes of CPU
 # whatever the size; the code path measured is the same.
 KINDS = ("tokenize", "bm25s", "rank_bm25", "flat", "hnsw", "ivf_pq_np")
@@ -32,12 +34,26 @@ def test_fit_power_recovers_an_exact_power_law() -> None:
     assert (c, m) == (pytest.approx(120.0), pytest.approx(0.002))
 
 
-def test_factory_strings_and_nlist() -> None:
+def test_factory_strings_and_nlist_are_the_dense_stages() -> None:
+    """The benchmark builds the index the dense stage builds with its defaults, at every size: at 1,000 vectors
+    ``round(4 * sqrt(n))`` would be 126 lists, the stage caps it at ``n // 39`` = 25."""
     assert bs.factory_string("flat", 10_000) == "Flat"
     assert bs.factory_string("hnsw", 10_000) == "HNSW32,Flat"
     assert bs.factory_string("ivf_pq", 1_000_000) == "IVF4000,PQ48x8"
-    assert bs.factory_string("ivf_pq", 10_000) == "IVF400,PQ48x8"
+    assert bs.factory_string("ivf_pq", 1_000) == "IVF25,PQ48x8"
+    assert bs.factory_string("ivf_pq_np", 1_000) == "IVF25,PQ48x8np"
+    for kind in faiss_index.INDEX_KINDS:
+        for n in (300, 1_000, 10_000, 100_000, 1_000_000):
+            assert bs.factory_string(kind, n) == faiss_index.factory_string(kind, None, n, bs.DIM), (kind, n)
     assert bs.ivf_nlist(100_000) == round(4 * math.sqrt(100_000)) == 1265
+    assert bs.ivf_nlist(10_000) == 10_000 // 39 == 256
+    hnsw, ivf = faiss_index.DEFAULTS["hnsw"], faiss_index.DEFAULTS["ivf_pq"]
+    assert (bs.HNSW_M, bs.HNSW_EF_CONSTRUCTION, bs.HNSW_EF_SEARCH) == (
+        hnsw["m"],
+        hnsw["ef_construction"],
+        hnsw["ef_search"],
+    )
+    assert bs.IVF_NPROBE == ivf["nprobe"]
 
 
 @pytest.fixture(scope="module")

@@ -250,6 +250,17 @@ def test_invalid_settings_raise_config_error():
 
 # -- the stage contract every retriever runs -----------------------------------------------------------------------
 class TestBM25Contract(RetrieverContract):
+    option = "retrievers/bm25"
+    invalid = {
+        "impl": "lucene",
+        "k1": -1,
+        "b": 1.5,
+        "method": "okapi",
+        "stopwords": "yes",
+        "stemmer": "klingon",
+        "language": "fr",
+        "jieba_mode": "fast",
+    }
     variations = {
         "impl": "rank_bm25",
         "k1": 1.2,

@@ -15,7 +15,8 @@ import numpy as np
 import pytest
 
 from ablate.cache import Cache
-from ablate.data.corpus import Snapshot, load_corpus
+from ablate.data.corpus import load_corpus
+from ablate.data.snapshot import Snapshot
 from ablate.data.types import Chunk, Query
 from ablate.stages.base import StageContext
 from ablate.stages.retrievers import bm25 as bm25_mod

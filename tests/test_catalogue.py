@@ -84,6 +84,17 @@ CASES = [
     Case("misspelled-key", ["eval.kss=1"], "did you mean eval.ks?"),
     Case("unknown-new-key", ["+unknown.key=1"], "unknown="),
     Case("misspelled-stage-param", ["rrf.kk=2"], "did you mean rrf.k?"),
+    Case(
+        "misspelled-inherited-param",
+        ["retrievers=[rm3]", "++rm3.k=1.2"],
+        "rm3.k=1.2 is not valid; did you mean rm3.k1?",
+    ),
+    Case(
+        "misspelled-generator-param",
+        ["generator=llama_cpp", "++generator.max_token=5"],
+        "did you mean generator.max_tokens?",
+    ),
+    Case("sweep-interval", ["-m", "rrf.k=interval(1,100)"], "only lists of values can be swept", code=2),
     Case("rrf-k-nan", ["rrf.k=nan"], "rrf.k=nan is not valid; it must be a finite number"),
     Case("rrf-k-inf", ["rrf.k=inf"], "rrf.k=inf is not valid"),
     Case("rrf-k-negative", ["rrf.k=-1"], "rrf.k=-1 is not valid"),

@@ -11,7 +11,8 @@ import random
 import numpy as np
 import pytest
 
-import ablate.evaluation.core as core
+import ablate.evaluation.placement as placement
+import ablate.evaluation.retrieval as retrieval
 from ablate.cache import Cache
 from ablate.data.corpus import load_corpus
 from ablate.data.types import Chunk, Hit, IdTable, Qrels, Query, Run, RunCodes
@@ -75,7 +76,7 @@ SETTINGS = [
     "settings", SETTINGS, ids=lambda s: f"{s.unit}-{s.budget}-{s.unjudged}-{s.gain}-{s.missing}"
 )
 def test_coded_run_scores_exactly_like_its_hit_lists(settings, monkeypatch):
-    monkeypatch.setattr(core, "_BLOCK_QUERIES", 9)  # many blocks, a short last one
+    monkeypatch.setattr(retrieval, "_BLOCK_QUERIES", 9)  # many blocks, a short last one
     table = table_of(DOCS)
     run, doc_judgements, qids = random_coded(random.Random(3), table, 80, DOCS)
     if settings.unit == "chunk":
@@ -87,14 +88,14 @@ def test_coded_run_scores_exactly_like_its_hit_lists(settings, monkeypatch):
     else:
         qrels = Qrels(doc_judgements, unit="doc")
     calls = {"coded": 0}
-    real = core._block_coded
+    real = placement.block_coded
 
     def counting(*args, **kwargs):
         out = real(*args, **kwargs)
         calls["coded"] += out is not None
         return out
 
-    monkeypatch.setattr(core, "_block_coded", counting)
+    monkeypatch.setattr(placement, "block_coded", counting)
     coded = evaluate(run, qrels, qids, settings)
     assert calls["coded"] > 0  # the coded placement really scored blocks
     assert_same(coded, evaluate(plain(run), qrels, qids, settings))
@@ -138,7 +139,7 @@ def test_codes_that_do_not_describe_the_hits_are_not_used(monkeypatch):
     run, judgements, qids = random_coded(random.Random(4), table, 30, DOCS)
     q = next(q for q, hits in run.results.items() if len(hits) > 2)
     broken = Run(run.name, {**run.results, q: run.results[q][:-1]}, dict(run.meta), run.codes)
-    monkeypatch.setattr(core, "_block_coded", lambda *a, **k: pytest.fail("codes used"))
+    monkeypatch.setattr(placement, "block_coded", lambda *a, **k: pytest.fail("codes used"))
     s = EvalSettings(ks=(1, 5), unit="doc")
     assert_same(
         evaluate(broken, Qrels(judgements), qids, s), evaluate(plain(broken), Qrels(judgements), qids, s)

@@ -1,6 +1,7 @@
 """Encoding / scoring / training precision and threads (ablate.stages.text.compute): validation messages, the bf16
-policy on CPUs with and without native bf16, fingerprints (precision in, num_threads out), bf16 vectors against fp32
-with the bundled all-MiniLM-L6-v2, and torch's thread count restored after an encode."""
+policy (a probe measured once per machine decides, with and without native bf16), fingerprints (precision in,
+num_threads out), bf16 vectors against fp32 with the bundled all-MiniLM-L6-v2, and torch's thread count restored
+after an encode."""
 
 from __future__ import annotations
 
@@ -38,8 +39,32 @@ SENTENCES = [
 
 @pytest.fixture
 def native(monkeypatch):
-    """Pretend torch reports native bf16 (the policy's silent path), whatever this CPU has."""
+    """Pretend torch reports native bf16 and the probe measured bf16 faster (the policy's silent path), whatever this
+    CPU has and measures."""
     monkeypatch.setattr(compute, "native_bf16", lambda: True)
+    monkeypatch.setattr(compute, "bf16_probe", lambda workload: {"speedup": 2.0, "folder": "<probe>"})
+
+
+@pytest.fixture
+def probe_cache(tmp_path, monkeypatch):
+    """A fresh user cache folder and no probe result remembered by this process."""
+    monkeypatch.setenv("ABLATE_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(compute, "_MEASURED", {})
+    monkeypatch.setattr(compute, "_NOTED", set())
+    monkeypatch.setattr(compute, "cpu_capability", lambda: "AVX2")
+    return tmp_path
+
+
+def timings(monkeypatch, fp32: float, bf16: float) -> list[str]:
+    """Make the probe's timing report ``fp32`` / ``bf16`` seconds; returns the kinds it was asked to time."""
+    asked: list[str] = []
+
+    def measure(kind: str) -> dict[str, float]:
+        asked.append(kind)
+        return {"fp32_seconds": fp32, "bf16_seconds": bf16}
+
+    monkeypatch.setattr(compute, "_measure", measure)
+    return asked
 
 
 # -- validation ------------------------------------------------------------------------------------------------------
@@ -76,46 +101,82 @@ def test_fp32_never_asks_about_the_cpu():
     assert c.log_params() == {"precision": "fp32", "num_threads": 1}
 
 
-def test_bf16_with_native_support_runs_silently(capsys):
+def test_bf16_with_native_support_measured_faster_runs_silently(monkeypatch, probe_cache, capsys):
+    timings(monkeypatch, fp32=3.0, bf16=1.0)
     c = resolve_compute("dense.precision", "bf16", "dense.num_threads", None, "encode", native=True)
     assert (c.precision, c.native) == ("bf16", True)
     assert c.fingerprint_part() == {"precision": "bf16-autocast"}
+    assert c.log_params() == {"precision": "bf16", "num_threads": None, "precision_native": True}
     assert capsys.readouterr().err == ""
 
 
-def test_emulated_bf16_measured_slower_is_refused_naming_the_cpu_and_fp32(monkeypatch):
-    monkeypatch.setitem(compute.EMULATED_SPEEDUP, "train", 0.5)
-    monkeypatch.setattr(compute, "cpu_capability", lambda: "AVX2")
+def test_bf16_measured_slower_is_refused_even_where_torch_reports_native_kernels(monkeypatch, probe_cache):
+    """torch's "native bf16" is true on any AVX-512 CPU, where bf16 can still be slower: the probe decides."""
+    timings(monkeypatch, fp32=1.0, bf16=2.5)
     with pytest.raises(ConfigError) as err:
-        resolve_compute("rerank.train.precision", "bf16", "rerank.num_threads", 1, "train", native=False)
+        resolve_compute("dense.precision", "bf16", "dense.num_threads", None, "encode", native=True)
     assert str(err.value) == (
-        "rerank.train.precision='bf16' is not valid; this CPU has no native bf16 (torch: AVX2, no AVX512-BF16/AMX) "
-        "and emulated bf16 train measured 2.0x slower than fp32 on such a CPU; use rerank.train.precision=fp32"
+        "dense.precision='bf16' is not valid; bf16 encode measured 2.5x slower than fp32 on this CPU (torch: AVX2, "
+        f"native bf16 kernels; probe kept in {probe_cache / 'bf16-probe'}, delete it to measure again); use "
+        "dense.precision=fp32"
     )
 
 
-def test_emulated_bf16_measured_faster_runs_with_one_plain_line(monkeypatch, capsys):
-    monkeypatch.setitem(compute.EMULATED_SPEEDUP, "score", 1.25)
-    monkeypatch.setattr(compute, "cpu_capability", lambda: "AVX2")
-    monkeypatch.setattr(compute, "_NOTED", set())
+def test_emulated_bf16_measured_slower_is_refused_naming_the_cpu_and_fp32(monkeypatch, probe_cache):
+    timings(monkeypatch, fp32=1.0, bf16=2.0)
+    with pytest.raises(ConfigError) as err:
+        resolve_compute("rerank.train.precision", "bf16", "rerank.num_threads", 1, "train", native=False)
+    assert str(err.value) == (
+        "rerank.train.precision='bf16' is not valid; bf16 train measured 2.0x slower than fp32 on this CPU (torch: "
+        f"AVX2, no native bf16, no AVX512-BF16/AMX; probe kept in {probe_cache / 'bf16-probe'}, delete it to measure "
+        "again); use rerank.train.precision=fp32"
+    )
+
+
+def test_a_tie_within_the_margin_is_refused(monkeypatch, probe_cache):
+    timings(monkeypatch, fp32=1.05, bf16=1.0)
+    with pytest.raises(ConfigError, match=r"measured only 1\.05x as fast as fp32"):
+        resolve_compute("rerank.precision", "bf16", "rerank.num_threads", None, "score", native=False)
+
+
+def test_emulated_bf16_measured_faster_runs_with_one_plain_line(monkeypatch, probe_cache, capsys):
+    asked = timings(monkeypatch, fp32=1.25, bf16=1.0)
     for _ in range(2):  # said once per process
         c = resolve_compute("rerank.precision", "bf16", "rerank.num_threads", None, "score", native=False)
     assert (c.precision, c.native) == ("bf16", False)
     assert c.log_params() == {"precision": "bf16", "num_threads": None, "precision_native": False}
     assert capsys.readouterr().err == (
-        "bf16 requested; this CPU has no native bf16 (torch: AVX2), running emulated — measured 1.2x here\n"
+        "bf16 requested; this CPU has no native bf16 (torch: AVX2), running emulated — measured 1.2x faster than "
+        "fp32 here\n"
     )
+    assert asked == ["forward"]  # measured once
 
 
-def test_this_cpu_follows_the_policy_table():
-    """On this machine: native bf16 runs; otherwise each workload runs or is refused as EMULATED_SPEEDUP says."""
-    for workload in ("encode", "score", "train"):
-        speedup = compute.EMULATED_SPEEDUP[workload]
-        if compute.native_bf16() or (speedup is not None and speedup > 1.0):
-            c = resolve_compute("p", "bf16", "t", None, workload)
-            assert c.native is compute.native_bf16()
+def test_the_probe_is_measured_once_per_machine_and_kept_in_the_user_cache(monkeypatch, probe_cache):
+    asked = timings(monkeypatch, fp32=1.0, bf16=4.0)
+    assert compute.bf16_speedup("encode") == 0.25
+    assert compute.bf16_speedup("score") == 0.25  # the same forward pass
+    assert compute.bf16_speedup("train") == 0.25
+    assert asked == ["forward", "train"]
+    (entry,) = [p for p in (probe_cache / "bf16-probe").rglob("*.json") if "forward" in p.read_text("utf-8")]
+    monkeypatch.setattr(compute, "_MEASURED", {})  # a new process: read from the cache, not measured again
+    assert compute.bf16_speedup("encode") == 0.25 and asked == ["forward", "train"]
+    entry.unlink()  # deleting the entry measures again
+    monkeypatch.setattr(compute, "_MEASURED", {})
+    assert compute.bf16_speedup("encode") == 0.25 and asked == ["forward", "train", "forward"]
+
+
+def test_this_cpu_is_probed_for_real_and_follows_the_measurement(probe_cache):
+    """The real probe on this machine: both precisions timed, the ratio kept, and the decision follows it."""
+    for workload in ("encode", "train"):
+        probe = compute.bf16_probe(workload)
+        assert probe["fp32_seconds"] > 0 and probe["bf16_seconds"] > 0
+        assert probe["speedup"] == pytest.approx(probe["fp32_seconds"] / probe["bf16_seconds"])
+        assert probe["torch"] and probe["cpu"] == compute.cpu_model()
+        if probe["speedup"] >= compute.MIN_SPEEDUP:
+            assert resolve_compute("p", "bf16", "t", None, workload).precision == "bf16"
         else:
-            with pytest.raises(ConfigError, match="this CPU has no native bf16"):
+            with pytest.raises(ConfigError, match=f"bf16 {workload} measured"):
                 resolve_compute("p", "bf16", "t", None, workload)
 
 

@@ -1,14 +1,17 @@
 """Every YAML in conf/ composes with Hydra's real composition and builds a validated job: stages from `_target_`."""
 
+import ast
 import itertools
+from pathlib import Path
 
 import pytest
+import yaml
 from hydra import compose, initialize_config_dir
 from hydra.utils import instantiate
 
-from ablate.app.cli import precheck_overrides
 from ablate.app.config import build_stage, check_target, job_from_config
-from ablate.app.paths import CONF_DIR, group_options, register_resolvers
+from ablate.app.paths import CONF_DIR, STAGE_GROUPS, group_options, register_resolvers
+from ablate.app.precheck import check_group_options
 from ablate.errors import ConfigError, ModelUnavailableError
 
 register_resolvers()
@@ -24,13 +27,63 @@ def _job(overrides, notes=None):
     return job_from_config(_compose(overrides), notes=notes)
 
 
+#: stage group -> the kind of stage each of its options builds
+STAGE_KINDS = {"retrievers": "retriever", "fusion": "fuser", "reranker": "reranker", "generator": "generator"}
+
+
+def _stage_options() -> dict[str, tuple[str, str]]:
+    """``"<group>/<option>"`` -> (block, ``_target_``) for every stage option in conf/ (``none`` has no block)."""
+    out = {}
+    for group in STAGE_GROUPS:
+        for option in GROUPS[group]:
+            data = yaml.safe_load((CONF_DIR / group / f"{option}.yaml").read_text(encoding="utf-8")) or {}
+            blocks = [(k, v["_target_"]) for k, v in data.items() if isinstance(v, dict) and "_target_" in v]
+            assert len(blocks) == (0 if option == "none" else 1), f"{group}/{option}.yaml: {blocks}"
+            if blocks:
+                out[f"{group}/{option}"] = blocks[0]
+    return out
+
+
+def _contract_options() -> set[str]:
+    """The ``option`` every stage contract subclass in tests/ names (read from the source)."""
+    found = set()
+    for path in Path(__file__).parent.glob("test_*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ClassDef) and any(
+                ast.unparse(b).split(".")[-1].endswith("Contract") for b in node.bases
+            ):
+                for item in node.body:
+                    if (
+                        isinstance(item, ast.Assign)
+                        and [ast.unparse(t) for t in item.targets] == ["option"]
+                        and isinstance(item.value, ast.Constant)
+                    ):
+                        found.add(str(item.value.value))
+    return found
+
+
 def test_groups_are_the_documented_contract():
     assert GROUPS["variant"] == ["A", "B", "C", "D", "oracle"]
     assert {"demo", "beir"} <= set(GROUPS["corpus"])
-    assert set(GROUPS["reranker"]) == {"none", "cross_encoder", "llm"}
-    assert set(GROUPS["generator"]) == {"none", "llama_cpp", "openai"}
-    assert {"bm25", "dense", "oracle"} <= set(GROUPS["retrievers"])  # plugins add more
-    assert set(GROUPS["fusion"]) == {"none", "rrf"}
+    assert set(STAGE_GROUPS) == set(STAGE_KINDS)
+    for group in ("fusion", "reranker", "generator"):  # pick one or none
+        assert "none" in GROUPS[group], group
+
+
+def test_every_stage_option_builds_a_stage_of_its_group_s_kind():
+    """Stages are discovered from conf/: a new option is one YAML (and its module and contract test)."""
+    options = _stage_options()
+    assert {"retrievers/bm25", "retrievers/dense", "fusion/rrf", "generator/openai"} <= set(options)
+    for option, (block, target) in options.items():
+        cls = check_target(block, target)
+        assert cls.kind == STAGE_KINDS[option.split("/")[0]], option
+
+
+def test_every_stage_option_runs_the_stage_contract():
+    """Each stage YAML in conf/ is named by a contract subclass (``option = "<group>/<name>"``) in tests/, which
+    checks that it composes and builds the stage, and everything else the contract checks."""
+    missing = sorted(set(_stage_options()) - _contract_options())
+    assert not missing, f"stage options without a contract test: {missing}"
 
 
 EXPECTED = {
@@ -138,7 +191,7 @@ def test_targets_outside_ablate_are_refused():
 
 
 def test_precheck_rejects_unknown_group_options():
-    precheck_overrides(["-m", "variant=A,B,C,D,oracle", "rrf.k=1,10", "retrievers=[bm25],[bm25,dense]"])
+    check_group_options(["-m", "variant=A,B,C,D,oracle", "rrf.k=1,10", "retrievers=[bm25],[bm25,dense]"])
     for bad in (
         ["variant=E"],
         ["-m", "variant=A,X"],
@@ -147,7 +200,7 @@ def test_precheck_rejects_unknown_group_options():
         ["retrievers=[bm25,splade]"],
     ):
         with pytest.raises(ConfigError, match="valid options"):
-            precheck_overrides(bad)
+            check_group_options(bad)
 
 
 def test_all_yaml_files_are_reachable():

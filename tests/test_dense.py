@@ -182,6 +182,9 @@ def test_empty_corpus():
 
 
 class TestDenseContract(RetrieverContract):
+    option = "retrievers/dense"
+    invalid = {"batch_size": 0, "max_seq_length": 0, "index": "annoy", "precision": "fp8", "num_threads": -1}
+    derived = frozenset({"model_source"})  # where the model's name came from (a setting, the corpus language)
     variations = {
         "model": str(bundled_minilm_path()),  # the same files named by path: another parameter value
         "batch_size": 8,

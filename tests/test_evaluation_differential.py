@@ -195,7 +195,7 @@ def dedup(ids):
 
 
 def reference(hits, judged, k, budget, unjudged, level, gain):
-    """Straight from the rules in ablate.evaluation.core, one query, one K, unit doc."""
+    """Straight from the rules in ablate.evaluation.rules, one query, one K, unit doc."""
     full = [h.doc_id for h in hits]
     ids = [u for u in full if u in judged] if unjudged == "condensed" else full
 

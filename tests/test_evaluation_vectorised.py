@@ -11,7 +11,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-import ablate.evaluation.core as core
+import ablate.evaluation.ideal as ideal
+import ablate.evaluation.placement as placement
+import ablate.evaluation.retrieval as retrieval
 from ablate.data.types import Hit, Qrels, Run
 from ablate.evaluation import EvalSettings, evaluate
 
@@ -55,12 +57,12 @@ SETTINGS = [
 
 @pytest.mark.parametrize("settings", SETTINGS, ids=lambda s: f"{s.budget}-{s.unjudged}-{s.gain}-{s.missing}")
 def test_vectorised_equals_reference_at_unit_doc(settings, monkeypatch):
-    monkeypatch.setattr(core, "_BLOCK_QUERIES", 7)  # many blocks, including a short last one
+    monkeypatch.setattr(retrieval, "_BLOCK_QUERIES", 7)  # many blocks, including a short last one
     run, judgements, qids = chunk_run(random.Random(5), 60)
     qrels = Qrels(judgements, unit="doc")
     calls: list[int] = []
-    real_python = core._block_python
-    monkeypatch.setattr(core, "_block_python", lambda *a: calls.append(1) or real_python(*a))
+    real_python = placement.block_python
+    monkeypatch.setattr(placement, "block_python", lambda *a: calls.append(1) or real_python(*a))
     fast = evaluate(run, qrels, qids, settings)
     assert not calls  # every block was placed by the vectorised path
     ref = evaluate(run, qrels, qids, settings, vectorised=False)
@@ -91,7 +93,7 @@ def test_every_hash_colliding_falls_back_to_the_exact_path(monkeypatch):
     qrels = Qrels(judgements, unit="doc")
     s = EvalSettings(ks=(1, 5, 10), unit="doc")
     expected = evaluate(run, qrels, qids, s, vectorised=False)
-    real_tokens = core._tokens
+    real_tokens = placement._tokens
     used: list[bool] = []
 
     def colliding(ids):
@@ -100,14 +102,14 @@ def test_every_hash_colliding_falls_back_to_the_exact_path(monkeypatch):
         lengths, words, h = out
         return lengths, words, np.zeros_like(h)
 
-    real_python = core._block_python
+    real_python = placement.block_python
 
     def spy(*args):
         used.append(True)
         return real_python(*args)
 
-    monkeypatch.setattr(core, "_tokens", colliding)
-    monkeypatch.setattr(core, "_block_python", spy)
+    monkeypatch.setattr(placement, "_tokens", colliding)
+    monkeypatch.setattr(placement, "block_python", spy)
     assert_same(evaluate(run, qrels, qids, s), expected)
     assert used  # the fallback really ran
 
@@ -137,16 +139,16 @@ def test_ids_equal_in_their_first_eight_bytes_stay_apart():
 
 
 def test_block_boundaries_follow_the_cell_cap(monkeypatch):
-    monkeypatch.setattr(core, "_BLOCK_CELLS", 100)
+    monkeypatch.setattr(retrieval, "_BLOCK_CELLS", 100)
     widths = np.array([10, 10, 60, 5, 200, 1, 1])
-    blocks = core._blocks(widths)
+    blocks = retrieval._blocks(widths)
     assert blocks[0][0] == 0 and blocks[-1][1] == len(widths)
     assert all(a < b for a, b in blocks) and all(
         b == c for (_, b), (c, _) in zip(blocks[:-1], blocks[1:], strict=True)
     )
     for a, b in blocks:
         assert b - a == 1 or (b - a) * widths[a:b].max() <= 100
-    assert core._blocks(np.zeros(0, dtype=np.int64)) == [(0, 0)]
+    assert retrieval._blocks(np.zeros(0, dtype=np.int64)) == [(0, 0)]
 
 
 @pytest.mark.parametrize("level", [1, 2])
@@ -156,9 +158,9 @@ def test_ideal_lists_from_counts_equal_the_sorted_ones(level, monkeypatch):
     n_labels = rng.integers(0, 30, 400)
     n_labels[:5] = 0
     grades = rng.integers(-1, 6, int(n_labels.sum()))
-    counted = core._ideal(n_labels, grades, level, depth=12)
-    monkeypatch.setattr(core, "_IDEAL_COUNTED", 0)
-    sorted_ = core._ideal(n_labels, grades, level, depth=12)
+    counted = ideal.ideal_lists(n_labels, grades, level, depth=12)
+    monkeypatch.setattr(ideal, "_IDEAL_COUNTED", 0)
+    sorted_ = ideal.ideal_lists(n_labels, grades, level, depth=12)
     for a, b in zip(counted, sorted_, strict=True):
         assert a.dtype == b.dtype and np.array_equal(a, b)
     assert counted[2].shape[1] == 12 and (counted[2][:, 0] >= level).sum() == (counted[1] > 0).sum()

@@ -64,7 +64,10 @@ def test_rrf_rejects_bad_params():
 
 
 class TestRRFContract(FuserContract):
+    option = "fusion/rrf"
     variations = {"k": 10, "window": 3}
+    invalid = {"k": -1, "window": 0}
+    refusal_keys = {"window": "retrieval.window"}  # the config feeds rrf.window from retrieval.window
 
     def make(self, **params):
         return RRF(**params)

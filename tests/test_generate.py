@@ -50,6 +50,13 @@ def other_prompt(tmp_path_factory) -> str:
 
 
 class TestSmolLM2Contract(GeneratorContract):
+    option = "generator/llama_cpp"
+    invalid = {"context_k": 0, "max_tokens": 0, "temperature": 3.0, "seed": -1, "repeats": 0, "n_ctx": 100}
+    derived = frozenset({"prompt_sha256", "build"})  # the template's content, the llama.cpp build
+
+    def yaml_overrides(self):
+        return [f"generator.model={SMOLLM2}"]
+
     variations = {
         "max_tokens": 16,
         "temperature": 0.7,

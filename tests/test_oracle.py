@@ -5,7 +5,9 @@ from ablate.testing.contracts import RetrieverContract, contract_corpus
 
 
 class TestOracleContract(RetrieverContract):
+    option = "retrievers/oracle"
     variations = {"min_grade": 2}
+    invalid = {"min_grade": "high"}
 
     def make(self, **params):
         return OracleRetriever(**params)

@@ -95,7 +95,7 @@ def col(rec: report.RunRecord, c: str) -> pd.Series:
 
 def test_numbers_equal_ablate_stats():
     runs = ablation_runs()
-    rep = report.build_report(runs, plots=False)
+    rep = report.build_report(runs, report.ReportOptions(plots=False))
     by = {r.variant: r for r in runs}
     a = by["A"]
     t = rep.table.set_index("variant")
@@ -130,24 +130,28 @@ def test_numbers_equal_ablate_stats():
 
 def test_bootstrap_test_option_and_bad_options():
     runs = ablation_runs()[:2]
-    rep = report.build_report(runs, test="bootstrap", n_resamples=2000, metrics=["ndcg@10"], plots=False)
+    rep = report.build_report(
+        runs, report.ReportOptions(test="bootstrap", n_resamples=2000, metrics=["ndcg@10"], plots=False)
+    )
     direct = stats.paired_bootstrap_test(
         col(runs[0], "ndcg@10"), col(runs[1], "ndcg@10"), n_resamples=2000, seed=0
     )
     row = rep.table.set_index("variant").loc["C"]
     assert row["ndcg@10_p"] == direct.p_value and row["ndcg@10_p_holm"] == direct.p_value
     with pytest.raises(ConfigError, match="options: randomization, bootstrap"):
-        report.build_report(runs, test="ttest")
+        report.build_report(runs, report.ReportOptions(test="ttest"))
     with pytest.raises(ConfigError, match="--metrics"):
-        report.build_report(runs, metrics=["ndcg"])
+        report.build_report(runs, report.ReportOptions(metrics=["ndcg"]))
     with pytest.raises(InputError, match="no per-query column"):
-        report.build_report(runs, metrics=["ndcg@5"])
+        report.build_report(runs, report.ReportOptions(metrics=["ndcg@5"]))
     with pytest.raises(report.ReportError, match="no runs"):
         report.build_report([])
 
 
 def test_two_factor_run_is_flagged():
-    rep = report.build_report(ablation_runs(bm25__k1=1.2), n_resamples=1000, plots=False)
+    rep = report.build_report(
+        ablation_runs(bm25__k1=1.2), report.ReportOptions(n_resamples=1000, plots=False)
+    )
     t = rep.table.set_index("variant")
     assert t.loc["C", "flags"] == "two factors changed: retrievers/fusion and bm25.k1"
     assert t.loc["D", "flags"] == "" and t.loc["B", "flags"] == ""
@@ -159,24 +163,47 @@ def test_two_factor_run_is_flagged():
 def test_different_labels_refused_then_forced():
     runs = ablation_runs(qrels="e" * 64)
     with pytest.raises(ComparisonRefused) as e:
-        report.build_report(runs, n_resamples=1000, plots=False)
+        report.build_report(runs, report.ReportOptions(n_resamples=1000, plots=False))
     assert "e" * 64 in str(e.value) and "q" * 64 in str(e.value) and "--force" in str(e.value)
-    rep = report.build_report(runs, n_resamples=1000, plots=False, force=True)
+    rep = report.build_report(runs, report.ReportOptions(n_resamples=1000, plots=False, force=True))
     flags = rep.table.set_index("variant").loc["C", "flags"]
     assert flags.startswith("FORCED: labels differ") and rep.checks[runs[0].run_id].refused
 
 
 def test_test_split_mixed_with_dev_is_loud():
     runs = [record("A", 1), record("C", 3, split="test", qrels="t" * 64)]
-    rep = report.build_report(runs, n_resamples=1000, plots=False)
+    rep = report.build_report(runs, report.ReportOptions(n_resamples=1000, plots=False))
     row = rep.table.set_index("variant").loc["C"]
     assert row["flags"].startswith("SPLIT MIX") and row["split"] == "test"
     assert any(w.startswith("SPLIT MIX") for w in rep.warnings) and "SPLIT MIX" in rep.markdown
 
 
+def test_split_warnings_read_held_out_splits_by_the_rows_rule(monkeypatch):
+    """The SPLIT MIX warning and the rows' held-out marking follow one rule (record.HELD_OUT_SPLITS): a study whose
+    held-out split is called ``holdout`` is warned about as one called ``test``."""
+    from ablate import record as R
+
+    monkeypatch.setattr(R, "HELD_OUT_SPLITS", ("test", "holdout"))
+    runs = [record("A", 1), record("C", 3, split="holdout", qrels="t" * 64)]
+    rep = report.build_report(runs, report.ReportOptions(n_resamples=100, plots=False))
+    assert rep.heldout is not None and rep.heldout.mixed
+    assert (
+        "SPLIT MIX: the runs mix the held-out holdout split with dev: tune on dev, then run the chosen setting once "
+        "on holdout" in rep.warnings
+    )
+    sweep = [
+        record("C", 3, split="holdout", qrels="t" * 64),
+        record("C", 4, split="holdout", qrels="t" * 64, rrf__k=10),
+    ]
+    assert any(
+        "sweep on the held-out holdout split is tuning on it" in w
+        for w in report.split_warnings(sweep, "sweep")
+    )
+
+
 def test_paired_on_common_queries():
     runs = [record("A", 1), record("C", 3, drop=("q03", "q17"))]
-    rep = report.build_report(runs, n_resamples=1000, metrics=["ndcg@10"], plots=False)
+    rep = report.build_report(runs, report.ReportOptions(n_resamples=1000, metrics=["ndcg@10"], plots=False))
     row = rep.table.set_index("variant").loc["C"]
     common = [q for q in QIDS if q not in ("q03", "q17")]
     direct = stats.paired_randomization_test(
@@ -193,22 +220,29 @@ def sweep_runs() -> list[report.RunRecord]:
 
 def test_baseline_rules():
     runs = ablation_runs()
-    assert report.build_report(runs, baseline="C", plots=False, n_resamples=100).baseline == runs[0].run_id
     assert (
-        report.build_report(runs, baseline=runs[3].run_id[:8], plots=False, n_resamples=100).baseline
+        report.build_report(runs, report.ReportOptions(baseline="C", plots=False, n_resamples=100)).baseline
+        == runs[0].run_id
+    )
+    assert (
+        report.build_report(
+            runs, report.ReportOptions(baseline=runs[3].run_id[:8], plots=False, n_resamples=100)
+        ).baseline
         == runs[3].run_id
     )
     with pytest.raises(ConfigError, match="--baseline"):
-        report.build_report(runs, baseline="Z", plots=False)
+        report.build_report(runs, report.ReportOptions(baseline="Z", plots=False))
     no_a = [r for r in runs if r.variant != "A"]
-    rep = report.build_report(no_a, plots=False, n_resamples=100)
+    rep = report.build_report(no_a, report.ReportOptions(plots=False, n_resamples=100))
     assert (
         rep.table["variant"].iloc[0] == "B" and rep.baseline == no_a[2].run_id
     )  # the first in ablation order
     assert rep.warnings == []
 
     sw = sweep_runs()
-    rep = report.build_report(sw, swept=["rrf.k", "rrf.window"], plots=False, n_resamples=100)
+    rep = report.build_report(
+        sw, report.ReportOptions(plots=False, n_resamples=100), swept=["rrf.k", "rrf.window"]
+    )
     base = rep.table.set_index("run_id").loc[rep.baseline]
     assert rep.kind == "sweep" and (base["rrf.k"], base["rrf.window"]) == (
         "10",
@@ -218,12 +252,16 @@ def test_baseline_rules():
     assert rep.table["flags"].eq("").all()
     # the sweep's first cell follows the declared order of the swept params
     part = [sw[1], sw[2], sw[4]]  # (10,100) (30,50) (60,50)
-    rep = report.build_report(part, swept=["rrf.window", "rrf.k"], plots=False, n_resamples=100)
+    rep = report.build_report(
+        part, report.ReportOptions(plots=False, n_resamples=100), swept=["rrf.window", "rrf.k"]
+    )
     assert rep.baseline == sw[2].run_id
-    rep = report.build_report(part, swept=["rrf.k", "rrf.window"], plots=False, n_resamples=100)
+    rep = report.build_report(
+        part, report.ReportOptions(plots=False, n_resamples=100), swept=["rrf.k", "rrf.window"]
+    )
     assert rep.baseline == sw[1].run_id
     # undeclared: inferred from what differs
-    rep = report.build_report(part, plots=False, n_resamples=100)
+    rep = report.build_report(part, report.ReportOptions(plots=False, n_resamples=100))
     assert rep.swept == ["rrf.k", "rrf.window"] and rep.baseline == sw[1].run_id
     assert rep.labels[sw[1].run_id] == "C k=10 window=100"
 
@@ -232,7 +270,9 @@ def test_sweep_flags_unswept_change_and_plots(tmp_path: Path):
     sw = sweep_runs()
     sw[5] = record("C", 15, rrf__k=30, rrf__window=100, bm25__b=0.75)
     rep = report.build_report(
-        sw, swept=["rrf.k", "rrf.window"], n_resamples=200, metrics=["ndcg@10", "mrr@10"]
+        sw,
+        report.ReportOptions(n_resamples=200, metrics=["ndcg@10", "mrr@10"]),
+        swept=["rrf.k", "rrf.window"],
     )
     flagged = rep.table[rep.table["flags"] != ""]
     assert list(flagged["run_id"]) == [sw[5].run_id]
@@ -251,7 +291,7 @@ def test_sweep_flags_unswept_change_and_plots(tmp_path: Path):
 
 def test_slices_table():
     runs = ablation_runs()
-    rep = report.build_report(runs, n_resamples=100, plots=False)
+    rep = report.build_report(runs, report.ReportOptions(n_resamples=100, plots=False))
     s = rep.slices.set_index(["tag", "variant"])
     a = runs[1]
     exact = a.per_query.loc[QIDS[:10]]
@@ -278,20 +318,22 @@ def test_slices_table():
     assert ("C vs A (ndcg@10)" in md) and (f"{ex_c:.3f} vs {ex_a:.3f}, paraphrase" in md)
     lower = [r.variant for r in runs if s.loc[("exact-id", r.variant), "ndcg@10"] < ex_a]
     assert md.count("lower on exact-id") == len(lower)
-    rep = report.build_report(runs, n_resamples=100, plots=False, contrast=("multi-hop", "paraphrase"))
+    rep = report.build_report(
+        runs, report.ReportOptions(n_resamples=100, plots=False, contrast=("multi-hop", "paraphrase"))
+    )
     assert "## multi-hop vs paraphrase" in rep.slices_markdown
-    rep = report.build_report(runs, n_resamples=100, plots=False, contrast=None)
+    rep = report.build_report(runs, report.ReportOptions(n_resamples=100, plots=False, contrast=None))
     assert " vs " not in rep.slices_markdown.split("## ")[-1].splitlines()[0]
 
     no_tags = [record("A", 1, tags=False), record("C", 3, tags=False)]
-    rep = report.build_report(no_tags, n_resamples=100, plots=False)
+    rep = report.build_report(no_tags, report.ReportOptions(n_resamples=100, plots=False))
     assert rep.slices.empty and "no `tags` column" in rep.slices_markdown
 
 
 def test_logged_mean_mismatch_is_a_warning():
     runs = ablation_runs()[:2]
     runs[0].metrics["ndcg_at_10"] = 0.123  # type: ignore[index]
-    rep = report.build_report(runs, n_resamples=100, plots=False, metrics=["ndcg@10"])
+    rep = report.build_report(runs, report.ReportOptions(n_resamples=100, plots=False, metrics=["ndcg@10"]))
     assert any("logged ndcg_at_10=0.123000" in w for w in rep.warnings)
 
 
@@ -421,7 +463,7 @@ def test_tuning_kinds():
 
 def test_a_table_mixing_dev_tuned_and_test_tuned_rows_is_marked():
     runs = [on_test("A", 1), on_test("B", 2), on_test("C", 3, reused=True)]
-    rep = report.build_report(runs, n_resamples=200, plots=False)
+    rep = report.build_report(runs, report.ReportOptions(n_resamples=200, plots=False))
     by = {r.variant: r.run_id for r in runs}
     assert rep.heldout is not None and rep.heldout.mixed
     assert rep.heldout.kinds == {by["A"]: "dev-tuned", by["B"]: "dev-tuned", by["C"]: "test-tuned"}
@@ -442,7 +484,7 @@ def test_a_table_mixing_dev_tuned_and_test_tuned_rows_is_marked():
 
 def test_dev_split_rows_beside_held_out_rows_are_marked():
     runs = [record("A", 1), on_test("C", 3)]
-    rep = report.build_report(runs, n_resamples=200, plots=False)
+    rep = report.build_report(runs, report.ReportOptions(n_resamples=200, plots=False))
     assert rep.heldout is not None and rep.heldout.mixed
     assert "mixes dev-split rows with held-out rows" in rep.heldout.warning
     assert "‡ dev-split rows (A)" in rep.heldout.warning and "dev-tuned held-out rows" in rep.heldout.warning
@@ -453,10 +495,12 @@ def test_dev_split_rows_beside_held_out_rows_are_marked():
 
 def test_runs_of_one_kind_are_not_marked_but_test_tuned_rows_always_are():
     for runs in ([record("A", 1), record("C", 3)], [on_test("A", 1), on_test("C", 3)]):
-        rep = report.build_report(runs, n_resamples=200, plots=False)
+        rep = report.build_report(runs, report.ReportOptions(n_resamples=200, plots=False))
         assert rep.heldout is not None and rep.heldout.warning == "" and not rep.heldout.marks
         assert "HELD-OUT" not in rep.markdown and "†" not in rep.markdown and "‡" not in rep.markdown
-    rep = report.build_report([on_test("A", 1, True), on_test("C", 3, True)], n_resamples=200, plots=False)
+    rep = report.build_report(
+        [on_test("A", 1, True), on_test("C", 3, True)], report.ReportOptions(n_resamples=200, plots=False)
+    )
     assert rep.heldout is not None and not rep.heldout.mixed
     assert rep.heldout.warning.startswith("TEST-TUNED: † test-tuned rows (A, C)")
     assert "| A † (baseline) " in rep.markdown and "| C † " in rep.markdown
@@ -511,14 +555,15 @@ def test_report_cache_serves_unchanged_figures_and_tests_and_redraws_a_changed_r
     from ablate.study.plots import PLOTS_KIND
 
     sw = sweep_runs()
-    kw = {"swept": ["rrf.k", "rrf.window"], "n_resamples": 300, "metrics": ["ndcg@10", "mrr@10"]}
-    plain = report.build_report(sw, **kw)
+    kw = {"swept": ["rrf.k", "rrf.window"]}
+    opts = report.ReportOptions(n_resamples=300, metrics=["ndcg@10", "mrr@10"])
+    plain = report.build_report(sw, opts, **kw)
     cache = Cache(tmp_path / "cache")
-    first = report.build_report(sw, cache=cache, **kw)
+    first = report.build_report(sw, opts, cache=cache, **kw)
     drawn = cache.stats.by_kind[PLOTS_KIND]["misses"]
     assert drawn == len(first.plots) and first.plots == plain.plots  # cached or not: the same PNG bytes
     assert first.table.equals(plain.table) and first.markdown == plain.markdown
-    second = report.build_report(sw, cache=cache, **kw)
+    second = report.build_report(sw, opts, cache=cache, **kw)
     assert cache.stats.by_kind[PLOTS_KIND] == {"hits": len(first.plots), "misses": drawn}
     assert cache.stats.by_kind[report.TESTS_KIND] == {"hits": 1, "misses": 1}
     assert cache.stats.by_kind[report.REPORT_CI_KIND] == {"hits": len(sw), "misses": len(sw)}  # one per run
@@ -527,10 +572,82 @@ def test_report_cache_serves_unchanged_figures_and_tests_and_redraws_a_changed_r
     # one run's per-query scores change: its own figures (the bars and the curves through it) are drawn again
     changed = list(sw)
     changed[5] = record("C", 99, rrf__k=30, rrf__window=100)
-    third = report.build_report(changed, cache=cache, **kw)
+    third = report.build_report(changed, opts, cache=cache, **kw)
     assert cache.stats.by_kind[PLOTS_KIND]["misses"] > drawn
     assert (
         cache.stats.by_kind[report.REPORT_CI_KIND]["misses"] == len(sw) + 1
     )  # only the changed run's intervals
-    assert third.table.equals(report.build_report(changed, **kw).table)
+    assert third.table.equals(report.build_report(changed, opts, **kw).table)
     assert third.plots["metrics_bars.png"] != first.plots["metrics_bars.png"]
+
+
+# -- the report on a store: what cannot be read is loud, nothing is left behind ------------------------------------
+
+
+def test_a_long_sweep_override_is_read_whole_from_its_artifact(mlflow_uri, capsys, monkeypatch):
+    """MLflow holds 4,900 characters of a tag: the parent's ablate.overrides is logged cut (one warning) and kept
+    whole as an artifact, and the report's swept params come from the whole value."""
+    from ablate.study.fetch import fetch_runs
+    from ablate.tracking import Tracker, limits
+
+    monkeypatch.setattr(limits, "_SAID", set())  # the warning is once per key and process
+
+    t = Tracker(mlflow_uri)
+    exp = f"long-{uuid.uuid4().hex[:8]}"
+    overrides = "variant=A,B,C +note=" + "n" * 5000 + " rrf.k=10,60"
+    parent = t.start(exp, "sweep long", tags={"ablate.role": "sweep-parent", "ablate.overrides": overrides})
+    for v, seed in (("A", 1), ("B", 2), ("C", 3)):
+        log_child(t, exp, parent, record(v, seed))
+    stored = t.get_run(parent)
+    assert stored is not None and len(stored.tags["ablate.overrides"]) <= 4900
+    assert swept_from_overrides(stored.tags["ablate.overrides"]) == ["variant"]  # what the cut value says
+    assert "ablate.overrides is 5,032 characters" in capsys.readouterr().err
+    _, source = fetch_runs(t, parent)
+    assert source.swept == ["variant", "rrf.k"]
+
+
+def test_a_report_leaves_no_temp_folder(mlflow_uri, tmp_path, monkeypatch):
+    import tempfile
+
+    from ablate.tracking import Tracker
+
+    t = Tracker(mlflow_uri)
+    exp = f"tmp-{uuid.uuid4().hex[:8]}"
+    parent = t.start(exp, "sweep", tags={"ablate.role": "sweep-parent", "ablate.overrides": "variant=A,B"})
+    for v, seed in (("A", 1), ("B", 2)):
+        log_child(t, exp, parent, record(v, seed))
+    temp = tmp_path / "temp"
+    temp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(temp))
+    options = report.ReportOptions(n_resamples=100, plots=False)
+    for _ in range(2):  # the second looks for report/ and finds it: report-2/
+        report.attach_report(t, report.ReportRequest(parent, out=tmp_path / "out", options=options))
+    assert t.has_artifact(parent, "report-2/ablation.md")
+    assert sorted(p.name for p in temp.iterdir()) == []
+
+
+def test_a_store_that_refuses_to_show_the_parents_reports_is_loud_and_nothing_is_overwritten(
+    mlflow_uri, served_artifacts, tmp_path, monkeypatch
+):
+    """Write-only credentials: the parent's listing is refused (HTTP 403). That is not "no report there": the
+    report stops with one clear error instead of writing report/ over the earlier one."""
+    from ablate.tracking import StoreError, Tracker
+    from conftest import served_experiment
+
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
+    root, files, locked = served_artifacts
+    t = Tracker(mlflow_uri)
+    exp = served_experiment(t, root)
+    parent = t.start(exp, "sweep", tags={"ablate.role": "sweep-parent", "ablate.overrides": "variant=A,B"})
+    for v, seed in (("A", 1), ("B", 2)):
+        log_child(t, exp, parent, record(v, seed))
+    options = report.ReportOptions(n_resamples=100, plots=False)
+    report.attach_report(t, report.ReportRequest(parent, out=tmp_path / "out", options=options))
+    first = {k: v for k, v in files.items() if parent in k}
+    assert any(k.endswith("/report/ablation.md") for k in first)
+    locked.add(parent)
+    with pytest.raises(
+        StoreError, match=r"refused the credentials listing the artifacts of run .* \(HTTP 403\)"
+    ):
+        report.attach_report(t, report.ReportRequest(parent, out=tmp_path / "out", options=options))
+    assert {k: v for k, v in files.items() if parent in k} == first

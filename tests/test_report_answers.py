@@ -46,7 +46,7 @@ def with_answers(rec: report.RunRecord, seed: int, oracle: bool = False) -> repo
 
 def test_answer_section_numbers():
     runs = [with_answers(r, i) for i, r in enumerate(ablation_runs())]
-    rep = report.build_report(runs, plots=True)
+    rep = report.build_report(runs, report.ReportOptions(plots=True))
     assert rep.answers is not None
     t = rep.answers.table.set_index("variant")
     by = {r.variant: r for r in runs}
@@ -86,7 +86,7 @@ def test_oracle_note_names_generator_failures():
     runs = ablation_runs()
     oracle = with_answers(record("oracle", 9), 9, oracle=True)
     runs = [with_answers(r, i) for i, r in enumerate(runs)] + [oracle]
-    rep = report.build_report(runs, plots=False, force=True)
+    rep = report.build_report(runs, report.ReportOptions(plots=False, force=True))
     assert rep.answers is not None
     o = rep.answers.table.set_index("variant").loc["oracle"]
     assert o["retrieval_failures"] == 0  # the gold evidence was always in the context
@@ -96,7 +96,7 @@ def test_oracle_note_names_generator_failures():
 
 
 def test_no_answer_section_without_generator():
-    rep = report.build_report(ablation_runs(), plots=True)
+    rep = report.build_report(ablation_runs(), report.ReportOptions(plots=True))
     assert rep.answers is None and "## Answers" not in rep.markdown
     assert not any(name.startswith("funnel_") for name in rep.plots)
 

@@ -225,7 +225,10 @@ def test_stage_fingerprint_follows_model_content_and_logs_train_only_when_traine
 
 
 class TestCrossEncoderContract(RerankerContract):
+    option = "reranker/cross_encoder"
     variations = {"model": "trained", "depth": 5, "batch_size": 8, "max_length": 128}
+    invalid = {"depth": 0, "batch_size": 0, "max_length": 4, "precision": "fp8", "num_threads": -1}
+    derived = frozenset({"train.base_model_source", "train.precision_native", "precision_native"})
 
     @pytest.fixture(autouse=True)
     def _model(self, model_path):

@@ -284,17 +284,25 @@ def test_reused_artifacts_are_linked_and_the_new_config_never_writes_through_to_
     ).read_text() == loud.config_yaml
 
 
-def test_the_plan_settles_only_the_cells_it_looked_up(monkeypatch):
-    from ablate.app import reuse_plan
+def test_the_plan_settles_only_the_cells_it_looked_up():
+    from ablate.app.cli import Command
+    from ablate.app.plan import Cell, Plan
+    from ablate.runner.reuse import Lookup
 
-    monkeypatch.setattr(reuse_plan, "CHECKED", {("a=1",), ("a=2",)})
-    monkeypatch.setattr(reuse_plan, "PLAN", {("a=2",): object()})
-    assert reuse_plan.looked_up(["a=1", "hydra.sweep.dir=x"])  # looked up, nothing found: no second look-up
-    assert not reuse_plan.looked_up(["a=2"])  # planned but launched anyway (another sweeper): the job looks
-    assert not reuse_plan.looked_up(["a=3"])  # never looked up (e.g. a launcher worker's process)
-    assert reuse_plan.all_checked([["a=1"], ["a=2", "hydra.run.dir=y"]]) and not reuse_plan.all_checked(
-        [["a=3"]]
+    job = object()
+    plan = Plan(
+        [
+            Cell(("a=1", "hydra.sweep.dir=x"), job, looked_up=True),  # looked up, nothing found
+            Cell(("a=2",), job, looked_up=True, reuse=Lookup()),  # planned (a found run stands for it)
+            Cell(("a=3",), job),  # never looked up (e.g. tracking.reuse=false)
+        ],
+        multirun=True,
     )
+    command = Command(plan, ".")  # type: ignore[arg-type]
+    assert command.settled == {
+        ("a=1",)
+    }  # its job does not look again; a=2 launched anyway (another sweeper) does
+    assert plan.cell(["a=1"]) is plan.cells[0] and plan.cell(["a=4"]) is None
 
 
 def test_under_hydras_basic_sweeper_each_job_finds_its_reused_run_itself(tmp_path):

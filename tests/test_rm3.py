@@ -13,6 +13,8 @@ from conftest import write_corpus
 
 
 class TestRM3Contract(RetrieverContract):
+    option = "retrievers/rm3"
+    invalid = {"fb_docs": 0, "fb_terms": 0, "original_query_weight": 1.5, "k1": -1}
     variations = {"fb_docs": 3, "fb_terms": 5, "original_query_weight": 0.8, "k1": 1.2, "stemmer": None}
 
     def make(self, **params):

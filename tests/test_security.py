@@ -144,7 +144,7 @@ def test_a_report_goes_to_a_sweep_folder_only_when_the_folder_names_its_parent(t
     (an edited or shared store) does not decide where the report is written."""
     from ablate.record import SWEEP_PARENT_FILE
     from ablate.study.fetch import Source
-    from ablate.study.report import _default_out
+    from ablate.study.report import default_out as _default_out
 
     monkeypatch.chdir(tmp_path)
     elsewhere = tmp_path / "elsewhere"

@@ -13,15 +13,11 @@ from pathlib import Path
 import pytest
 
 from ablate.app.split import main as split_main
-from ablate.data.corpus import Snapshot, load_corpus
-from ablate.data.splitting import (
-    USED_MARKER,
-    SplitParams,
-    apply_split_file,
-    build_split,
-    mark_used_by_test,
-    normalise_question,
-)
+from ablate.data.corpus import load_corpus
+from ablate.data.grouping import normalise_question
+from ablate.data.snapshot import Snapshot
+from ablate.data.split_files import USED_MARKER, apply_split_file, mark_used_by_test
+from ablate.data.splitting import SplitParams, build_split
 from ablate.errors import AblateError, InputError
 from conftest import DATASETS, REPO, write_corpus
 

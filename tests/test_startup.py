@@ -81,4 +81,4 @@ def test_a_run_still_imports_what_it_needs():
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.strip() == "ablate.evaluation.core"
+    assert proc.stdout.strip() == "ablate.evaluation.retrieval"

@@ -21,6 +21,7 @@ from statsmodels.stats.proportion import proportion_confint
 
 from ablate.errors import AblateError
 from ablate.evaluation import stats as S
+from ablate.evaluation.stats import resampling
 
 
 def _paired_mean(x, y, axis=-1):
@@ -192,7 +193,7 @@ def test_bootstrap_does_not_depend_on_chunk_size(monkeypatch):
     x = np.random.default_rng(4).random(37)
     a = np.random.default_rng(5).random(37)
     before = (S.bootstrap_ci(x, method="bca"), S.paired_bootstrap_test(x, a, n_resamples=3000))
-    monkeypatch.setattr(S, "_CHUNK_ELEMENTS", 100)  # two resamples per chunk
+    monkeypatch.setattr(resampling, "_CHUNK_ELEMENTS", 100)  # two resamples per chunk
     after = (S.bootstrap_ci(x, method="bca"), S.paired_bootstrap_test(x, a, n_resamples=3000))
     assert before == after
 
@@ -564,3 +565,36 @@ def test_paired_t_degenerate_differences():
     shifted = S.paired_t_test(a + 0.5, a)
     assert shifted.p_value == 0.0 and shifted.ci_low == pytest.approx(0.5)
     assert math.isnan(S.paired_t_test([0.4], [0.1]).p_value)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Kept in the cache by content
+
+
+def test_kept_intervals_are_keyed_by_the_code_of_every_statistics_module(tmp_path, monkeypatch):
+    """The cache key of kept intervals (and of the report's kept tests, ``stats.code_digest``) covers the source of
+    every module of the package, so an entry computed by other resampling or test code is never served."""
+    from pathlib import Path
+
+    from ablate.cache import Cache
+    from ablate.evaluation.stats import kept
+
+    read: list[str] = []
+    real = kept.source_digest
+    monkeypatch.setattr(kept, "source_digest", lambda path: read.append(Path(path).name) or real(path))
+    kept.code_digest.cache_clear()
+    try:
+        digest = S.code_digest()
+    finally:
+        kept.code_digest.cache_clear()
+    package = sorted(p.name for p in Path(kept.__file__).parent.glob("*.py"))
+    assert sorted(read) == package and {"bootstrap.py", "paired.py", "resampling.py"} <= set(package)
+
+    table = pd.DataFrame({"m": np.random.default_rng(3).random(30)}, index=[f"q{i}" for i in range(30)])
+    cache = Cache(tmp_path / "cache")
+    first = S.bootstrap_cis_kept(table, ["m"], 200, 0, cache, "ci_test")
+    monkeypatch.setattr(kept, "bootstrap_cis", lambda *a, **k: pytest.fail("resampled although kept"))
+    assert S.bootstrap_cis_kept(table, ["m"], 200, 0, cache, "ci_test") == first
+    monkeypatch.setattr(kept, "code_digest", lambda: "other statistics code" + digest)
+    with pytest.raises(pytest.fail.Exception, match="resampled although kept"):
+        S.bootstrap_cis_kept(table, ["m"], 200, 0, cache, "ci_test")

@@ -14,12 +14,13 @@ import numpy as np
 import pytest
 
 from ablate.evaluation import stats as S
+from ablate.evaluation.stats import resampling
 
 ALPHA = 1.0 - 0.95  # the quantile levels the library computes from confidence=0.95 (not exactly 0.05)
 
 
 def _chunks(n: int, total: int) -> list[int]:
-    rows = max(1, S._CHUNK_ELEMENTS // n)
+    rows = max(1, resampling._CHUNK_ELEMENTS // n)
     return [min(rows, total - s) for s in range(0, total, rows)]
 
 
@@ -105,7 +106,7 @@ def test_batched_randomization_equals_one_test_per_pair(seed):
 def test_batched_randomization_chunks_do_not_change_results(monkeypatch):
     pairs = _pairs(1)
     whole = S.paired_randomization_tests(pairs, n_resamples=3000, seed=2)
-    monkeypatch.setattr(S, "_CHUNK_ELEMENTS", 300 * 7)  # 7 rows per chunk
+    monkeypatch.setattr(resampling, "_CHUNK_ELEMENTS", 300 * 7)  # 7 rows per chunk
     assert S.paired_randomization_tests(pairs, n_resamples=3000, seed=2) == whole
 
 

@@ -1,6 +1,8 @@
 """MLflow tracking against a real sqlite store."""
 
 import json
+import threading
+import uuid
 from pathlib import Path
 
 import pytest
@@ -205,3 +207,119 @@ def test_copied_artifacts_are_links_and_writing_a_run_file_never_changes_the_oth
         t.copy_artifacts(src, dst2, skip=["config.yaml"])
     c = t.local_artifact_root(dst2)
     assert c is not None and not (c / "config.yaml").exists() and (c / "run.trec").exists()
+
+
+# -- failures that are not "not found" (real HTTP servers on 127.0.0.1) ---------------------------------------------
+
+
+@pytest.fixture
+def logins(monkeypatch):
+    """A real HTTP server on 127.0.0.1 answering MLflow's read of a run as a tracking server behind a login does:
+    run ``0...0`` does not exist (MLflow's RESOURCE_DOES_NOT_EXIST), ``b...b`` is a bad request (HTTP 400), any other
+    needs credentials (HTTP 401)."""
+    from werkzeug.serving import make_server
+    from werkzeug.wrappers import Request, Response
+
+    @Request.application
+    def app(request: Request) -> Response:
+        run_id = request.args.get("run_id", "")
+        if request.path.endswith("/runs/get") and run_id == "0" * 32:
+            body = {"error_code": "RESOURCE_DOES_NOT_EXIST", "message": f"Run '{run_id}' not found"}
+            return Response(json.dumps(body), status=404, mimetype="application/json")
+        if request.path.endswith("/runs/get") and run_id == "b" * 32:
+            body = {"error_code": "INVALID_PARAMETER_VALUE", "message": "the backend store is read-only"}
+            return Response(json.dumps(body), status=400, mimetype="application/json")
+        return Response("Unauthorized", status=401)
+
+    for name, value in (
+        ("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0"),
+        ("MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR", "0"),
+        ("MLFLOW_HTTP_REQUEST_TIMEOUT", "5"),
+    ):
+        monkeypatch.setenv(name, value)
+    server = make_server("127.0.0.1", 0, app)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_port}"
+    finally:
+        server.shutdown()
+        thread.join()
+
+
+def test_only_a_missing_run_is_not_found_a_refused_login_is_loud(logins):
+    from ablate.tracking import StoreError
+
+    t = Tracker(logins)
+    assert t.get_run("0" * 32) is None  # the store says there is no such run
+    assert t.local_artifact_root("0" * 32) is None
+    with pytest.raises(StoreError, match=r"refused the credentials reading run a{32} \(HTTP 401\)") as e:
+        t.get_run("a" * 32)
+    assert logins in str(e.value) and "Fix: set MLFLOW_TRACKING_USERNAME" in str(e.value)
+    with pytest.raises(StoreError, match="HTTP 401"):
+        t.local_artifact_root("a" * 32)
+    with pytest.raises(StoreError, match="read-only.*this is not a missing run or artifact. Fix: check"):
+        t.get_run("b" * 32)
+
+
+def test_an_artifact_store_that_refuses_reads_is_not_a_missing_artifact(store, served_artifacts, monkeypatch):
+    from ablate.tracking import StoreError
+    from conftest import served_experiment
+
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
+    tmp_path, t = store
+    root, files, locked = served_artifacts
+    with t.run(served_experiment(t, root), "r") as rid:
+        t.log_files(rid, {"report/ablation.md": "# first"})
+    assert t.local_artifact_root(rid) is None and any(k.endswith("report/ablation.md") for k in files)
+    assert t.has_artifact(rid, "report/ablation.md") and not t.has_artifact(rid, "report-2/ablation.md")
+    got = t.download_artifact(rid, "report/ablation.md", tmp_path / "served")
+    assert got is not None and got.read_text() == "# first"
+    assert t.download_artifact(rid, "report-2/ablation.md", tmp_path / "served") is None  # truly not there
+    locked.add(rid)
+    with pytest.raises(StoreError, match=r"refused the credentials .*artifact.* \(HTTP 403\)"):
+        t.download_artifact(rid, "report/ablation.md", tmp_path / "refused")
+    with pytest.raises(StoreError, match=r"HTTP 403"):
+        t.has_artifact(rid, "report/ablation.md")
+
+
+# -- values too long for MLflow ---------------------------------------------------------------------------------------
+
+
+def test_a_value_too_long_for_mlflow_says_so_once_and_is_kept_whole(store, capsys):
+    from ablate.record import cut_artifact, full_value_artifact
+    from ablate.tracking.limits import PARAM_LIMIT, TAG_LIMIT
+
+    _, t = store
+    tag, param = f"ablate.note_{uuid.uuid4().hex[:6]}", f"stage.blob_{uuid.uuid4().hex[:6]}"
+    long_tag = "variant=A,B " + "x" * 6000 + " rrf.k=10,60"
+    long_param = "y" * 7000
+    ids = []
+    for i in range(2):
+        with t.run("exp-long", f"r{i}", tags={tag: long_tag}) as rid:
+            t.log_run(rid, params={param: long_param, "short": 1}, tags={"ablate.ok": "fine"})
+        ids.append(rid)
+    err = capsys.readouterr().err.splitlines()
+    said = [line for line in err if line.startswith("warning:")]
+    assert len(said) == 2, err  # once per key, not once per run
+    assert f"the tag {tag} is 6,024 characters, more than MLflow keeps (4,900)" in said[0]
+    assert (
+        f"the param {param} is 7,000 characters" in said[1]
+        and full_value_artifact("params", param) in said[1]
+    )
+    for rid in ids:
+        r = t.get_run(rid)
+        assert r is not None and r.params["short"] == "1" and r.tags["ablate.ok"] == "fine"
+        assert len(r.tags[tag]) <= TAG_LIMIT and len(r.params[param]) <= PARAM_LIMIT
+        assert cut_artifact(r.tags[tag]) == full_value_artifact("tags", tag)
+        assert r.tags[tag].startswith("variant=A,B xxx")
+        whole = t.whole(r)
+        assert whole.tags[tag] == long_tag and whole.params[param] == long_param
+        assert whole.params["short"] == "1" and whole.run_id == rid
+    a, b = t.get_run(ids[0]), t.get_run(ids[1])
+    assert a is not None and b is not None and a.params[param] == b.params[param]
+    # two values that differ only after the cut stay different
+    with t.run("exp-long", "other") as other:
+        t.log_params(other, {param: long_param[:-1] + "z"})
+    c = t.get_run(other)
+    assert c is not None and c.params[param] != a.params[param]

@@ -2,8 +2,8 @@
 
 import os
 
-# torch's OpenMP threads otherwise spin while waiting; on a shared 2-core machine that made dense query encoding up
-# to 6.8x slower (experiments/results/bench_encode.md). Must be set before torch is imported.
+# torch's OpenMP threads otherwise spin while waiting, which on a shared machine slows dense query encoding several
+# times over (experiments/results/bench_encode.md). Must be set before torch is imported.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 from ablate.app import interrupts  # noqa: E402  (the standard library only)

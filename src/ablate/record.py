@@ -16,6 +16,7 @@ its held-out status, why it failed.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import numbers
@@ -198,6 +199,38 @@ REPORT_DIR = "report"
 #: In a sweep's folder: the id of its parent run (a report goes into the folder a parent's tag names only when the
 #: folder holds this file naming that run).
 SWEEP_PARENT_FILE = ".ablate_parent_run"
+#: Where the whole value of a param or tag too long for MLflow is kept, one file per key
+#: (:func:`full_value_artifact`); the logged value is cut and says so (:func:`shortened`). Those of tags are not part
+#: of the record digest (tags say where a run stands, not what it measured).
+A_FULL_VALUES = "full_values"
+A_FULL_TAG_VALUES = f"{A_FULL_VALUES}/tags"
+
+
+def full_value_artifact(kind: str, key: str) -> str:
+    """The artifact holding the whole value of the param (``kind="params"``) or tag (``kind="tags"``) ``key``: the
+    key as a file name (another character than a letter, digit, ``.``, ``_`` or ``-`` becomes ``_``, and a short
+    hash of the key is added so two keys never share a file)."""
+    safe = re.sub(r"[^A-Za-z0-9._-]", "_", key).lstrip(".") or "_"
+    if safe != key:
+        safe += "-" + hashlib.sha256(key.encode("utf-8")).hexdigest()[:8]
+    return f"{A_FULL_VALUES}/{kind}/{safe}.txt"
+
+
+_CUT = re.compile(r" \[cut from \d+ characters, sha256 [0-9a-f]{12}; whole value: artifact (\S+)\]\Z")
+
+
+def shortened(value: str, limit: int, artifact: str) -> str:
+    """``value`` cut to ``limit`` characters, ending with where its whole value is and a hash of it (two values that
+    differ after the cut stay different)."""
+    sha = hashlib.sha256(value.encode("utf-8")).hexdigest()[:12]
+    note = f" [cut from {len(value)} characters, sha256 {sha}; whole value: artifact {artifact}]"
+    return value[: max(0, limit - len(note))] + note
+
+
+def cut_artifact(value: str) -> str | None:
+    """The artifact holding the whole value when ``value`` was cut by :func:`shortened`, else None."""
+    m = _CUT.search(value)
+    return m.group(1) if m else None
 
 
 # -- a run, read back -----------------------------------------------------------------------------------------------
@@ -301,7 +334,8 @@ def json_list(value: Any) -> list[str]:
 def param_value(v: Any) -> str:
     """How a typed param value is written: ``null``, JSON for lists and mappings, an integral float as the integer
     the user wrote (``rrf.k=60`` is checked as the float 60.0 but logged ``60``, so the MLflow filter
-    ``params.`rrf.k` = '60'`` finds it; fingerprints keep the typed value), ``str`` otherwise (6000 chars)."""
+    ``params.`rrf.k` = '60'`` finds it; fingerprints keep the typed value), ``str`` otherwise. A value too long for
+    MLflow is cut where it is logged (:mod:`ablate.tracking.limits`), with its whole value kept as an artifact."""
     if v is None:
         return "null"
     if isinstance(v, numbers.Real) and not isinstance(v, numbers.Integral):
@@ -312,8 +346,7 @@ def param_value(v: Any) -> str:
         return json.dumps(
             list(v) if isinstance(v, tuple) else v, ensure_ascii=False, sort_keys=isinstance(v, dict)
         )
-    s = str(v)
-    return s if len(s) <= 6000 else s[:5997] + "..."
+    return str(v)
 
 
 def flatten(d: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:

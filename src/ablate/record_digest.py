@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ablate.record import A_RECORD_DIGEST, T_RECORD_DIGEST, RecordedRun
+from ablate.record import A_FULL_TAG_VALUES, A_RECORD_DIGEST, T_RECORD_DIGEST, RecordedRun
 
 if TYPE_CHECKING:
     from ablate.tracking import Tracker
@@ -65,9 +65,14 @@ def file_sha256(path: Path) -> str:
 
 
 def _read_artifacts(tracker: Tracker, run_id: str) -> tuple[dict[str, str], bytes | None]:
-    """The sha256 of every artifact the run holds now (but the manifest), and the stored manifest's bytes."""
+    """The sha256 of every artifact the run holds now (but the manifest, and the whole values of tags too long for
+    MLflow: tags are not in the digest), and the stored manifest's bytes."""
     with tracker.artifact_files(run_id) as files:
-        hashes = {rel: file_sha256(p) for rel, p in files.items() if rel != A_RECORD_DIGEST}
+        hashes = {
+            rel: file_sha256(p)
+            for rel, p in files.items()
+            if rel != A_RECORD_DIGEST and not rel.startswith(A_FULL_TAG_VALUES + "/")
+        }
         stored = files[A_RECORD_DIGEST].read_bytes() if A_RECORD_DIGEST in files else None
     return hashes, stored
 

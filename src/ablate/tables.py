@@ -36,7 +36,7 @@ def fmt(v: Any, digits: int = 3) -> str:
 
 
 def text_csv(df: Any) -> str:
-    """``df.to_csv(index=False)``, the same text, 1.7x faster (80k unjudged rows) for a frame of string and integer
+    """``df.to_csv(index=False)``, the same text, faster (``experiments/results/bench_design.md``) for a frame of string and integer
     columns whose fields need no quoting (the unjudged export once its frame is built; before that,
     ``EvalResult.unjudged_csv`` writes straight from the rows). Anything else (floats, missing values, a field with a
     comma, quote or line break) is left to pandas."""

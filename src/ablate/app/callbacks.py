@@ -3,7 +3,8 @@ report printed (and attached to the parent) when the sweep ends.
 
 The parent run id is handed to the jobs through the environment (inherited by the workers of Hydra's joblib
 launcher; sent in Ray's ``runtime_env`` by ``hydra/launcher=ray``, :mod:`ablate.app.cluster`) and a file in the sweep's own folder (unique per command), never through a folder two sweeps could share.
-At the end the callback counts the jobs that failed (FAILED runs, and jobs that never started one) for the exit code.
+The command counts the jobs that failed (FAILED runs, and jobs that never started one) for its exit code
+(:func:`ablate.app.cli.sweep_outcome`).
 A sweep on the held-out split that the user confirmed (``--confirm-test``) tags its parent ``ablate.test_confirmed=true``.
 """
 
@@ -17,14 +18,27 @@ from typing import Any
 from hydra.experimental.callback import Callback
 
 from ablate import record as R
-from ablate.app.cli import (
-    ENV_PARENT,
-    ENV_SIZE,
-    ENV_TEST_CONFIRMED,
-    PARENT_FILE,
-    SWEEP_OUTCOME,
-)
+from ablate.app.cli import ENV_PARENT, ENV_TEST_CONFIRMED, PARENT_FILE
 from ablate.tracking import Tracker
+
+
+def expected_jobs(config: Any) -> int:
+    """How many jobs the sweep of the multirun ``config`` has: the cells of its sweeper's params and task overrides."""
+    from ablate.app.plan import split_cells
+
+    params = config.hydra.sweeper.get("params") or {}
+    swept = [f"{k}={v}" for k, v in params.items()]
+    return len(split_cells([*swept, *(str(o) for o in config.hydra.overrides.task)]))
+
+
+def _expected_tag(config: Any) -> str:
+    """:func:`expected_jobs` as the parent's tag; empty under a sweeper whose cells are not lists of values."""
+    from ablate.errors import AblateError
+
+    try:
+        return str(expected_jobs(config))
+    except AblateError:
+        return ""
 
 
 class SweepCallback(Callback):
@@ -54,7 +68,7 @@ class SweepCallback(Callback):
                     R.T_ROLE: R.ROLE_SWEEP_PARENT,
                     R.T_OVERRIDES: " ".join(overrides),
                     R.T_GIT: git_commit(),
-                    R.T_EXPECTED_CHILDREN: os.environ.get(ENV_SIZE, ""),
+                    R.T_EXPECTED_CHILDREN: _expected_tag(config),
                     **({R.T_TEST_CONFIRMED: "true"} if os.environ.get(ENV_TEST_CONFIRMED) == "1" else {}),
                     **process_tags(),
                 },
@@ -93,12 +107,11 @@ class SweepCallback(Callback):
         self._finish()
 
     def _finish(self, quiet: bool = False) -> None:
-        """Count the outcome, then end the parent FINISHED. A store that fails here is said in one line (not at all
-        when ``quiet``: it was said already); the next command on it closes the parent."""
+        """End the parent FINISHED. A store that fails here is said in one line (not at all when ``quiet``: it was
+        said already); the next command on it closes the parent."""
         from ablate.errors import AblateError
 
         assert self.tracker is not None and self.parent is not None
-        self._outcome()
         try:
             self.tracker.end(self.parent, "FINISHED")
         except AblateError as e:
@@ -110,32 +123,21 @@ class SweepCallback(Callback):
     def _summarize_and_report(self, config: Any) -> None:
         from ablate.cache import Cache
         from ablate.errors import AblateError
-        from ablate.study.report import attach_report
+        from ablate.study.report import ReportOptions, ReportRequest, attach_report
         from ablate.study.sweep_summary import summarize_sweep
 
         assert self.tracker is not None and self.parent is not None
         summarize_sweep(self.tracker, self.parent)
         try:
-            attach_report(
-                self.tracker,
+            request = ReportRequest(
                 self.parent,
                 out=(self.sweep_dir / R.REPORT_DIR) if self.sweep_dir else None,
-                bootstrap=int(config.stats.bootstrap),
-                seed=int(config.stats.seed),
+                options=ReportOptions(bootstrap=int(config.stats.bootstrap), seed=int(config.stats.seed)),
                 cache=Cache(config.cache.dir or None, enabled=bool(config.cache.enabled)),
             )
+            attach_report(self.tracker, request)
             uri = self.tracker.uri
             where = uri if uri.startswith(("http://", "https://")) else f"mlflow ui --backend-store-uri {uri}"
             print(f"compare in the MLflow UI: {where}")
         except AblateError as e:  # e.g. a refused comparison must not crash the end of the sweep
             print(f"warning: no ablation report: {e}", file=sys.stderr)
-
-    def _outcome(self) -> None:
-        assert self.tracker is not None and self.parent is not None
-        children = self.tracker.children(self.parent)
-        try:
-            expected = int(os.environ.get(ENV_SIZE, "") or len(children))
-        except ValueError:
-            expected = len(children)
-        failed = sum(1 for r in children if r.status != "FINISHED") + max(0, expected - len(children))
-        SWEEP_OUTCOME.update({"jobs": max(expected, len(children)), "failed": failed, "parent": self.parent})

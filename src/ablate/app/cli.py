@@ -1,9 +1,12 @@
 """Hydra entry point: ``python -m ablate variant=C rrf.k=60`` / ``python -m ablate -m variant=A,B,C,D,oracle``.
 
-Before Hydra starts anything, :mod:`ablate.app.precheck` composes and validates every job of the command line and
-checks its inputs, so a mistake is one line and exit 2 with nothing created. Then Hydra runs the jobs; each turns
-its config into a :class:`~ablate.runner.job.JobSpec` (:mod:`ablate.app.config`) and hands it to
-:func:`ablate.runner.job.run_job`. A sweep whose jobs failed exits 1 and says how many and where the reasons are.
+Plan, then run. Before Hydra starts anything, :mod:`ablate.app.precheck` composes every cell of the command line
+once, builds its :class:`~ablate.runner.job.JobSpec` (stages built and bound) and checks its inputs, so a mistake is
+one line and exit 2 with nothing created; :mod:`ablate.app.reuse_plan` decides which cells a finished run stands for.
+Then Hydra runs the command with a :class:`Command` as its task function: the plan travels with it to the sweeper
+(which records the reused cells and launches the rest) and to every job run in this process, which takes its
+JobSpec from the plan and hands it to :func:`ablate.runner.job.run_job`. A sweep whose jobs failed exits 1 and says
+how many and where the reasons are.
 """
 
 from __future__ import annotations
@@ -19,30 +22,24 @@ from typing import Any
 from ablate import record as R
 from ablate.app import interrupts
 from ablate.app.paths import CONF_DIR, register_resolvers
-from ablate.app.precheck import check_group_options
-from ablate.app.reuse_plan import ENV_LAUNCHED, looked_up
+from ablate.app.plan import Plan, is_multirun, task_cell
 from ablate.errors import AblateError
 
 log = logging.getLogger("ablate")
 
 PARENT_FILE = R.SWEEP_PARENT_FILE
-#: Environment handed to every job of one command (inherited by launcher workers): a unique id for this command
-#: (it names the output folder), the number of jobs, and the sweep's parent run once it exists.
-ENV_INVOCATION, ENV_SIZE, ENV_PARENT = "ABLATE_INVOCATION", "ABLATE_SWEEP_SIZE", "ABLATE_SWEEP_PARENT"
-#: Set ("1") for the sweep callback when this command's cells on the held-out split were confirmed as the final run.
+#: Environment this command sets, for what Hydra builds and runs outside its reach: a unique id for the command,
+#: read by ``conf/config.yaml`` (``${oc.env:ABLATE_INVOCATION}`` names the output folder); the sweep's parent run,
+#: set by the sweep callback when it exists and read by jobs in launcher workers (Ray's may run on other machines:
+#: the variable travels in the runtime environment, :mod:`ablate.app.cluster`).
+ENV_INVOCATION, ENV_PARENT = "ABLATE_INVOCATION", "ABLATE_SWEEP_PARENT"
+#: Set ("1") for the sweep callback (built by Hydra, which hands it only the config) when this command's cells on
+#: the held-out split were confirmed as the final run: the parent run is tagged so.
 ENV_TEST_CONFIRMED = "ABLATE_TEST_CONFIRMED"
 #: The command-line flag that confirms a sweep on the held-out split; it becomes the override below, so the config
 #: (and the run's recorded overrides) hold it like any other setting.
 CONFIRM_TEST_FLAG, CONFIRM_TEST_OVERRIDE = "--confirm-test", "heldout.confirm_test=true"
 EXIT_CONFIG, EXIT_FAILED = 2, 1  # an interrupt exits 128 + the signal: 130, 143 (ablate.app.interrupts)
-
-#: Set by the sweep callback (in this process) when a sweep ends: {"jobs": n, "failed": n, "parent": run id}.
-SWEEP_OUTCOME: dict[str, Any] = {}
-
-
-def precheck_overrides(argv: list[str]) -> None:
-    """Reject an unknown config-group option (``variant=X``) with one line (kept for callers of the old name)."""
-    check_group_options(argv)
 
 
 def confirm_test_flag(argv: list[str]) -> list[str]:
@@ -98,7 +95,7 @@ def settle_heap() -> None:
     """Before a job: collect what earlier work left in reference cycles, then move every live object (the loaded
     corpus, built indexes, cached candidates: they live as long as the command) out of the cyclic collector's sight
     (``gc.freeze``). A job makes hundreds of thousands of small objects (hits, rows), and each collection they
-    trigger would otherwise walk the whole long-lived heap again; building a fused run's hits took 2.6x longer so.
+    trigger would otherwise walk the whole long-lived heap again, the cost growing with the heap, not with the job.
     Objects frozen here are still freed by reference counting; only cycles among them would outlive the command."""
     import gc
 
@@ -106,36 +103,87 @@ def settle_heap() -> None:
     gc.freeze()
 
 
-def run_task(cfg: Any, launch_dir: str | None = None) -> dict[str, Any]:
-    """One configured job (what Hydra calls per job). Returns the headline metrics and the run id."""
-    from ablate.app.config import job_from_config, print_notes
-    from ablate.runner.job import run_job
+class Command:
+    """The task function Hydra runs for each job of this command, carrying the command's plan.
 
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-    register_resolvers()  # also in joblib workers, which never ran main()
-    sweep_id, sweep_dir, overrides, num = _sweep_context()
-    if num is not None:
-        size, launched = os.environ.get(ENV_SIZE), os.environ.get(ENV_LAUNCHED)
-        which = (
-            f"job {num + 1}/{launched} (the other cells reused)"
-            if launched
-            else f"cell {num + 1}/{size or '?'}"
+    Hydra hands its task function to the sweeper (``setup``) and calls it per job with the job's composed config:
+    the sweeper reads :attr:`plan`, and a job in this process takes its JobSpec from it (its stages built once, in
+    the check). A launcher that runs jobs in other processes (joblib, Ray) pickles the command without the plan's
+    jobs; such a job builds its JobSpec from its config and looks up reuse itself unless the plan settled it."""
+
+    def __init__(self, plan: Plan, launch_dir: str) -> None:
+        self.plan = plan
+        self.launch_dir = launch_dir
+        self.size = len(plan)
+        #: cells the plan looked up and found no finished run for: their jobs do not look again
+        self.settled = frozenset(
+            task_cell(c.overrides) for c in plan.cells if c.looked_up and c.reuse is None
         )
-        print(f"[sweep] {which}: {' '.join(overrides) or '(defaults)'}", file=sys.stderr)
-    notes: list[str] = []
-    job = job_from_config(
-        cfg,
-        launch_dir,
-        sweep_id=sweep_id,
-        parent_run_id=_parent_run(sweep_dir),
-        overrides=overrides,
-        notes=notes,
-    )
-    print_notes(notes)
-    if num is not None and looked_up(overrides):  # the sweep's plan found no finished run: no second look-up
-        job = replace(job, output=replace(job.output, reuse=False))
-    return run_job(job).headline()
+        #: how many jobs the sweeper launched, when some cells were reused (jobs number themselves in it)
+        self.launched: int | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickled into another process (a launcher's worker): everything but the plan's built jobs."""
+        return {**self.__dict__, "plan": Plan(multirun=self.plan.multirun)}
+
+    def __call__(self, cfg: Any) -> dict[str, Any]:
+        """One job; a failure is one line (the run, if it started, is FAILED in MLflow) and, in a sweep, the sweep
+        goes on with the job counted as failed."""
+        settle_heap()  # the command's process only: library callers keep their own collector settings
+        try:
+            return self.run(cfg)
+        except AblateError as e:
+            print(f"error: {e}", file=sys.stderr)
+            if self.plan.multirun:
+                return {"error": str(e)}
+            sys.exit(EXIT_CONFIG)
+        except Exception as e:  # an unexpected failure: still one line, still FAILED in MLflow
+            if os.environ.get("ABLATE_DEBUG"):
+                raise
+            print(
+                f"error: unexpected {type(e).__name__}: {e} (set ABLATE_DEBUG=1 for the traceback)",
+                file=sys.stderr,
+            )
+            if self.plan.multirun:
+                return {"error": str(e)}
+            sys.exit(EXIT_FAILED)
+
+    def run(self, cfg: Any) -> dict[str, Any]:
+        """One configured job: its planned JobSpec (else one built from ``cfg``) run by
+        :func:`ablate.runner.job.run_job`. Returns the headline metrics and the run id."""
+        from ablate.app.config import job_from_config, print_notes
+        from ablate.runner.job import run_job
+
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+        register_resolvers()  # also in joblib workers, which never ran main()
+        sweep_id, sweep_dir, overrides, num = _sweep_context()
+        if num is not None:
+            which = (
+                f"job {num + 1}/{self.launched} (the other cells reused)"
+                if self.launched is not None
+                else f"cell {num + 1}/{self.size or '?'}"
+            )
+            print(f"[sweep] {which}: {' '.join(overrides) or '(defaults)'}", file=sys.stderr)
+        parent = _parent_run(sweep_dir)
+        cell = self.plan.cell(overrides)
+        if cell is not None:
+            print_notes(list(cell.notes))
+            job = replace(cell.job, sweep_id=sweep_id, parent_run_id=parent, overrides=overrides)
+        else:
+            notes: list[str] = []
+            job = job_from_config(
+                cfg,
+                self.launch_dir,
+                sweep_id=sweep_id,
+                parent_run_id=parent,
+                overrides=overrides,
+                notes=notes,
+            )
+            print_notes(notes)
+        if task_cell(overrides) in self.settled:  # the plan found no finished run: no second look-up
+            job = replace(job, output=replace(job.output, reuse=False))
+        return run_job(job).headline()
 
 
 def _fail(message: str, code: int) -> None:
@@ -143,20 +191,19 @@ def _fail(message: str, code: int) -> None:
     sys.exit(code)
 
 
-def _prepare(argv: list[str], launch_dir: str) -> list[str]:
-    """Validate the whole command line (nothing is created when it fails) and set the command's environment."""
-    from ablate.app import reuse_plan
-    from ablate.app.precheck import cells, check_command_line
+def _prepare(argv: list[str], launch_dir: str) -> tuple[list[str], Plan]:
+    """Plan the command (nothing is created when a check fails) and set its environment."""
+    from ablate.app.precheck import check_command_line
+    from ablate.app.reuse_plan import look_up
     from ablate.runner.heldout import HELD_OUT_SPLITS
     from ablate.runner.orphans import clean_orphans
     from ablate.tracking import shared_tracker
 
     argv = stage_overrides_where_they_run(argv)
-    jobs = check_command_line(argv, launch_dir)
+    plan = check_command_line(argv, launch_dir)
+    jobs = [c.job for c in plan.cells]
     os.environ.setdefault(ENV_INVOCATION, uuid.uuid4().hex[:6])
-    os.environ[ENV_SIZE] = str(len(jobs))
     os.environ.pop(ENV_PARENT, None)
-    os.environ.pop(ENV_LAUNCHED, None)
     if any(j.test_confirmed and j.corpus.split in HELD_OUT_SPLITS for j in jobs):
         os.environ[ENV_TEST_CONFIRMED] = "1"
     else:
@@ -168,10 +215,10 @@ def _prepare(argv: list[str], launch_dir: str) -> list[str]:
                 f"note: run {run.run_id} ({run.name}) was left RUNNING by a process that ended; marked FAILED",
                 file=sys.stderr,
             )
-    if any(a in ("-m", "--multirun") for a in argv):
+    if plan.multirun:
         settle_heap()  # the corpus the check loaded lives as long as the command: out of the collector's walks
-        reuse_plan.plan(cells(argv), jobs)  # which cells a finished run stands for (the sweeper records them)
-    return argv
+        look_up(plan)  # which cells a finished run stands for (the sweeper records them)
+    return argv, plan
 
 
 def flags_first(argv: list[str]) -> list[str]:
@@ -195,42 +242,20 @@ def _main() -> None:
         return
     import hydra
 
-    from ablate.app import compose_cache
-
-    compose_cache.install()  # each distinct defaults tree composed once per command, not three times per cell
     register_resolvers()
     launch_dir = os.getcwd()
-    multirun = any(a in ("-m", "--multirun") for a in argv)
+    multirun = is_multirun(argv)
     introspect = any(a.startswith(("--cfg", "-c", "--info", "--resolve", "--package", "-p")) for a in argv)
+    plan = Plan(multirun=multirun)
     try:
         if not introspect:
-            sys.argv[1:] = argv = _prepare(argv, launch_dir)
+            argv, plan = _prepare(argv, launch_dir)
+            sys.argv[1:] = argv
     except AblateError as e:
         _fail(f"error: {e}", EXIT_CONFIG)
-
-    @hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name="config")
-    def _app(cfg: Any) -> dict[str, Any]:
-        settle_heap()  # the command's process only: library callers keep their own collector settings
-        try:
-            return run_task(cfg, launch_dir)
-        except AblateError as e:
-            print(f"error: {e}", file=sys.stderr)
-            if multirun:  # the run (if it started) is FAILED in MLflow; the sweep goes on
-                return {"error": str(e)}
-            sys.exit(EXIT_CONFIG)
-        except Exception as e:  # an unexpected failure: still one line, still FAILED in MLflow
-            if os.environ.get("ABLATE_DEBUG"):
-                raise
-            print(
-                f"error: unexpected {type(e).__name__}: {e} (set ABLATE_DEBUG=1 for the traceback)",
-                file=sys.stderr,
-            )
-            if multirun:
-                return {"error": str(e)}
-            sys.exit(EXIT_FAILED)
-
+    command = Command(plan, launch_dir)
     try:
-        _app()
+        hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name="config")(command)()
     except (
         BaseException
     ) as e:  # an interrupt goes to main(); anything else ends this process's open runs FAILED
@@ -239,9 +264,33 @@ def _main() -> None:
 
             interrupts.close_runs(failure_reason(e))
         raise
-    failed = int(SWEEP_OUTCOME.get("failed", 0))
-    if multirun and failed:
-        jobs, parent = SWEEP_OUTCOME.get("jobs"), SWEEP_OUTCOME.get("parent")
+    if multirun and not introspect:
+        _exit_for_failed_jobs(plan)
+
+
+def sweep_outcome(tracker: Any, parent: str, expected: int) -> tuple[int, int]:
+    """(jobs, failed) of the sweep under ``parent``: its children that did not finish, and the jobs of the
+    ``expected`` that never started a run."""
+    from ablate.errors import AblateError
+
+    try:
+        children = tracker.children(parent)
+    except AblateError as e:  # the store cannot say how the jobs ended: none is counted as finished
+        print(f"warning: the sweep's jobs could not be read back: {e}", file=sys.stderr)
+        children = []
+    failed = sum(1 for r in children if r.status != "FINISHED") + max(0, expected - len(children))
+    return max(expected, len(children)), failed
+
+
+def _exit_for_failed_jobs(plan: Plan) -> None:
+    """Exit 1 when jobs of the sweep failed: FAILED children of its parent run and cells that never started one."""
+    from ablate.tracking import shared_tracker
+
+    parent = os.environ.get(ENV_PARENT)
+    if parent is None or not plan.cells:
+        return  # no parent run (said when it could not be created): nothing to count under
+    jobs, failed = sweep_outcome(shared_tracker(plan.cells[0].job.output.tracking_uri), parent, len(plan))
+    if failed:
         _fail(
             f"error: {failed} of {jobs} jobs failed; the reasons are printed above and in the tag ablate.failure of "
             f"the FAILED runs under parent run {parent} (python -m ablate.report --parent {parent} lists them)",

@@ -58,6 +58,27 @@ def check_target(key: str, target: object) -> type:
     return stage_class(key, target)
 
 
+def constructor_params(cls: type) -> tuple[list[str], bool]:
+    """The keyword parameters ``cls(...)`` accepts, following ``**kwargs`` that a constructor hands to its base
+    class's (RM3 -> BM25, a generator -> the common decoding settings), and whether it accepts any name at all."""
+    names: list[str] = []
+    for klass in cls.__mro__:
+        if klass is object:
+            break
+        init = klass.__dict__.get("__init__")
+        if init is None:
+            continue
+        params = list(inspect.signature(init).parameters.values())[1:]  # without self
+        names += [
+            p.name
+            for p in params
+            if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) and p.name not in names
+        ]
+        if not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params):
+            return names, False
+    return names, True
+
+
 def build_stage(key: str, node: DictConfig) -> Any:
     """Instantiate the stage block ``key`` (Hydra ``_target_``), named ``key``; errors become one-line ConfigErrors."""
     from hydra.errors import InstantiationException
@@ -68,8 +89,7 @@ def build_stage(key: str, node: DictConfig) -> Any:
     raw = OmegaConf.to_container(node, resolve=True)
     assert isinstance(raw, dict)
     check_nested_targets(key, {k: v for k, v in raw.items() if k != "_target_"})
-    accepted = inspect.signature(cls).parameters
-    takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in accepted.values())
+    accepted, takes_any = constructor_params(cls)
     if not takes_any:
         for param in raw:
             if param != "_target_" and param not in accepted:

@@ -21,7 +21,7 @@ from ablate.data.types import Qrels, Run
 from ablate.errors import AblateError, ConfigError
 from ablate.evaluation.io import TIE_RULES, read_qrels, read_trec_run
 
-if TYPE_CHECKING:  # evaluation.core imports pandas: loaded when a run is scored, not for --help
+if TYPE_CHECKING:  # evaluation.result imports pandas: loaded when a run is scored, not for --help
     from ablate.evaluation import EvalResult, EvalSettings
     from ablate.evaluation.scoring import ScoringContext
     from ablate.runner.access import Access

@@ -19,24 +19,22 @@ What is refused here, with one line naming the key, value or file and the fix:
 
 from __future__ import annotations
 
-import difflib
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from ablate.app.compose import known_keys, unknown_key_error
 from ablate.app.paths import (
     CONF_DIR,
-    STAGE_GROUPS,
     group_options,
-    read_yaml,
     register_resolvers,
     stage_blocks,
 )
+from ablate.app.plan import Plan, is_multirun
 from ablate.errors import AblateError, ConfigError
 
 NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,99}")
-_NOT_IN_STRUCT = re.compile(r"Could not override '([^']+)'")
 
 
 def check_group_options(argv: list[str]) -> None:
@@ -85,46 +83,9 @@ def check_callbacks(cfg: Any) -> None:
             check_plugin_config(f"hydra.{part}", OmegaConf.to_container(node, resolve=False))
 
 
-def known_keys() -> list[str]:
-    """Every key a user can set: the settings in ``conf/config.yaml`` and every stage's parameters."""
-
-    from ablate.record import flatten
-
-    keys: set[str] = set()
-    data = read_yaml(CONF_DIR / "config.yaml") or {}
-    keys.update(k for k in flatten({k: v for k, v in data.items() if k not in ("defaults", "hydra")}))
-    for group in (*STAGE_GROUPS, "corpus"):
-        for f in (CONF_DIR / group).glob("*.yaml"):
-            d = read_yaml(f) or {}
-            if group == "corpus":
-                d = {"corpus": d.get("corpus", d)}
-            keys.update(k for k in flatten(d) if "_target_" not in k and not k.startswith("defaults"))
-    keys.update({"variant.name", "variant.description", "variant.order"})
-    return sorted(keys)
-
-
-def unknown_key_error(key: str, value: str) -> ConfigError:
-    close = difflib.get_close_matches(key, known_keys(), n=1, cutoff=0.6)
-    hint = f"did you mean {close[0]}?" if close else "see python -m ablate --help for the settings"
-    return ConfigError(key, value, f"there is no such setting; {hint}")
-
-
-def cells(argv: list[str]) -> list[list[str]]:
-    """The overrides of every job ``argv`` launches (one cell for a single run; the sweep's cartesian product for
-    ``-m`` with the basic sweeper)."""
-    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-
-    overrides = [a for a in argv if not a.startswith("-")]
-    if not any(a in ("-m", "--multirun") for a in argv):
-        return [overrides]
-    parsed = OverridesParser.create().parse_overrides(overrides)
-    batches = BasicSweeper.split_arguments(parsed, None)
-    return [list(cell) for batch in batches for cell in batch]
-
-
 @contextmanager
-def _hydra() -> Iterator[None]:
+def hydra_config_dir() -> Iterator[None]:
+    """Hydra's compose API on ``conf/`` (the command line's own config directory)."""
     from hydra import initialize_config_dir
 
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
@@ -132,21 +93,11 @@ def _hydra() -> Iterator[None]:
 
 
 def compose_cell(overrides: list[str]) -> Any:
-    """The composed config of one cell (Hydra's real composition), Hydra's errors as one-line ConfigErrors."""
-    from hydra import compose
-    from hydra.errors import HydraException
-    from omegaconf.errors import OmegaConfBaseException
+    """The composed config of one cell (Hydra's own composition), Hydra's errors as one-line ConfigErrors; call
+    inside :func:`hydra_config_dir`."""
+    from ablate.app.compose import compose_whole
 
-    try:
-        return compose(config_name="config", overrides=overrides, return_hydra_config=True)
-    except (HydraException, OmegaConfBaseException) as e:
-        msg = str(e)
-        m = _NOT_IN_STRUCT.search(msg)
-        if m:
-            key = m.group(1)
-            value = next((o.partition("=")[2] for o in overrides if o.lstrip("+~").startswith(key + "=")), "")
-            raise unknown_key_error(key, value) from None
-        raise ConfigError("overrides", " ".join(overrides), msg.strip().splitlines()[0]) from None
+    return compose_whole(overrides)
 
 
 def check_variant_name(cfg: Any) -> None:
@@ -180,10 +131,13 @@ def check_launcher(cfg: Any) -> None:
             raise ConfigError("hydra/launcher", option, f"it needs {module}, which is not installed: {fix}")
 
 
-def check_command_line(argv: list[str], launch_dir: str) -> list[Any]:
-    """Validate everything ``argv`` would run; returns the jobs (:class:`~ablate.runner.job.JobSpec`). Raises the
-    first :class:`~ablate.errors.AblateError`."""
+def check_command_line(argv: list[str], launch_dir: str) -> Plan:
+    """Validate everything ``argv`` would run; returns the plan: every cell with its job
+    (:class:`~ablate.runner.job.JobSpec`, stages built and bound). Raises the first
+    :class:`~ablate.errors.AblateError`."""
+    from ablate.app.compose import Composer
     from ablate.app.config import job_from_config
+    from ablate.app.plan import Cell, split_cells
     from ablate.runner.heldout import check_test_sweep
     from ablate.runner.inputs import check_generator, check_inputs
 
@@ -195,19 +149,19 @@ def check_command_line(argv: list[str], launch_dir: str) -> list[Any]:
         if eq and not arg.startswith(("-", "+", "~", "hydra")) and "/" not in key and "." in key:
             if key.split(".", 1)[0] not in stage_blocks() and key not in known_keys():
                 raise unknown_key_error(key, value)
-    jobs = []
-    with _hydra():
-        for overrides in cells(argv):
-            cfg = compose_cell(overrides)
+    plan = Plan(multirun=is_multirun(argv))
+    composer = Composer()
+    with hydra_config_dir():
+        for overrides in split_cells([a for a in argv if not a.startswith("-")], plan.multirun):
+            cfg = composer.compose(overrides)
             check_launcher(cfg)
             check_callbacks(cfg)
             check_variant_name(cfg)
-            jobs.append(job_from_config(cfg, launch_dir))
-    check_test_sweep(
-        [j.corpus.split for j in jobs],
-        [j.test_confirmed for j in jobs],
-        multirun=any(a in ("-m", "--multirun") for a in argv),
-    )
+            notes: list[str] = []
+            job = job_from_config(cfg, launch_dir, notes=notes)
+            plan.cells.append(Cell(tuple(overrides), job, tuple(dict.fromkeys(notes))))
+    jobs = [c.job for c in plan.cells]
+    check_test_sweep([j.corpus.split for j in jobs], [j.test_confirmed for j in jobs], multirun=plan.multirun)
     checked: dict[tuple[Any, ...], Any] = {}
     for job in jobs:  # the inputs last: they read the corpus, which the checks above never need
         seen = (job.corpus, job.output.tracking_uri, job.output.cache_dir, job.output.cache_enabled)
@@ -221,7 +175,7 @@ def check_command_line(argv: list[str], launch_dir: str) -> list[Any]:
         job
     ) in jobs:  # each cell's generator against its corpus: the prompt must fit (once per distinct setting)
         check_generator(job.corpus, job.output, job.pipeline)
-    return jobs
+    return plan
 
 
 def describe(e: AblateError) -> str:

@@ -63,7 +63,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = ap.parse_args(argv)
     # Imported once the arguments are read: the report's modules import MLflow, pandas, scipy and matplotlib.
     from ablate.study.fetch import check_store
-    from ablate.study.report import attach_report
+    from ablate.study.report import ReportOptions, ReportRequest, attach_report
     from ablate.tracking import Tracker, check_uri, resolve_tracking_uri
 
     try:
@@ -72,21 +72,19 @@ def main(argv: Sequence[str] | None = None) -> int:
             uri
         )  # a missing sqlite store is "no MLflow store here" (never created), before its folder
         check_uri(uri, "--tracking-uri")
-        attach_report(
-            Tracker(uri),
-            args.parent,
-            experiment=args.experiment,
-            out=args.out,
+        options = ReportOptions(
             baseline=args.baseline,
             metrics=args.metrics.split(","),
             test=args.test,
             n_resamples=args.resamples,
             seed=args.seed,
             force=args.force,
-            log=not args.no_log,
             contrast=_contrast(args.contrast),
-            full=args.full,
         )
+        request = ReportRequest(
+            args.parent, args.experiment, args.out, options, log=not args.no_log, full=args.full
+        )
+        attach_report(Tracker(uri), request)
     except AblateError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -168,7 +168,9 @@ def _default_out(name: str, from_splits: tuple[str, ...], dev: float, seed: int)
 
 def run(args: argparse.Namespace) -> int:
     from ablate.data.corpus import load_corpus
-    from ablate.data.splitting import SplitParams, build_split, questions_to_split, write_split
+    from ablate.data.grouping import questions_to_split
+    from ablate.data.split_files import write_split
+    from ablate.data.splitting import SplitParams, build_split
 
     t0 = time.perf_counter()
     from_splits = tuple(s.strip() for s in (args.from_splits or "").split(",") if s.strip())

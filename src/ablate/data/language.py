@@ -15,7 +15,7 @@ HAN_CHAR_RE = re.compile(rf"[{HAN_RANGES}]")
 
 def _non_space(text: str) -> int:
     """How many characters of ``text`` are not whitespace (``str.isspace``; ``str.split()`` splits on exactly
-    those, in C: ~100x faster than a per-character loop on a whole corpus)."""
+    those, in C, so a whole corpus is counted without a Python step per character)."""
     return sum(map(len, text.split()))
 
 

@@ -109,7 +109,8 @@ class Hit:
     """One ranked result. ``score`` only orders results; it is not a probability of anything.
 
     A value: never changed after it is made (make a new one, ``dataclasses.replace``). Not ``frozen``, because a
-    frozen dataclass builds 3.4x slower here (1.57 vs 0.47 us), and runs are made of millions of hits."""
+    frozen dataclass builds several times slower (``experiments/results/bench_design.md``), and runs are made of
+    millions of hits."""
 
     chunk_id: str
     doc_id: str

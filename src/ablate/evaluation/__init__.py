@@ -1,11 +1,14 @@
-"""Evaluation of ranked runs against graded qrels, by declared rules (see :mod:`ablate.evaluation.core`).
+"""Evaluation of ranked runs against graded qrels, by declared rules (:mod:`ablate.evaluation.rules`).
 
-* :func:`evaluate` / :class:`EvalSettings` / :class:`EvalResult`: units and budgets (chunk -> doc, dedup), hit, recall,
-  RR, nDCG, judged share, completeness and unjudged counts per query and K; query accounting; the unjudged export.
+* :func:`evaluate` (:mod:`~ablate.evaluation.retrieval`) / :class:`EvalSettings` (:mod:`~ablate.evaluation.settings`)
+  / :class:`EvalResult` (:mod:`~ablate.evaluation.result`): units and budgets (chunk -> doc, dedup), hit, recall, RR,
+  nDCG, judged share, completeness and unjudged counts per query and K (:mod:`~ablate.evaluation.metrics`); query
+  accounting (:mod:`~ablate.evaluation.accounting`); the unjudged export.
+* :mod:`~ablate.evaluation.scoring`: :func:`~ablate.evaluation.scoring.score_run`, the one scoring entry point.
 * :mod:`~ablate.evaluation.slices`: means per question-type tag.
 * :mod:`~ablate.evaluation.abstention`: no-answer questions scored apart (refusals, thresholds).
 * :mod:`~ablate.evaluation.io`: TREC runs (qrels: :mod:`ablate.data.qrels`).
-* :mod:`~ablate.evaluation.stats`: bootstrap intervals over queries, paired tests, Holm.
+* :mod:`~ablate.evaluation.stats`: bootstrap intervals over queries, paired tests, Holm, Wilson.
 """
 
 from __future__ import annotations
@@ -22,20 +25,13 @@ if TYPE_CHECKING:
         score_abstention,
         top_scores,
     )
-    from ablate.evaluation.core import (
-        CATEGORIES,
-        DEFAULT_SETTINGS,
-        METRICS,
-        RULES,
-        STATUSES,
-        EvalResult,
-        EvalSettings,
-        applied_rules,
-        evaluate,
-        mean_key,
-        means_of,
-    )
+    from ablate.evaluation.accounting import CATEGORIES, STATUSES
     from ablate.evaluation.io import TIE_RULES, read_qrels, read_trec_run
+    from ablate.evaluation.metrics import METRICS, mean_key, means_of
+    from ablate.evaluation.result import EvalResult
+    from ablate.evaluation.retrieval import evaluate
+    from ablate.evaluation.rules import RULES, applied_rules
+    from ablate.evaluation.settings import DEFAULT_SETTINGS, EvalSettings
     from ablate.evaluation.slices import slice_means
     from ablate.evaluation.units import judgements_at, ranked_units, resolve_unit
 
@@ -48,17 +44,17 @@ _EXPORTS: dict[str, str] = {
     "choose_threshold": "abstention",
     "score_abstention": "abstention",
     "top_scores": "abstention",
-    "CATEGORIES": "core",
-    "DEFAULT_SETTINGS": "core",
-    "METRICS": "core",
-    "RULES": "core",
-    "STATUSES": "core",
-    "EvalResult": "core",
-    "EvalSettings": "core",
-    "applied_rules": "core",
-    "evaluate": "core",
-    "mean_key": "core",
-    "means_of": "core",
+    "CATEGORIES": "accounting",
+    "STATUSES": "accounting",
+    "DEFAULT_SETTINGS": "settings",
+    "EvalSettings": "settings",
+    "METRICS": "metrics",
+    "mean_key": "metrics",
+    "means_of": "metrics",
+    "RULES": "rules",
+    "applied_rules": "rules",
+    "EvalResult": "result",
+    "evaluate": "retrieval",
     "TIE_RULES": "io",
     "read_qrels": "io",
     "read_trec_run": "io",

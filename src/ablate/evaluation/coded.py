@@ -67,8 +67,8 @@ class CodedInputs:
 
 def judged_grades(jdicts: Sequence[Mapping[str, int]], count: int) -> np.ndarray:
     """The grades of ``jdicts`` in dict order (``count`` in all), as int64. Grades 0-255 (nearly every qrels file)
-    are read in one pass through a ``bytearray``, 1.6x faster than ``np.fromiter``; any other value (negative,
-    large, not an int) takes ``np.fromiter``, which converts exactly as before."""
+    are read in one pass through a ``bytearray`` (faster than ``np.fromiter``: experiments/results/bench_eval.md); any
+    other value (negative, large, not an int) takes ``np.fromiter``, which converts every value exactly."""
     try:
         raw = bytearray(chain.from_iterable(map(_values, jdicts)))
     except (ValueError, TypeError):

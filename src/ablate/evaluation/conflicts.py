@@ -76,9 +76,3 @@ def superseded_first(
         index=pd.Index(list(qids), name="qid", dtype=object),
         columns=[f"superseded_first@{k}" for k in ks],
     )
-
-
-def conflict_mean(column: pd.Series) -> float:
-    """Mean over the questions in conflict (non-NaN rows); NaN when there are none."""
-    vals = column.dropna()
-    return float(vals.mean()) if len(vals) else float("nan")

@@ -10,13 +10,13 @@ Inputs, all plain data:
 
 * the ranking (:class:`~ablate.data.types.Run`) and the **labels as the askers see them** (identity and date rules
   already applied: :mod:`ablate.runner.access` builds them), the question set and the rules
-  (:class:`~ablate.evaluation.core.EvalSettings`);
+  (:class:`~ablate.evaluation.settings.EvalSettings`);
 * a :class:`ScoringContext`: the corpus's chunk -> document map and passage texts, the questions (gold answers,
   answer parts, sub-questions, tags, personas), the unit the labels use, and — when questions are dated — the raw
   labels before the date rule and each question's out-of-force documents; the abstention threshold as applied; and
   the generator's output per question (:class:`~ablate.evaluation.answer_scores.Answered`).
 
-What it computes (:class:`Scores`): the evaluation by its rules (:func:`~ablate.evaluation.core.evaluate`), then
+What it computes (:class:`Scores`): the evaluation by its rules (:func:`~ablate.evaluation.retrieval.evaluate`), then
 beside it ``superseded_first@K`` (dated questions, :mod:`~ablate.evaluation.conflicts`), ``answer_in_context@K``
 (:mod:`~ablate.evaluation.answers`), sub-question coverage with each sub-question's evidence cut to what is in force
 on the question's date (:mod:`~ablate.evaluation.subquestions`), refusals (:mod:`~ablate.evaluation.abstention`),
@@ -35,7 +35,9 @@ import pandas as pd
 from ablate.data.types import Qrels, Query, Run
 from ablate.evaluation.abstention import AbstentionReport, abstention_report
 from ablate.evaluation.answer_scores import Answered, answer_slices, score_answers
-from ablate.evaluation.core import EvalResult, EvalSettings, evaluate
+from ablate.evaluation.result import EvalResult
+from ablate.evaluation.retrieval import evaluate
+from ablate.evaluation.settings import EvalSettings
 from ablate.evaluation.slices import slice_means, slice_members
 from ablate.evaluation.subquestions import add_subquestion_coverage
 from ablate.evaluation.units import judgements_at

@@ -13,7 +13,8 @@ from collections.abc import Iterable, Mapping
 import pandas as pd
 
 from ablate.data.types import Query
-from ablate.evaluation.core import EvalResult, means_of
+from ablate.evaluation.metrics import means_of
+from ablate.evaluation.result import EvalResult
 
 UNTAGGED = "(untagged)"
 PERSONA_PREFIX = "persona:"

@@ -41,7 +41,8 @@ import pandas as pd
 
 from ablate.data.types import Query, Run, SubQuestion
 from ablate.errors import ConfigError, InputError
-from ablate.evaluation.core import EvalResult, EvalSettings
+from ablate.evaluation.result import EvalResult
+from ablate.evaluation.settings import EvalSettings
 from ablate.evaluation.units import ranked_units
 
 #: The rule text logged with a run that has sub-questions (``accounting["rules"]["subquestions"]``).

@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from ablate.data.corpus import Snapshot
+from ablate.data.snapshot import Snapshot
 from ablate.data.types import Qrels, Query, Run
 from ablate.data.versions import IN_FORCE_RULE, VersionIndex, check_config_date, parse_date
 from ablate.errors import ConfigError, InputError

@@ -10,7 +10,7 @@ scoring it is :func:`ablate.evaluation.scoring.score_run`'s, like every other sc
 from __future__ import annotations
 
 from ablate.cache import Cache
-from ablate.data.corpus import Snapshot
+from ablate.data.snapshot import Snapshot
 from ablate.data.types import Run
 from ablate.evaluation.answer_scores import Answered
 from ablate.runner.session import Session

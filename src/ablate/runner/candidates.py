@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from ablate.cache import Cache, key_of, sha256_text
-from ablate.data.corpus import Snapshot
+from ablate.data.snapshot import Snapshot
 from ablate.data.types import Query, Run, RunCodes
 from ablate.runner.session import Session
 from ablate.stages.base import Retriever

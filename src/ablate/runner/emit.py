@@ -12,10 +12,10 @@ from typing import IO, Any
 
 from ablate import record as R
 from ablate.cache import Cache
-from ablate.data.corpus import Snapshot
+from ablate.data.snapshot import Snapshot
 from ablate.evaluation.abstention import AbstentionReport
 from ablate.evaluation.answer_scores import AnswerCosts
-from ablate.evaluation.core import EvalResult
+from ablate.evaluation.result import EvalResult
 from ablate.evaluation.scoring import Scores
 from ablate.runner.settings import CorpusSpec, RunSettings
 from ablate.tables import as_number, fmt, format_table

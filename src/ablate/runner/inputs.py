@@ -7,7 +7,7 @@ distinct corpus and store of a sweep), so a wrong path or an unusable label file
 from __future__ import annotations
 
 from ablate.cache import Cache
-from ablate.data.corpus import Snapshot
+from ablate.data.snapshot import Snapshot
 from ablate.errors import InputError
 from ablate.runner.access import Resolver, check_answerable
 from ablate.runner.answers import check_context

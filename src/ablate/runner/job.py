@@ -17,8 +17,8 @@ from typing import IO, Any
 
 from ablate import record as R
 from ablate.cache import Cache
-from ablate.data.corpus import Snapshot
-from ablate.data.splitting import mark_used_by_test
+from ablate.data.snapshot import Snapshot
+from ablate.data.split_files import mark_used_by_test
 from ablate.record_digest import seal
 from ablate.runner.emit import artifacts_for, metrics_for, params_for, print_run_summary, split_defined
 from ablate.runner.heldout import (

@@ -1,6 +1,6 @@
 """One ablation cell, top to bottom: candidates -> fusion -> rerank -> evaluation. Plain typed arguments only.
 
-:func:`run_pipeline` takes a loaded :class:`~ablate.data.corpus.Snapshot`, a :class:`Pipeline` of stage objects (built
+:func:`run_pipeline` takes a loaded :class:`~ablate.data.snapshot.Snapshot`, a :class:`Pipeline` of stage objects (built
 from config by :mod:`ablate.app.config`, or by hand) and :class:`~ablate.runner.settings.RunSettings`, and returns a
 :class:`RunResult`. Hydra and MLflow never appear here.
 
@@ -20,7 +20,7 @@ from typing import Any
 import pandas as pd
 
 from ablate.cache import Cache, key_of
-from ablate.data.corpus import Snapshot
+from ablate.data.snapshot import Snapshot
 from ablate.data.types import TIE_RULE, Run
 from ablate.errors import ConfigError
 from ablate.evaluation import EvalResult

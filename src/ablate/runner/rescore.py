@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from ablate import record as R
-from ablate.data.corpus import Snapshot
+from ablate.data.snapshot import Snapshot
 from ablate.data.types import Run
 from ablate.errors import AblateError
 from ablate.evaluation.answer_scores import AnswerCosts, Answered

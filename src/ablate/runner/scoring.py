@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ablate.data.corpus import Snapshot
+from ablate.data.snapshot import Snapshot
 from ablate.data.types import Qrels
 from ablate.evaluation.answer_scores import Answered
 from ablate.evaluation.scoring import ScoringContext

@@ -12,8 +12,9 @@ from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
 from ablate.cache import Cache
-from ablate.data.corpus import Snapshot, load_corpus
-from ablate.data.splitting import apply_split_file, file_stamp
+from ablate.data.corpus import load_corpus
+from ablate.data.snapshot import Snapshot
+from ablate.data.split_files import apply_split_file, file_stamp
 from ablate.data.types import Run
 from ablate.runner.settings import CorpusSpec
 from ablate.stages.base import Fingerprint, StageContext

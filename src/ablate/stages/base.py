@@ -28,7 +28,7 @@ from __future__ import annotations
 import functools
 import math
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from importlib import metadata
@@ -40,7 +40,7 @@ from ablate.cache import Cache, key_of
 from ablate.errors import ConfigError
 
 if TYPE_CHECKING:
-    from ablate.data.corpus import Snapshot
+    from ablate.data.snapshot import Snapshot
     from ablate.data.types import Query, Run
 
 #: Version of the rules every stage shares (ranks from 1, the tie rule, the permission mask, hit construction).
@@ -58,8 +58,8 @@ KINDS: dict[str, str] = {
 
 @functools.cache
 def _installed_version(dist: str) -> str | None:
-    # importlib.metadata scans the installed distributions on every call (~1 ms each); a process's installed
-    # versions do not change under it, and every fingerprint asks for them
+    # importlib.metadata scans the installed distributions on every call (experiments/results/bench_design.md); a
+    # process's installed versions do not change under it, and every fingerprint asks for them
     try:
         return metadata.version(dist)
     except metadata.PackageNotFoundError:
@@ -285,6 +285,3 @@ def _range(lo: float | None, hi: float | None) -> str:
 def delta(after: Mapping[str, float], before: Mapping[str, float]) -> dict[str, float]:
     """Per-counter increase from ``before`` to ``after`` (counters absent before count from 0)."""
     return {k: float(v) - float(before.get(k, 0.0)) for k, v in after.items()}
-
-
-StageFactory = Callable[..., Stage]

@@ -50,8 +50,6 @@ __all__ = [
 ]
 
 _NUMBER_WORDS = {1: "one", 2: "two", 3: "three", 4: "four", 5: "five", 6: "six"}
-#: Components every run has besides its stages.
-BASE_COMPONENTS = ("snapshot", "identity", "eval", "abstain")
 
 
 class ComparisonRefused(AblateError):

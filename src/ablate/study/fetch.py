@@ -1,6 +1,8 @@
 """Tracked runs as the study tools read them: the runs of a sweep or an experiment, each with its per-query table.
 
-Reads through :class:`ablate.tracking.Tracker` and the names of :mod:`ablate.record`; never re-runs a stage.
+Reads through :class:`ablate.tracking.Tracker` and the names of :mod:`ablate.record`; never re-runs a stage. A param
+or tag MLflow could only hold cut (a long ``ablate.overrides``) is read whole from its artifact
+(:meth:`ablate.tracking.Tracker.whole`) before anything parses it.
 """
 
 from __future__ import annotations
@@ -142,7 +144,11 @@ def fetch_runs(
         if exp_id is None:
             names = tracker.experiment_names()[:15]
             raise ReportError(f"no experiment {experiment!r} in {tracker.uri}; fix: choose one of {names}")
-        runs = [r for r in tracker.find_runs([exp_id]) if r.tags.get(R.T_ROLE) != R.ROLE_SWEEP_PARENT]
+        runs = [
+            tracker.whole(r)
+            for r in tracker.find_runs([exp_id])
+            if r.tags.get(R.T_ROLE) != R.ROLE_SWEEP_PARENT
+        ]
         source = Source(None, experiment, experiment, None, None, [])
     else:
         pid = parent or latest_parent(tracker)
@@ -152,7 +158,8 @@ def fetch_runs(
                 f"no run {pid!r} in {tracker.uri}; fix: pass the sweep's parent run id (printed by the sweep, tag "
                 f"{R.T_ROLE}={R.ROLE_SWEEP_PARENT}), or --experiment NAME"
             )
-        runs = tracker.children(pid)
+        prun = tracker.whole(prun)  # its overrides whole, also when MLflow could only hold them cut
+        runs = [tracker.whole(r) for r in tracker.children(pid)]
         if not runs:
             raise ReportError(
                 f"run {pid} ({prun.name}) has no child runs; fix: pass a sweep's parent run id "

@@ -1,8 +1,17 @@
 """The report's defaults and choices that an entry point's ``--help`` shows, kept apart from the modules that compute
 the report (they import pandas and scipy): :mod:`ablate.study.report` and :mod:`ablate.study.slices` import them
-from here, so the help cannot drift from what runs."""
+from here, so the help cannot drift from what runs. The options of one report are a :class:`ReportOptions`, what
+to report and where a :class:`ReportRequest`."""
 
 from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ablate.cache import Cache
 
 #: Metrics of the narrow ablation table (``--metrics``).
 DEFAULT_METRICS: tuple[str, ...] = ("ndcg@10", "recall@10", "mrr@10", "hit@10")
@@ -10,3 +19,45 @@ DEFAULT_METRICS: tuple[str, ...] = ("ndcg@10", "recall@10", "mrr@10", "hit@10")
 PAIRED_TESTS: tuple[str, ...] = ("randomization", "bootstrap")
 #: The two question tags the slices compare side by side (``--contrast``).
 DEFAULT_CONTRAST: tuple[str, str] = ("exact-id", "paraphrase")
+
+
+@dataclass(frozen=True)
+class ReportOptions:
+    """How a report compares runs (:func:`ablate.study.report.build_report`).
+
+    ``baseline``: a run id (or a prefix of >= 6 characters), row label, run name or variant; None: the first variant of
+    the ablation order (``variant.order``: A) when the runs differ in variant, else the sweep's first cell.
+    ``metrics``: ``<metric>@<k>`` columns of ``per_query.csv``. ``test``: a paired test of :data:`PAIRED_TESTS` with
+    ``n_resamples`` resamples; ``bootstrap`` resamples and ``seed`` for the intervals (a sweep's end passes its
+    ``stats.bootstrap`` / ``stats.seed`` so they match the logged ones). ``force``: report runs scored on different
+    labels or documents (flagged) instead of refusing them. ``plots``: draw the figures. ``contrast``: the two
+    question tags compared side by side in the slices."""
+
+    baseline: str | None = None
+    metrics: Sequence[str] = DEFAULT_METRICS
+    test: str = "randomization"
+    n_resamples: int = 10000
+    seed: int = 0
+    bootstrap: int = 1000
+    force: bool = False
+    plots: bool = True
+    contrast: tuple[str, str] | None = DEFAULT_CONTRAST
+
+
+@dataclass(frozen=True)
+class ReportRequest:
+    """Which runs to report and where the report goes (:func:`ablate.study.report.attach_report`).
+
+    The runs: the children of ``parent_run_id``, or the runs of ``experiment``, or (neither) the children of the
+    latest sweep parent. ``out``: the folder (default ``<sweep dir>/report``, else ``./reports/<parent>``; never an
+    earlier report's folder). ``log``: also log the files to the parent run (``report/``, or ``report-<n>`` beside an
+    earlier one). ``full``: print the whole Markdown table instead of the narrow one. ``cache``: where figures and
+    paired tests are kept by content."""
+
+    parent_run_id: str | None = None
+    experiment: str | None = None
+    out: str | os.PathLike[str] | None = None
+    options: ReportOptions = field(default_factory=ReportOptions)
+    log: bool = True
+    full: bool = False
+    cache: Cache | None = None

@@ -1,53 +1,68 @@
-"""``hydra/sweeper=ablate`` (the default): Hydra's basic sweeper, minus the work a cell does not need.
+"""``hydra/sweeper=ablate`` (the default): the sweep of ablate's plan, through Hydra's public sweeper interface.
 
 Hydra loads sweepers only from the ``hydra_plugins`` package, so this thin class lives here; the decisions are made in
-:mod:`ablate.app.reuse_plan`. It sweeps exactly as Hydra's basic sweeper does (the same cartesian product, order and
-batches), with two differences:
+:mod:`ablate.app.plan` and :mod:`ablate.app.reuse_plan`. It launches the cells of Hydra's basic sweeper (the same
+cartesian product, order, spelling and batches: :func:`ablate.app.plan.split_cells`), with two differences when the
+task function carries the command's plan (:class:`ablate.app.cli.Command`, which Hydra hands to ``setup``):
 
 * a cell whose inputs match a FINISHED run (``tracking.reuse``) is recorded as a reused run under the sweep's parent
   and not launched;
-* a cell the command-line check already composed and validated in this process is not composed a second time for
-  Hydra's own validation (the launcher still composes every job it runs).
+* the cells are not composed again to validate them: the plan composed and checked every one.
 """
 
 from __future__ import annotations
 
+import os
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
-from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
-from hydra.core.override_parser.overrides_parser import OverridesParser
-from omegaconf import OmegaConf
+from hydra.core.plugins import Plugins
+from hydra.core.utils import JobReturn
+from hydra.plugins.launcher import Launcher
+from hydra.plugins.sweeper import Sweeper
+from hydra.types import HydraContext, TaskFunction
+from omegaconf import DictConfig, OmegaConf
 
 
-class AblateSweeper(BasicSweeper):
-    def sweep(self, arguments: list[str]) -> Any:
-        import os
+class AblateSweeper(Sweeper):
+    def __init__(self, max_batch_size: int | None = None, params: dict[str, str] | None = None) -> None:
+        self.max_batch_size = max_batch_size
+        self.params = dict(params or {})
+        self.hydra_context: HydraContext | None = None
+        self.config: DictConfig | None = None
+        self.launcher: Launcher | None = None
+        self.task_function: TaskFunction | None = None
 
-        from ablate.app.cli import ENV_PARENT
-        from ablate.app.reuse_plan import all_checked, run_cells
+    def setup(self, *, hydra_context: HydraContext, task_function: TaskFunction, config: DictConfig) -> None:
+        self.hydra_context = hydra_context
+        self.config = config
+        self.task_function = task_function
+        self.launcher = Plugins.instance().instantiate_launcher(
+            hydra_context=hydra_context, task_function=task_function, config=config
+        )
 
-        assert self.config is not None
-        assert self.launcher is not None
-        assert self.hydra_context is not None
+    def sweep(self, arguments: list[str]) -> list[Sequence[JobReturn]]:
+        from ablate.app.cli import ENV_PARENT, Command
+        from ablate.app.plan import batches, split_cells
+        from ablate.app.reuse_plan import run_cells
 
-        params_conf = self._parse_config()
-        params_conf.extend(arguments)
-        parser = OverridesParser.create(config_loader=self.hydra_context.config_loader)
-        overrides = parser.parse_overrides(params_conf)
-        batches = self.split_arguments(overrides, self.max_batch_size)
-
+        assert self.config is not None and self.launcher is not None
+        cells = split_cells([*(f"{k}={v}" for k, v in self.params.items()), *arguments])
+        todo = batches(cells, self.max_batch_size)
         sweep_dir = Path(self.config.hydra.sweep.dir)
         sweep_dir.mkdir(parents=True, exist_ok=True)
         OmegaConf.save(self.config, sweep_dir / "multirun.yaml")
 
-        # the parent run exists: the sweep callback's on_multirun_start ran before the sweeper
-        self.overrides = run_cells(batches, str(sweep_dir.resolve()), os.environ.get(ENV_PARENT) or None)
-        returns = []
+        command = self.task_function if isinstance(self.task_function, Command) else None
+        if command is not None and command.plan.cells:
+            # the parent run exists: the sweep callback's on_multirun_start ran before the sweeper
+            todo = run_cells(command.plan, todo, str(sweep_dir.resolve()), os.environ.get(ENV_PARENT) or None)
+            launched = sum(len(b) for b in todo)
+            command.launched = launched if launched < len(cells) else None
+        returns: list[Sequence[JobReturn]] = []
         initial_job_idx = 0
-        while not self.is_done():
-            batch = self.get_job_batch()
-            if not all_checked(batch):
+        for batch in todo:
+            if command is None or not command.plan.cells:
                 self.validate_batch_is_legal(batch)
             results = self.launcher.launch(batch, initial_job_idx=initial_job_idx)
             for r in results:

@@ -53,6 +53,11 @@ def rrf(
     """Fuse ``runs`` by RRF over each run's top-``window`` chunks; return the top ``depth`` (default: all)."""
     window = check_int("retrieval.window", window, 1)
     kf = check_float("rrf.k", k, 0.0, hint=" (60 is the usual default)")
+    return _fuse(runs, kf, window, depth, name, k)
+
+
+def _fuse(runs: Sequence[Run], kf: float, window: int, depth: int | None, name: str, k: float) -> Run:
+    """:func:`rrf` with ``kf`` and ``window`` already checked (the stage checked them once, when it was built)."""
     inv = [1.0 / (kf + rank) for rank in range(1, window + 1)]
     qids = list(dict.fromkeys(q for r in runs for q in r.results))  # first appearance, in run order
     meta = {"fusion": "rrf", "rrf.k": k, "window": window, "inputs": [r.name for r in runs]}
@@ -143,4 +148,4 @@ class RRF:
 
     def fuse(self, runs: Sequence[Run], depth: int) -> Run:
         """RRF over each run's top ``window``; the fused list is cut at ``depth``."""
-        return rrf(runs, k=self.k, window=self.window, depth=depth, name=self.name)
+        return _fuse(runs, self.k, self.window, depth, self.name, self.k)

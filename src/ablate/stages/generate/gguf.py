@@ -30,7 +30,7 @@ from pathlib import Path
 
 from ablate.cache import Cache, atomic_write_bytes
 from ablate.errors import InputError, ModelUnavailableError
-from ablate.stages.text.models import file_sha256
+from ablate.models.files import file_sha256
 
 QWEN = "qwen2.5-coder-1.5b-instruct"
 SMOLLM2 = "smollm2-135m-instruct"

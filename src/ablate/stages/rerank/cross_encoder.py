@@ -1,8 +1,8 @@
 """Cross-encoder reranking: ``Run -> Run``, with every (query, chunk) score cached by content.
 
 A cross-encoder reads the query and a chunk together and returns one relevance logit (Nogueira & Cho, 2019,
-"Passage Re-ranking with BERT", arXiv:1901.04085). It is far slower than a retriever (about 24 pairs/s at 256 tokens
-on an idle 2-core CPU; 3-6 pairs/s when other processes load it, 5-8 then with one torch thread), so it only rescores
+"Passage Re-ranking with BERT", arXiv:1901.04085). It is far slower than a retriever (a transformer pass per pair; figures
+in ``experiments/README.md``, "Figures behind the stages' docstrings"), so it only rescores
 the top ``depth`` hits of a run, and each score is computed once per (query text, chunk text, model, max_length) and
 kept in the :class:`~ablate.cache.Cache`.
 
@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from ablate.cache import Cache
 from ablate.data.types import Run
 from ablate.errors import ConfigError
+from ablate.models.quiet import quiet_transformers
 from ablate.progress import batches
 from ablate.stages.base import (
     Fingerprint,
@@ -41,10 +42,10 @@ from ablate.stages.rerank.pair_scores import STAT_KEYS, CachedPairScorer
 from ablate.stages.text.compute import PRECISIONS, Compute, resolve_compute
 from ablate.stages.text.defaults import SETTING, encoder_choice
 from ablate.stages.text.encoders import resolve_base_model
-from ablate.stages.text.models import ResolvedModel, quiet_transformers, resolve_model
+from ablate.stages.text.models import ResolvedModel, resolve_model
 
 if TYPE_CHECKING:
-    from ablate.data.corpus import Snapshot
+    from ablate.data.snapshot import Snapshot
 
 #: Bump when scoring or the output order rule changes: part of the stage fingerprint and of every score cache key.
 CODE_VERSION = "ablate-cross-encoder/2"

@@ -19,19 +19,18 @@ folder and renamed into place, so a reader sees a whole model or none; a second 
 nothing and returns the cached folder (``TrainedModel.trained`` is False).
 
 Precision and threads (:mod:`ablate.stages.text.compute`): ``precision="bf16"`` runs the forward and backward passes
-under bf16 autocast (where the CPU has no native bf16 it is refused: emulated, it measured slower than fp32 here);
-``"bf16"`` joins the cache key, ``"fp32"`` adds nothing to it (models trained before the option existed stay valid).
+under bf16 autocast, where a probe of this CPU measured it faster than fp32 (else it is refused before training);
+``"bf16"`` joins the cache key, ``"fp32"`` adds nothing to it (an fp32 key is the key without the option).
 ``num_threads`` sets torch's threads for the training only; it is not in the key (it changes no weight beyond float
 rounding).
 
 Progress: optimizer steps done, the running loss and an ETA (:class:`ablate.progress.Progress`). Training is not
 resumable: an interrupted run starts over (the finished model is cached, so it is trained once).
 
-Cost and quality (2-core CPU, torch's default 2 threads): about 13 pairs/s at max_length 128 on an idle machine
-(~13 min per epoch of 10k pairs), but 0.8-1.5 pairs/s when other processes keep the load at 4-8, and 2.1-4.3 pairs/s
-with ``torch.set_num_threads(1)``: under contention two threads spin against each other. A small train split teaches little: on the demo
-corpus (36 positives, 190 pairs) the trained reranker over BM25's top 20 scores dev nDCG@10 0.36-0.37 for lr 5e-5,
-1e-4 and 2e-4 (108 steps) against BM25's 0.69, and only 0.72 vs 0.65 on its own train queries.
+Cost and quality: training reads every pair through the transformer once per epoch, so it takes minutes to hours
+on a CPU; on a machine shared with other work one thread (``num_threads: 1``) can be faster than two, which spin
+against each other. A small train split teaches little. Measured throughput and what a small split taught:
+``experiments/README.md`` ("Figures behind the stages' docstrings") and ``experiments/scifact.md``.
 """
 
 from __future__ import annotations
@@ -60,7 +59,7 @@ from ablate.stages.text.encoders import resolve_base_model
 from ablate.stages.text.models import ResolvedModel, resolve_model
 
 if TYPE_CHECKING:
-    from ablate.data.corpus import Snapshot
+    from ablate.data.snapshot import Snapshot
     from ablate.stages.retrievers.bm25 import BM25Retriever
     from ablate.stages.text.tokenize import Tokenizer
 
@@ -233,7 +232,7 @@ def _fit(
     from sentence_transformers.cross_encoder.losses import BinaryCrossEntropyLoss
     from transformers import get_linear_schedule_with_warmup
 
-    from ablate.stages.text.models import quiet_transformers
+    from ablate.models.quiet import quiet_transformers
 
     n = len(pairs)
     n_pos = sum(1 for _, _, y in pairs if y >= 0.5)

@@ -30,11 +30,10 @@ that looks like retrieval.
 **Permission mask.** ``allowed`` (boolean, one per chunk, in ``chunks`` order) is applied to the score vector before
 top-k selection (bm25s ``weight_mask``; a masked score vector for rank_bm25), so a masked chunk never takes a slot.
 
-**Reference figures** (BEIR SciFact test, 300 queries, one chunk per document = title + " " + text, bm25s
-``lucene``, k1 0.9, b 0.4, Lucene's 33 stopwords; nDCG@10 / recall@100 by pytrec_eval): no stemming 0.660 / 0.886;
-``stemmer="porter"`` 0.675 / 0.928; ``stemmer="english"`` (Porter2) 0.678 / 0.921. The like-for-like published figure
-is Pyserini's BEIR "flat" BM25 (same fields, parameters, stopwords and Porter stemmer): 0.679 / 0.925. BEIR's 0.665
-is the "multifield" index (title and body scored as separate fields), which a single chunk text cannot reproduce.
+**Reference.** The defaults (``lucene``, k1 0.9, b 0.4, Lucene's 33 stopwords, Porter stemming, one chunk per
+document = title + " " + text) are Pyserini's BEIR "flat" BM25, the like-for-like published figure; BEIR's own BM25
+is a "multifield" index (title and body scored as separate fields), which a single chunk text cannot reproduce. The
+figures per stemmer beside the published ones: ``experiments/README.md`` ("Why SciFact's A is 0.675").
 
 **Index cache.** Given a :class:`~ablate.cache.Cache`, the built index is stored under the kind ``bm25-index``,
 keyed by :meth:`BM25Index.index_key`: everything that determines it (``CODE_VERSION``, backend and its version,
@@ -82,7 +81,7 @@ from ablate.stages.retrievers.base import (
 from ablate.stages.text.tokenize import Tokenizer
 
 if TYPE_CHECKING:
-    from ablate.data.corpus import Snapshot
+    from ablate.data.snapshot import Snapshot
 
 #: Bump when the scoring or tie rules of this module change (part of the stage fingerprint).
 CODE_VERSION = "ablate-bm25/2"

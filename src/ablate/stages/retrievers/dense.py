@@ -72,7 +72,7 @@ from ablate.stages.text.encoders import STAT_KEYS as ENCODER_STAT_KEYS
 from ablate.stages.text.encoders import SentenceTransformerEncoder, make_encoder
 
 if TYPE_CHECKING:
-    from ablate.data.corpus import Snapshot
+    from ablate.data.snapshot import Snapshot
 
 #: Bump when this module's search rules change (part of the stage fingerprint).
 CODE_VERSION = "ablate-dense/2"
@@ -384,9 +384,9 @@ class DenseRetriever:
             "num_threads"
         ]  # threads change no vector: a sweep over them reuses embeddings and candidates
         if params.get("precision") == "fp32":
-            del params["precision"]  # the default keeps the fingerprint it had before precision existed
+            del params["precision"]  # the default adds nothing: an fp32 key is the key without the option
         if self.index == "flat":
-            del params["index"]  # the default keeps the fingerprint it had before index kinds existed
+            del params["index"]  # the default adds nothing: a flat index's key is the key without the option
             index = "faiss.IndexFlatIP"
         else:
             index = (

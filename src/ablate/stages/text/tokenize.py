@@ -40,7 +40,7 @@ a query and in a document always becomes the same tokens, whatever language the 
      over a ``10天``, the bare number still matches ``10 %`` or ``10个百分点``.
    * *Dotted numbers inside identifiers.* A section/decimal number that is part of a longer identifier is also
      emitted: ``4.2-a`` → ``4.2-a``, ``4.2``, ``4``, ``2``, so a query ``第4.2条`` or ``4.2`` matches clause
-     ``4.2-a`` by ``4.2`` (and ``2.4`` no longer ties with it).
+     ``4.2-a`` by ``4.2`` (its parts alone would tie it with ``2.4``).
    * *Capitals are codes.* A Latin word written in capitals (``A``类, ``IT``部门, ``NO.``) is never an English
      stopword: in Chinese text such words are grades, departments and codes, not English articles or pronouns.
 

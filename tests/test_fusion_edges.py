@@ -1,4 +1,4 @@
-"""Gaps found by mutation testing of ``ablate.stages.fusion.rrf``: every value below is hand-computed from
+"""RRF's values and settings at their edges (``ablate.stages.fusion.rrf``): every value below is hand-computed from
 RRF(d) = sum_j 1 / (k + rank_j(d)), ranks from 1 (Cormack et al. 2009)."""
 
 from __future__ import annotations

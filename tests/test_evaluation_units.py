@@ -1,6 +1,7 @@
-"""Gaps found by mutation testing of ``ablate.evaluation`` (``units.py`` and the scoring core in ``core.py``).
+"""Units and the edges of scoring (``ablate.evaluation.units`` and the scoring core): chunk labels lifted to
+documents, the ideal list cut at K, empty and unanswerable question sets, the unit rule and its messages.
 
-Every expected value is hand-computed from the declared rules (``ablate.evaluation.core.RULES``) or taken from an
+Every expected value is hand-computed from the declared rules (``ablate.evaluation.rules.RULES``) or taken from an
 independent evaluator (pytrec_eval for linear-gain nDCG and recall).
 """
 
@@ -15,7 +16,7 @@ import pytrec_eval
 from ablate.data.types import Hit, Qrels, Run
 from ablate.errors import ConfigError, InputError
 from ablate.evaluation import EvalSettings, evaluate
-from ablate.evaluation.core import METRICS
+from ablate.evaluation.metrics import METRICS
 from ablate.evaluation.units import judgements_at, resolve_unit
 
 L3 = math.log2(3)

@@ -1,5 +1,5 @@
-"""Gaps found by mutation testing of the retrievers' shared helpers (``stages/retrievers/base.py``) and of the run
-type (``data/types.py``): the chunk table, the mask and depth checks, the tie rule and ``Run.truncated``."""
+"""The retrievers' shared helpers (``stages/retrievers/base.py``) and the run type (``data/types.py``): the chunk
+table, the mask and depth checks, the tie rule and ``Run.truncated``."""
 
 from __future__ import annotations
 

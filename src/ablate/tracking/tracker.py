@@ -1,258 +1,26 @@
-"""MLflow at the edge: the only module that imports mlflow. Everything it returns is plain data
-(:class:`ablate.record.RecordedRun`, paths, strings).
-
-* Store: ``tracking.uri`` if set, else ``$MLFLOW_TRACKING_URI``, else ``sqlite:///<launch dir>/mlflow.db`` as an
-  absolute URI (so Hydra's job folders never scatter stores). Artifacts of a sqlite store go to ``mlartifacts/``
-  beside the database file.
-* Names: :mod:`ablate.record` (``ndcg@10`` is logged as ``ndcg_at_10``).
-* Failure: a run that raises is ended ``FAILED`` with the reason in the tag ``ablate.failure``.
-* sqlite is shared by parallel jobs (Hydra's joblib launcher): every write retries on "database is locked", for about
-  20 s, or :data:`HURRY_SECONDS` once the command is stopping (:func:`hurry`).
-* A tracking server (``http(s)://``) is probed with one cheap request before anything runs (:func:`check_uri`), and
-  MLflow's own HTTP retries are bounded (:data:`HTTP_LIMITS`), so a server that is down or dies costs seconds, not
-  MLflow's default of about four minutes per request.
-"""
+"""The :class:`Tracker`: runs, their params, metrics, tags and artifacts in and out of MLflow, as plain data."""
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import math
 import os
 import shutil
 import tempfile
-import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from ablate.errors import AblateError
-from ablate.record import T_FAILURE, T_PARENT, RecordedRun, metric_key, param_key, param_value
-
-T = TypeVar("T")
-
+from ablate.record import T_FAILURE, T_PARENT, RecordedRun, cut_artifact, metric_key, param_key, param_value
+from ablate.tracking.calls import _retry, _store_call
+from ablate.tracking.limits import PARAM_LIMIT, TAG_LIMIT, batches, fit
+from ablate.tracking.store import HTTP_LIMITS, StoreError, _ServerClient, not_found, sqlite_path, store_error
 
 _UMASK = os.umask(0)
 os.umask(_UMASK)
-
-
-def resolve_tracking_uri(uri: str | None, launch_dir: str | os.PathLike[str] | None = None) -> str:
-    if uri:
-        return str(uri)
-    env = os.environ.get("MLFLOW_TRACKING_URI")
-    if env:
-        return env
-    base = Path(launch_dir or os.getcwd()).resolve()
-    return f"sqlite:///{base / 'mlflow.db'}"
-
-
-def sqlite_path(uri: str) -> Path | None:
-    """The database file of a ``sqlite:///`` URI, else None."""
-    return Path(uri[len("sqlite:///") :]) if uri.startswith("sqlite:///") else None
-
-
-#: URI schemes MLflow's tracking client accepts (a local path without a scheme is a file store).
-SCHEMES = ("sqlite", "file", "http", "https", "postgresql", "mysql", "mssql", "databricks")
-
-#: Seconds the probe of a tracking server (:func:`check_uri`) waits to connect, and then for its answer.
-PROBE_TIMEOUT = 5.0
-#: MLflow's HTTP settings ablate uses for a tracking server unless they are set in the environment: MLflow's defaults
-#: (7 retries with a backoff factor of 2, 120 s per request) turn a server that is down into minutes per request.
-#: With these a refused connection fails in about 3 s, a server that stopped answering in 3 x 20 s; after that every
-#: call to it fails at once (:data:`_DOWN`).
-HTTP_LIMITS = {
-    "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "2",
-    "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1",
-    "MLFLOW_HTTP_REQUEST_TIMEOUT": "20",
-}
-#: Tracking servers this process found down (URI -> why): a call to one fails at once instead of waiting out
-#: MLflow's retries again, until a probe (:func:`check_uri`, before each job of a sweep) finds it answering.
-_DOWN: dict[str, str] = {}
-_START_SERVER = "make mlflow-server serves http://127.0.0.1:5000"
-
-
-class StoreUnavailable(AblateError):
-    """The tracking server stopped answering while the command worked."""
-
-    def __init__(self, uri: str, why: str) -> None:
-        super().__init__(
-            f"the tracking server {_redacted(uri)} stopped answering ({why}). Fix: start it again ({_START_SERVER}) "
-            "and run the command again; the runs it left RUNNING are closed by the next command on that store"
-        )
-
-
-def _unreachable(e: BaseException, timeout: float) -> str | None:
-    """Why a request to a tracking server failed when the server could not be reached (the connection refused or
-    broken, no answer within ``timeout`` seconds); None for any other failure (an error the server answered with)."""
-    import requests
-
-    for cause in (e, e.__cause__, e.__context__):
-        if isinstance(cause, requests.exceptions.Timeout):
-            return f"no answer within {timeout:g} s"
-        if isinstance(cause, requests.exceptions.ConnectionError):
-            return (
-                "the connection was refused" if "refused" in str(cause).lower() else "the connection failed"
-            )
-    return None
-
-
-class _ServerClient:
-    """An ``MlflowClient`` of a tracking server that does not call a server this process found down (:data:`_DOWN`):
-    each call to it raises :class:`StoreUnavailable` at once. A sweep whose server died mid-way so costs one
-    request's retries, not those of every request its remaining jobs and its end would make."""
-
-    def __init__(self, client: Any, uri: str) -> None:
-        self._client, self._uri = client, uri
-
-    def __getattr__(self, name: str) -> Any:
-        attr = getattr(self._client, name)
-        if not callable(attr):
-            return attr
-
-        def call(*args: Any, **kwargs: Any) -> Any:
-            if self._uri in _DOWN:
-                raise StoreUnavailable(self._uri, _DOWN[self._uri])
-            try:
-                return attr(*args, **kwargs)
-            except Exception as e:
-                why = _unreachable(e, float(os.environ.get("MLFLOW_HTTP_REQUEST_TIMEOUT", "120")))
-                if why is None:
-                    raise
-                _DOWN[self._uri] = why
-                raise StoreUnavailable(self._uri, why) from None
-
-        return call
-
-
-def _redacted(uri: str) -> str:
-    """The URI without a password (``https://user:secret@host`` -> ``https://user:***@host``)."""
-    from urllib.parse import urlsplit, urlunsplit
-
-    parts = urlsplit(uri)
-    if parts.password is None:
-        return uri
-    host = parts.netloc.rpartition("@")[2]
-    return urlunsplit(parts._replace(netloc=f"{parts.username}:***@{host}"))
-
-
-def _file_stores_refused() -> bool:
-    """Whether the installed MLflow refuses file stores (recent releases do, unless MLFLOW_ALLOW_FILE_STORE=true)."""
-    try:
-        from mlflow.environment_variables import MLFLOW_ALLOW_FILE_STORE  # type: ignore[attr-defined,unused-ignore]
-    except ImportError:  # an MLflow that still opens file stores
-        return False
-    return not MLFLOW_ALLOW_FILE_STORE.get()
-
-
-def _sqlite_for(path: Path) -> str:
-    """The sqlite URI a user probably meant by a plain path: a database inside it when it is a folder, else the path
-    itself as the database file (``.db`` added when it has no such suffix)."""
-    path = Path(os.path.abspath(path))
-    if path.is_dir():
-        return f"sqlite:///{path / 'mlflow.db'}"
-    if path.suffix in (".db", ".sqlite", ".sqlite3") or path.is_file():
-        return f"sqlite:///{path}"
-    return f"sqlite:///{path}.db"
-
-
-def _probe_server(uri: str, key: str) -> None:
-    """One cheap MLflow REST call (search one experiment) with :data:`PROBE_TIMEOUT` and no retry, with the
-    credentials MLflow would send (``MLFLOW_TRACKING_USERNAME``/``PASSWORD``/``TOKEN``)."""
-    import json
-
-    from mlflow.utils.credentials import get_default_host_creds
-    from mlflow.utils.rest_utils import http_request
-
-    from ablate.errors import ConfigError
-
-    shown = _redacted(uri)
-    start = f"Fix: start the server ({_START_SERVER}), or use a local store"
-    try:
-        response = http_request(
-            get_default_host_creds(uri),
-            "/api/2.0/mlflow/experiments/search",
-            "POST",
-            max_retries=0,
-            backoff_factor=0,
-            backoff_jitter=0,
-            timeout=PROBE_TIMEOUT,
-            raise_on_status=False,
-            json={"max_results": 1},
-        )
-    except Exception as e:  # noqa: BLE001 - MLflow wraps every connection error in MlflowException
-        why = _unreachable(e, PROBE_TIMEOUT) or "it cannot be reached"
-        _DOWN[uri] = why
-        raise ConfigError(
-            key, shown, f"no MLflow server answers there ({why}). {start}, e.g. sqlite:////abs/path/mlflow.db"
-        ) from None
-    _DOWN.pop(uri, None)  # it answers (again)
-    if response.status_code in (401, 403):
-        raise ConfigError(
-            key,
-            shown,
-            f"the server refused the credentials (HTTP {response.status_code}). Fix: set MLFLOW_TRACKING_USERNAME and "
-            "MLFLOW_TRACKING_PASSWORD (or MLFLOW_TRACKING_TOKEN) for it",
-        )
-    try:
-        ok = response.status_code == 200 and isinstance(json.loads(response.text), dict)
-    except ValueError:
-        ok = False
-    if not ok:
-        raise ConfigError(
-            key,
-            shown,
-            f"the server there is not an MLflow tracking server (HTTP {response.status_code} to an MLflow request). "
-            f"Fix: check the address and port of the server ({_START_SERVER})",
-        )
-
-
-def check_uri(uri: str, key: str = "tracking.uri", writes: bool = True) -> None:
-    """Refuse, before any work, a tracking URI that cannot be opened, naming it as ``key`` (``tracking.uri`` or
-    ``--tracking-uri``): an unknown scheme; a file store (a plain path or ``file://``) where the installed MLflow
-    refuses them; a tracking server that does not answer an MLflow request (:func:`_probe_server`); when the caller
-    ``writes``, a sqlite file or a file store whose folder does not exist (it is not created silently) or cannot be
-    written."""
-    from urllib.parse import urlparse
-
-    from ablate.errors import ConfigError
-
-    scheme = urlparse(uri).scheme.split("+")[0]
-    if scheme and scheme not in SCHEMES:
-        raise ConfigError(key, _redacted(uri), f"unknown scheme {scheme!r}; use one of {', '.join(SCHEMES)}")
-    if scheme in ("http", "https"):
-        _probe_server(uri, key)
-        return
-    if scheme not in ("sqlite", "file", ""):
-        return
-    if scheme == "sqlite":
-        path = sqlite_path(uri)
-        if path is None:
-            raise ConfigError(key, uri, "write sqlite:////absolute/path/mlflow.db")
-        folder, what = path.parent, "database"
-    else:
-        path = Path(urlparse(uri).path if scheme == "file" else uri)
-        if _file_stores_refused():
-            raise ConfigError(
-                key,
-                uri,
-                "the installed MLflow no longer opens file stores (a plain path or file://). "
-                f"Fix: use a sqlite database, e.g. {_sqlite_for(path)} (or set MLFLOW_ALLOW_FILE_STORE=true to keep "
-                "MLflow's deprecated file store)",
-            )
-        folder, what = (path if path.is_dir() else path.parent), "store"
-    if not writes:
-        return
-    if path.exists() and path.is_dir() and scheme == "sqlite":
-        raise ConfigError(key, uri, f"{path} is a folder; name the database file, e.g. {path}/mlflow.db")
-    if not folder.is_dir():
-        hint = "it is a file" if folder.exists() else "it does not exist"
-        raise ConfigError(
-            key,
-            uri,
-            f"the {what}'s folder {folder}: {hint}; create the folder first or choose another",
-        )
-    if not os.access(folder, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
-        raise ConfigError(key, uri, f"{path} is not writable; choose a writable location")
 
 
 def failure_reason(e: BaseException) -> str:
@@ -263,57 +31,6 @@ def failure_reason(e: BaseException) -> str:
         return str(e.code) if e.code not in (None, 0) else "exited"
     text = str(e)
     return f"{type(e).__name__}: {text}" if text else type(e).__name__
-
-
-#: Seconds a write to a locked database is retried once the command is stopping (:func:`hurry`); None = the usual
-#: retries (about 20 s in all).
-HURRY_SECONDS: list[float] = []
-
-
-def hurry(seconds: float = 2.0) -> None:
-    """The command is stopping (an interrupt, a signal): from now on a write to a locked database is retried for at
-    most ``seconds`` in all, and a request to a tracking server is tried once with a timeout of ``seconds`` + 1, so
-    the closing writes cannot keep an interrupted command waiting. (A single sqlite statement may still wait for
-    MLflow's busy timeout; the caller bounds the whole closing.)"""
-    HURRY_SECONDS[:] = [seconds]
-    os.environ["MLFLOW_HTTP_REQUEST_MAX_RETRIES"] = "0"
-    os.environ["MLFLOW_HTTP_REQUEST_TIMEOUT"] = str(int(seconds) + 1)
-
-
-_CALLS = threading.local()
-
-
-@contextlib.contextmanager
-def _store_call() -> Iterator[None]:
-    _CALLS.depth = getattr(_CALLS, "depth", 0) + 1
-    try:
-        yield
-    finally:
-        _CALLS.depth -= 1
-
-
-def in_store_call() -> bool:
-    """Whether this thread is inside a call into MLflow. :mod:`ablate.app.interrupts` holds a signal until the call
-    returns: an exception raised inside SQLAlchemy can leave an unfinished read holding sqlite's lock, and every
-    later write of this process (the closing ``FAILED`` first) would wait for it."""
-    return getattr(_CALLS, "depth", 0) > 0
-
-
-def _retry(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-    delay = 0.2
-    start = time.monotonic()
-    for attempt in range(12):
-        try:
-            with _store_call():
-                return fn(*args, **kwargs)
-        except Exception as e:  # noqa: BLE001 - mlflow wraps sqlite errors in several types
-            msg = str(e).lower()
-            late = bool(HURRY_SECONDS) and time.monotonic() - start + delay > HURRY_SECONDS[0]
-            if ("locked" not in msg and "busy" not in msg) or attempt == 11 or late:
-                raise
-            time.sleep(delay)
-            delay = min(delay * 1.7, 3.0)
-    raise AssertionError("unreachable")  # pragma: no cover
 
 
 def _record(run: Any) -> RecordedRun:
@@ -336,26 +53,6 @@ def _files_under(root: Path) -> dict[str, Path]:
     return {f.relative_to(root).as_posix(): f for f in sorted(root.rglob("*")) if f.is_file()}
 
 
-#: MLflow's ``log_batch`` limits: params and tags per call, metrics per call, entities (all three) per call.
-MAX_PARAMS_TAGS, MAX_METRICS, MAX_ENTITIES = 100, 1000, 1000
-
-
-def batches(
-    params: Sequence[T], metrics: Sequence[T], tags: Sequence[T]
-) -> Iterator[tuple[list[T], list[T], list[T]]]:
-    """Split params, metrics and tags into ``log_batch`` calls within MLflow's limits (:data:`MAX_PARAMS_TAGS`,
-    :data:`MAX_METRICS`, :data:`MAX_ENTITIES`), in order, every item exactly once, as few calls as the limits
-    allow; nothing to log -> no call."""
-    ip = im = it = 0
-    while ip < len(params) or im < len(metrics) or it < len(tags):
-        bp = list(params[ip : ip + MAX_PARAMS_TAGS])
-        bt = list(tags[it : it + MAX_PARAMS_TAGS])
-        room = min(MAX_METRICS, MAX_ENTITIES - len(bp) - len(bt))
-        bm = list(metrics[im : im + room])
-        ip, im, it = ip + len(bp), im + len(bm), it + len(bt)
-        yield bp, bm, bt
-
-
 class Tracker:
     """A thin, explicit-run-id wrapper over ``MlflowClient``."""
 
@@ -366,6 +63,7 @@ class Tracker:
         self.client: Any  # an MlflowClient (a _ServerClient around one for a tracking server)
         self._artifact_uris: dict[str, str] = {}
         self._reads: dict[tuple[Any, ...], Any] | None = None  # see held_reads
+        self._own_files: dict[str, set[str]] = {}  # run id -> whole values of its tags this tracker wrote
         db = sqlite_path(uri)
         if db is None:
             if uri.startswith(("http://", "https://")):
@@ -457,20 +155,26 @@ class Tracker:
         parent_run_id: str | None = None,
     ) -> str:
         self._wrote(None)  # a new run: any search may now find it
-        tags = dict(tags or {})
+        tags = {k: str(v) for k, v in (tags or {}).items()}
         if parent_run_id:
             tags[T_PARENT] = parent_run_id
+        tags, whole = fit(tags, "tags", TAG_LIMIT)
         exp_id = self.experiment_id(experiment)
         run = _retry(self.client.create_run, exp_id, run_name=run_name, tags=tags)
-        self._artifact_uris[str(run.info.run_id)] = str(run.info.artifact_uri)
-        return str(run.info.run_id)
+        run_id = str(run.info.run_id)
+        self._artifact_uris[run_id] = str(run.info.artifact_uri)
+        if whole:
+            self._log_whole(run_id, whole)
+        return run_id
 
     def end(self, run_id: str, status: str = "FINISHED", reason: str | None = None) -> None:
         """End a run (``FINISHED``, ``FAILED`` or ``KILLED``); a reason goes into the tag ``ablate.failure``."""
         self._wrote(run_id)
         if reason:
-            with contextlib.suppress(Exception):
-                _retry(self.client.set_tag, run_id, T_FAILURE, reason[:4900])
+            with contextlib.suppress(
+                Exception
+            ):  # the reason is the caller's to report; the status still ends
+                self.log_run(run_id, tags={T_FAILURE: reason})
         _retry(self.client.set_terminated, run_id, status)
 
     @contextlib.contextmanager
@@ -512,11 +216,25 @@ class Tracker:
         if bad:
             raise ValueError(f"metrics without a finite value cannot be logged: {', '.join(bad[:10])}")
         now = int(time.time() * 1000)
-        p = [Param(param_key(k), param_value(v)) for k, v in (params or {}).items()]
-        t = [RunTag(param_key(k), str(v)[:4900]) for k, v in (tags or {}).items()]
+        pv, whole_p = fit(
+            {param_key(k): param_value(v) for k, v in (params or {}).items()}, "params", PARAM_LIMIT
+        )
+        tv, whole_t = fit({param_key(k): str(v) for k, v in (tags or {}).items()}, "tags", TAG_LIMIT)
+        if whole_p:
+            self.log_files(run_id, whole_p)
+        if whole_t:
+            self._log_whole(run_id, whole_t)
+        p = [Param(k, v) for k, v in pv.items()]
+        t = [RunTag(k, v) for k, v in tv.items()]
         m = [Metric(metric_key(k), float(v), now, step) for k, v in metrics.items()]
         for bp, bm, bt in batches(p, m, t):
             _retry(self.client.log_batch, run_id, metrics=bm, params=bp, tags=bt)
+
+    def _log_whole(self, run_id: str, whole: Mapping[str, str]) -> None:
+        """Keep the whole values of tags cut to fit MLflow as the run's artifacts, remembered as the run's own: a copy
+        of another run's artifacts (:meth:`copy_artifacts`) never replaces them."""
+        self.log_files(run_id, whole)
+        self._own_files.setdefault(run_id, set()).update(whole)
 
     def set_tags(self, run_id: str, tags: Mapping[str, Any]) -> None:
         self.log_run(run_id, tags=tags)
@@ -561,7 +279,8 @@ class Tracker:
             _retry(self.client.log_artifacts, run_id, tmp)
 
     def copy_artifacts(self, src_run_id: str, dst_run_id: str, skip: Sequence[str] = ()) -> None:
-        """Give ``dst_run_id`` every artifact of ``src_run_id`` (same relative paths) but those named in ``skip``.
+        """Give ``dst_run_id`` every artifact of ``src_run_id`` (same relative paths) but those named in ``skip`` and
+        the whole values of ``dst_run_id``'s own tags this tracker kept (:meth:`_log_whole`).
 
         When both runs keep their artifacts in local folders (a ``file:`` artifact store), each file is hard-linked
         (copied where the file system refuses a link): artifacts are written once and never changed, so the two
@@ -569,7 +288,7 @@ class Tracker:
         write for the new run must be in ``skip``: writing through a link would change the source run's file too.
         Otherwise the artifacts are downloaded to a temp folder and logged through MLflow."""
         self._wrote(dst_run_id)
-        skipped = set(skip)
+        skipped = set(skip) | self._own_files.get(dst_run_id, set())
         src, dst = self.local_artifact_root(src_run_id), self.local_artifact_root(dst_run_id)
         if src is not None and dst is not None and src.is_dir():
             for f in sorted(src.rglob("*")):
@@ -605,11 +324,16 @@ class Tracker:
             yield _files_under(Path(_retry(self.client.download_artifacts, run_id, "", tmp)))
 
     def get_run(self, run_id: str) -> RecordedRun | None:
+        """The run as plain data; None when the store says there is no such run. Any other failure (credentials
+        refused, a server error) raises :class:`ablate.tracking.store.StoreError`: it is never "not found"."""
+
         def read() -> RecordedRun | None:
             try:
                 run = _retry(self.client.get_run, run_id)
-            except Exception:  # noqa: BLE001 - MlflowException(RESOURCE_DOES_NOT_EXIST) and friends
-                return None
+            except Exception as e:  # noqa: BLE001 - only MLflow's "does not exist" is "no such run"
+                if not_found(e):
+                    return None
+                raise store_error(self.uri, f"reading run {run_id}", e) from e
             self._artifact_uris[run_id] = str(run.info.artifact_uri)
             return _record(run)
 
@@ -662,7 +386,10 @@ class Tracker:
         return self.find_runs([parent.experiment_id], f"tags.`{T_PARENT}` = '{parent_run_id}'")
 
     def download_artifact(self, run_id: str, path: str, dst: str | os.PathLike[str]) -> Path | None:
-        """Download one artifact of a run into ``dst``; None when the run has no such artifact."""
+        """Download one artifact of a run into ``dst``; None when the run has no such artifact: MLflow's download
+        failed and the run's listing confirms the path is not there (MLflow reports every failed download of a run's
+        artifact as RESOURCE_DOES_NOT_EXIST, a refused login too). Any other failure raises
+        :class:`ablate.tracking.store.StoreError`."""
         os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
         Path(dst).mkdir(parents=True, exist_ok=True)
         root = self.local_artifact_root(run_id)
@@ -681,17 +408,65 @@ class Tracker:
             return Path(shutil.copyfile(src, target))
         try:
             return Path(_retry(self.client.download_artifacts, run_id, path, str(dst)))
-        except Exception:  # noqa: BLE001 - mlflow raises several types for a missing artifact
-            return None
+        except Exception as e:  # noqa: BLE001 - MLflow reports any failed download as "does not exist": ask again
+            if isinstance(e, AblateError):
+                raise
+            if not self.has_artifact(run_id, path):
+                return None
+            raise store_error(self.uri, f"downloading the artifact {path} of run {run_id}", e) from e
+
+    def has_artifact(self, run_id: str, path: str) -> bool:
+        """Whether the run holds the artifact (file or folder) ``path``: looked up in its folder when its artifacts are
+        local files, else in MLflow's listing of the folder above it. False for a run that does not exist; any other
+        failure raises :class:`ablate.tracking.store.StoreError`."""
+        path = path.strip("/")
+        root = self.local_artifact_root(run_id)
+        if root is not None:
+            return (root / path).exists()
+        above = path.rpartition("/")[0]
+        try:
+            listed = _retry(self.client.list_artifacts, run_id, above or None)
+        except Exception as e:  # noqa: BLE001 - only MLflow's "does not exist" is "not there"
+            if not_found(e):
+                return False
+            raise store_error(self.uri, f"listing the artifacts of run {run_id}", e) from e
+        return any(str(f.path).strip("/") == path for f in listed)
+
+    def whole(self, run: RecordedRun) -> RecordedRun:
+        """``run`` with every param and tag that was cut to fit MLflow (:func:`ablate.record.shortened`) replaced by
+        its whole value, read from the artifact it names. For code that parses such a value (a sweep's
+        ``ablate.overrides``, ``ablate.param_sources``); a run without a cut value is returned as it is."""
+        cut = [
+            (kind, key, path)
+            for kind, values in (("params", run.params), ("tags", run.tags))
+            for key, value in values.items()
+            if (path := cut_artifact(value)) is not None
+        ]
+        if not cut:
+            return run
+        params, tags = dict(run.params), dict(run.tags)
+        with tempfile.TemporaryDirectory(prefix="ablate-whole-") as tmp:
+            for kind, key, path in cut:
+                got = self.download_artifact(run.run_id, path, tmp)
+                if got is None or not got.is_file():
+                    raise StoreError(
+                        f"run {run.run_id}: its {kind[:-1]} {key} was cut to fit MLflow and its whole value, the "
+                        f"artifact {path}, is missing. Fix: restore the artifact, or re-run the run"
+                    )
+                (params if kind == "params" else tags)[key] = got.read_text(encoding="utf-8")
+        return dataclasses.replace(run, params=params, tags=tags)
 
     def local_artifact_root(self, run_id: str) -> Path | None:
-        """The folder of the run's artifacts when they are local files (a ``file:`` artifact URI), else None."""
+        """The folder of the run's artifacts when they are local files (a ``file:`` artifact URI); None when they are
+        not, or when there is no such run. Any other failure raises :class:`ablate.tracking.store.StoreError`."""
         from urllib.parse import unquote, urlparse
 
         try:
             uri = self.artifact_uri(run_id)
-        except Exception:  # noqa: BLE001 - no such run: MLflow's own download reports it
-            return None
+        except Exception as e:  # noqa: BLE001 - only MLflow's "does not exist" is "no such run"
+            if not_found(e):  # the caller's own read of the run says so
+                return None
+            raise store_error(self.uri, f"reading run {run_id}", e) from e
         parsed = urlparse(uri)
         if parsed.scheme != "file" or parsed.netloc not in ("", "localhost"):
             return None

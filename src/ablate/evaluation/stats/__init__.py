@@ -1,0 +1,85 @@
+"""Uncertainty over queries: bootstrap confidence intervals, the Wilson interval, paired tests, Holm's correction.
+
+**The unit of resampling is the query.** Every function here takes one value per query (a per-query metric such as
+``ndcg@10`` or a 0/1 ``hit@10``) and treats the queries as the sample drawn from the population of questions users
+ask. Repeated generations or repeated runs of one query are *not* new samples: 30 questions answered 3 times each are
+still 30 observations. Average repeats per query first (``table.groupby(level=0).mean()``); :func:`bootstrap_cis`
+refuses a table whose index repeats a query id. Worked check from the spec: 24 correct out of 30 questions gives a
+95% Wilson interval of about 63%-90% (:func:`wilson_interval`), far too wide to separate two variants that differ by
+a few points.
+
+One module per concept: :mod:`~ablate.evaluation.stats.bootstrap` (intervals), :mod:`~ablate.evaluation.stats.paired`
+(paired tests), :mod:`~ablate.evaluation.stats.holm` (multiple comparisons), :mod:`~ablate.evaluation.stats.wilson`
+(proportions), on the shared :mod:`~ablate.evaluation.stats.checks` and :mod:`~ablate.evaluation.stats.resampling`;
+:mod:`~ablate.evaluation.stats.kept` keeps intervals in a cache by content. Import the names from this package.
+
+Conventions shared by all functions:
+
+* Pure functions over 1-D arrays (or pandas objects); inputs are never modified.
+* Deterministic: every resampling function takes an integer ``seed`` and draws from
+  ``numpy.random.default_rng(seed)``; the same inputs and seed give bit-identical outputs, whatever the chunk size
+  used internally to bound memory.
+* Paired functions take ``a`` (the variant) and ``b`` (the baseline) aligned by query; ``delta = mean(a - b)``, so a
+  positive delta means the variant scores higher. Two :class:`pandas.Series` are aligned by their index (query ids).
+* ``nan_policy``: per-query values may be undefined (nDCG of a query with no relevant document). ``"raise"`` (the
+  default) refuses NaN so that the caller decides which queries count; ``"omit"`` leaves them out (see each function).
+* Bad input raises :class:`StatsInputError` and bad settings :class:`StatsConfigError`; both are
+  :class:`ablate.errors.AblateError` subclasses (one-line message with the fix) *and* :class:`ValueError` subclasses.
+
+References
+----------
+* Efron, B. & Tibshirani, R. J. (1993). *An Introduction to the Bootstrap*. Chapman & Hall. Ch. 13 (percentile
+  intervals), ch. 14 (BCa), §16.4 (the one-sample problem: testing by resampling data shifted to the null).
+* Efron, B. (1987). Better bootstrap confidence intervals. *JASA* 82(397):171-185.
+* Hall, P. & Wilson, S. R. (1991). Two guidelines for bootstrap hypothesis testing. *Biometrics* 47(2):757-762.
+* Sakai, T. (2006). Evaluating evaluation metrics based on the bootstrap. *SIGIR 2006*, 525-532.
+* Smucker, M. D., Allan, J. & Carterette, B. (2007). A comparison of statistical significance tests for information
+  retrieval evaluation. *CIKM 2007*, 623-632.
+* Fisher, R. A. (1935). *The Design of Experiments*. Oliver & Boyd (randomization test).
+* Phipson, B. & Smyth, G. K. (2010). Permutation p-values should never be zero. *Stat. Appl. Genet. Mol. Biol.*
+  9(1):39.
+* Wilson, E. B. (1927). Probable inference, the law of succession, and statistical inference. *JASA* 22:209-212.
+* Holm, S. (1979). A simple sequentially rejective multiple test procedure. *Scand. J. Statist.* 6(2):65-70.
+"""
+
+from __future__ import annotations
+
+from ablate.evaluation.stats.bootstrap import bootstrap_ci, bootstrap_cis
+from ablate.evaluation.stats.checks import (
+    BOOTSTRAP_METHODS,
+    NAN_POLICIES,
+    Interval,
+    StatsConfigError,
+    StatsInputError,
+)
+from ablate.evaluation.stats.holm import holm
+from ablate.evaluation.stats.kept import bootstrap_cis_kept, code_digest
+from ablate.evaluation.stats.paired import (
+    PairedResult,
+    paired_bootstrap_test,
+    paired_bootstrap_tests,
+    paired_randomization_test,
+    paired_randomization_tests,
+    paired_t_test,
+)
+from ablate.evaluation.stats.wilson import wilson_interval
+
+__all__ = [
+    "BOOTSTRAP_METHODS",
+    "NAN_POLICIES",
+    "Interval",
+    "PairedResult",
+    "StatsConfigError",
+    "StatsInputError",
+    "bootstrap_ci",
+    "bootstrap_cis",
+    "bootstrap_cis_kept",
+    "code_digest",
+    "holm",
+    "paired_bootstrap_test",
+    "paired_bootstrap_tests",
+    "paired_randomization_test",
+    "paired_randomization_tests",
+    "paired_t_test",
+    "wilson_interval",
+]

@@ -1,0 +1,311 @@
+"""Paired comparisons of a variant against a baseline over the same queries: the paired bootstrap test
+(studentized, shifted null), Fisher's randomization (sign-flip) test, Student's paired t-test, each one pair or
+many pairs at once."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+from numpy.typing import ArrayLike
+from scipy import stats as sps
+
+from ablate.evaluation.stats.bootstrap import bootstrap_columns, percentile_bounds
+from ablate.evaluation.stats.checks import (
+    NAN_POLICIES,
+    StatsInputError,
+    as_float,
+    check_choice,
+    check_confidence,
+    check_resamples,
+    check_seed,
+    nan_problem,
+)
+from ablate.evaluation.stats.resampling import chunk_rows, resample_indices
+
+# Two test statistics closer than this (relative) are a tie: exact enumeration yields ties (a sign-flip pattern
+# and its mirror) that floating-point summation in a different order would otherwise split.
+_TIE_RTOL = 1e-12
+
+
+@dataclass(frozen=True)
+class PairedResult:
+    """Outcome of a paired comparison of a variant ``a`` against a baseline ``b`` over the same ``n`` queries.
+
+    ``delta = mean(a - b)``; ``[ci_low, ci_high]`` is an interval for the mean paired difference; ``p_value`` is
+    two-sided (H0: no difference). All fields are NaN (and ``n == 0``) when there is no query to compare.
+    """
+
+    mean_a: float
+    mean_b: float
+    delta: float
+    ci_low: float
+    ci_high: float
+    p_value: float
+    n: int
+
+
+def _paired(a: ArrayLike, b: ArrayLike, where: str, nan_policy: str) -> tuple[np.ndarray, np.ndarray]:
+    """Aligned float arrays for a paired test: Series are aligned on query ids, arrays must have equal length.
+
+    With ``nan_policy="omit"`` a query is dropped when either of its two values is NaN.
+    """
+    if isinstance(a, pd.Series) and isinstance(b, pd.Series):
+        for name, s in (("a", a), ("b", b)):
+            if s.index.has_duplicates:
+                raise StatsInputError(
+                    f"{where}({name})", "repeats query ids", "average repeats per query first"
+                )
+        if not a.index.equals(b.index):
+            only_a, only_b = a.index.difference(b.index), b.index.difference(a.index)
+            if len(only_a) or len(only_b):
+                raise StatsInputError(
+                    where,
+                    f"the two systems cover different queries ({len(only_a)} only in a, e.g. "
+                    f"{only_a[:3].tolist()}; {len(only_b)} only in b, e.g. {only_b[:3].tolist()})",
+                    "evaluate both systems on the same query set",
+                )
+            b = b.reindex(a.index)
+    x = as_float(a, f"{where}(a)", ndim=1)
+    y = as_float(b, f"{where}(b)", ndim=1)
+    if x.shape != y.shape:
+        raise StatsInputError(
+            where,
+            f"a has {x.size} values and b has {y.size}",
+            "pass one value per query for both systems, aligned on the same query ids",
+        )
+    nan = np.isnan(x) | np.isnan(y)
+    if nan.any():
+        if nan_policy == "raise":
+            raise nan_problem(where, nan)
+        x, y = x[~nan], y[~nan]
+    return x, y
+
+
+def _ties_or_beyond(stat: np.ndarray, observed: float) -> int:
+    """How many ``|stat|`` are at least ``|observed|`` (relative tolerance :data:`_TIE_RTOL` for ties)."""
+    obs = abs(observed)
+    return int(np.count_nonzero(np.abs(stat) >= obs - _TIE_RTOL * obs))
+
+
+def _empty_result() -> PairedResult:
+    return PairedResult(math.nan, math.nan, math.nan, math.nan, math.nan, math.nan, 0)
+
+
+def _check_paired_settings(
+    n_resamples: int, confidence: float, seed: int, nan_policy: str
+) -> tuple[int, float, int]:
+    check_choice("nan_policy", nan_policy, NAN_POLICIES)
+    return check_resamples(n_resamples), check_confidence(confidence), check_seed(seed)
+
+
+def paired_bootstrap_test(
+    a: ArrayLike,
+    b: ArrayLike,
+    n_resamples: int = 10000,
+    seed: int = 0,
+    confidence: float = 0.95,
+    nan_policy: str = "raise",
+) -> PairedResult:
+    """Paired bootstrap test over queries, two-sided, by the shifted-null method.
+
+    The paired problem is the one-sample problem on the per-query differences ``d_i = a_i - b_i`` (Efron &
+    Tibshirani 1993, §16.4; as used in IR by Sakai 2006 and Smucker et al. 2007), with a studentized statistic as
+    Hall & Wilson (1991) advise:
+
+    1. ``t = mean(d) / (sd(d) / sqrt(n))`` (``sd`` with ``n - 1``).
+    2. Shift the data so that H0 (``E[d] = 0``) holds exactly: ``w_i = d_i - mean(d)``.
+    3. Draw ``B = n_resamples`` resamples of ``n`` queries with replacement; for each compute
+       ``t*_b = mean(w*) / (sd(w*) / sqrt(n))`` on the shifted values (a resample whose values are all equal has
+       ``sd = 0``; its ``t*`` is taken as 0 if its mean is 0 and as infinite otherwise).
+    4. ``p = (1 + #{b : |t*_b| >= |t|}) / (B + 1)``: the Monte-Carlo ``+1`` form (Phipson & Smyth 2010), which
+       counts the observed data as one resample and so never reports ``p = 0`` from finitely many resamples.
+
+    ``ci_low, ci_high``: percentile interval of ``mean(d*)`` over the *same* resamples, unshifted.
+    Edge cases: all ``d_i = 0`` -> ``delta = 0``, ``p = 1``; a constant nonzero shift (``n >= 2``) ->
+    ``p = 1 / (B + 1)``; a single nonzero pair -> ``p = nan``; no pair -> all NaN.
+    """
+    return paired_bootstrap_tests([(a, b)], n_resamples, seed, confidence, nan_policy)[0]
+
+
+def paired_bootstrap_tests(
+    pairs: Sequence[tuple[ArrayLike, ArrayLike]],
+    n_resamples: int = 10000,
+    seed: int = 0,
+    confidence: float = 0.95,
+    nan_policy: str = "raise",
+) -> list[PairedResult]:
+    """:func:`paired_bootstrap_test` for many ``(a, b)`` pairs at once: entry ``i`` equals
+    ``paired_bootstrap_test(*pairs[i], ...)`` exactly. Every test starts from the same ``seed``, so pairs over the
+    same number of queries draw the same resampled query indices: they are drawn once and applied to every pair."""
+    n_resamples, confidence, seed = _check_paired_settings(n_resamples, confidence, seed, nan_policy)
+    out: list[PairedResult | None] = [None] * len(pairs)
+    groups: dict[int, list[tuple[int, np.ndarray, float, float]]] = {}
+    for i, (a, b) in enumerate(pairs):
+        x, y = _paired(a, b, "paired_bootstrap_test", nan_policy)
+        n = x.size
+        if n == 0:
+            out[i] = _empty_result()
+            continue
+        d = x - y
+        mean_a, mean_b, delta = float(x.mean()), float(y.mean()), float(d.mean())
+        if np.all(d == d[0]):
+            c = float(d[0])
+            p = 1.0 if c == 0.0 else (1.0 / (n_resamples + 1) if n >= 2 else math.nan)
+            out[i] = PairedResult(mean_a, mean_b, c, c, c, p, n)
+            continue
+        groups.setdefault(n, []).append((i, d, mean_a, mean_b))
+    for n, items in groups.items():
+        ws, t_obs, scales, deltas = [], [], [], []
+        for _, d, _, _ in items:
+            delta = float(d.mean())
+            w = d - delta
+            ws.append(w)
+            deltas.append(delta)
+            t_obs.append(delta / (d.std(ddof=1) / math.sqrt(n)))
+            scales.append(float((w**2).max()))
+        means = np.empty((len(items), n_resamples))
+        counts = [0] * len(items)
+        start = 0
+        for idx in resample_indices(np.random.default_rng(seed), n, n_resamples):
+            stop = start + idx.shape[0]
+            for j, w in enumerate(ws):
+                drawn = w[idx]
+                mean_w = drawn.sum(axis=1) / n
+                var_w = np.maximum((drawn * drawn).sum(axis=1) / n - mean_w**2, 0.0) * n / (n - 1)
+                flat = var_w <= 1e-12 * scales[j]  # all drawn values equal (up to rounding)
+                with np.errstate(divide="ignore", invalid="ignore"):
+                    t_star = np.where(
+                        flat,
+                        np.where(np.abs(mean_w) <= 1e-9 * math.sqrt(scales[j]), 0.0, np.inf),
+                        mean_w / np.sqrt(var_w / n),
+                    )
+                counts[j] += _ties_or_beyond(t_star, t_obs[j])
+                means[j, start:stop] = mean_w + deltas[j]
+            start = stop
+        for j, (i, _, mean_a, mean_b) in enumerate(items):
+            low, high = percentile_bounds(means[j], confidence)
+            out[i] = PairedResult(
+                mean_a, mean_b, deltas[j], low, high, (counts[j] + 1) / (n_resamples + 1), n
+            )
+    return [r if r is not None else _empty_result() for r in out]
+
+
+def _sign_matrix(n: int, codes: np.ndarray) -> np.ndarray:
+    """The ``(len(codes), n)`` matrix of signs (+1, or -1 where bit ``i`` of the code is set: flip query ``i``)."""
+    bits = (codes[:, None] >> np.arange(n, dtype=np.int64)) & 1
+    return (1 - 2 * bits).astype(np.float64)
+
+
+def paired_randomization_test(
+    a: ArrayLike,
+    b: ArrayLike,
+    n_resamples: int = 10000,
+    seed: int = 0,
+    confidence: float = 0.95,
+    nan_policy: str = "raise",
+) -> PairedResult:
+    """Fisher's (1935) paired randomization test (sign-flip permutation test) over queries, two-sided.
+
+    H0: for every query the labels "variant" and "baseline" are exchangeable, so each difference ``d_i = a_i - b_i``
+    is as likely to have had the opposite sign. Statistic ``T = mean(d)``; under H0 its distribution is that of
+    ``T_s = mean(s_i d_i)`` over sign vectors ``s`` in ``{-1, +1}^n`` (swapping a query's two values flips
+    ``d_i``; Smucker et al. 2007 recommend this test for IR).
+
+    * Exact, when ``2^n <= n_resamples``: enumerate all ``2^n`` sign vectors (the identity included) and report
+      ``p = #{s : |T_s| >= |T|} / 2^n``.
+    * Monte Carlo otherwise: ``B = n_resamples`` random sign vectors (each sign +-1 with probability 1/2) and
+      ``p = (1 + #{b : |T_b| >= |T|}) / (B + 1)`` (the observed labelling counts as one draw; Phipson & Smyth
+      2010), so that ``p`` is never 0 and the test is exact in size for any ``B``.
+
+    Ties: ``|T_s|`` within a relative ``1e-12`` of ``|T|`` count as ``>=``. This matches
+    ``scipy.stats.permutation_test(..., permutation_type="samples")``, which we use as a differential reference.
+    The randomization test yields no interval of its own: ``ci_low, ci_high`` are
+    ``bootstrap_ci(a - b, n_resamples, confidence, seed)`` (percentile bootstrap over queries).
+    Edge cases: all ``d_i = 0`` -> ``p = 1``; no pair -> all NaN.
+    """
+    return paired_randomization_tests([(a, b)], n_resamples, seed, confidence, nan_policy)[0]
+
+
+def paired_randomization_tests(
+    pairs: Sequence[tuple[ArrayLike, ArrayLike]],
+    n_resamples: int = 10000,
+    seed: int = 0,
+    confidence: float = 0.95,
+    nan_policy: str = "raise",
+) -> list[PairedResult]:
+    """:func:`paired_randomization_test` for many ``(a, b)`` pairs at once: entry ``i`` equals
+    ``paired_randomization_test(*pairs[i], ...)`` exactly. Every test starts from the same ``seed``, so pairs over
+    the same number of queries draw the same sign vectors and the same resampled queries (for the interval): they are
+    drawn once and applied to every pair (the differences of a group form one queries x pairs table)."""
+    n_resamples, confidence, seed = _check_paired_settings(n_resamples, confidence, seed, nan_policy)
+    out: list[PairedResult | None] = [None] * len(pairs)
+    groups: dict[int, list[tuple[int, np.ndarray, float, float]]] = {}
+    for i, (a, b) in enumerate(pairs):
+        x, y = _paired(a, b, "paired_randomization_test", nan_policy)
+        if x.size == 0:
+            out[i] = _empty_result()
+            continue
+        groups.setdefault(x.size, []).append((i, x - y, float(x.mean()), float(y.mean())))
+    for n, items in groups.items():
+        table = np.column_stack([d for _, d, _, _ in items])
+        intervals = bootstrap_columns(table, n_resamples, confidence, seed, "percentile")
+        deltas = [float(d.mean()) for _, d, _, _ in items]
+        live = [j for j, (_, d, _, _) in enumerate(items) if not np.all(d == 0.0)]
+        counts = dict.fromkeys(live, 0)
+        rows = chunk_rows(n)
+        exact = n < 62 and (1 << n) <= n_resamples
+        if live and exact:
+            total = 1 << n
+            for start in range(0, total, rows):
+                signs = _sign_matrix(n, np.arange(start, min(start + rows, total), dtype=np.int64))
+                for j in live:
+                    counts[j] += _ties_or_beyond((signs @ items[j][1]) / n, deltas[j])
+        elif live:
+            rng = np.random.default_rng(seed)
+            done = 0
+            while done < n_resamples:
+                r = min(rows, n_resamples - done)
+                signs = rng.integers(0, 2, size=(r, n)).astype(np.float64) * 2.0 - 1.0
+                for j in live:
+                    counts[j] += _ties_or_beyond(signs @ items[j][1] / n, deltas[j])
+                done += r
+        for j, (i, _, mean_a, mean_b) in enumerate(items):
+            _, low, high = intervals[j]
+            if j not in counts:  # all d_i = 0
+                p = 1.0
+            else:
+                p = counts[j] / (1 << n) if exact else (counts[j] + 1) / (n_resamples + 1)
+            out[i] = PairedResult(mean_a, mean_b, deltas[j], low, high, float(p), n)
+    return [r if r is not None else _empty_result() for r in out]
+
+
+def paired_t_test(
+    a: ArrayLike, b: ArrayLike, confidence: float = 0.95, nan_policy: str = "raise"
+) -> PairedResult:
+    """Student's paired t-test (two-sided), a thin wrapper over :func:`scipy.stats.ttest_rel`, for reference.
+
+    ``t = mean(d) / (sd(d) / sqrt(n))`` with ``n - 1`` degrees of freedom; the interval is
+    ``mean(d) +- t_{1-alpha/2, n-1} sd(d) / sqrt(n)`` (``TtestResult.confidence_interval``). Wrapper choices
+    where scipy returns NaN or rounding noise: all ``d_i = 0`` -> ``p = 1``, interval ``[0, 0]``; a constant
+    nonzero shift -> ``p = 0``, interval ``[d, d]``; fewer than 2 pairs -> ``p`` and interval NaN.
+    """
+    check_choice("nan_policy", nan_policy, NAN_POLICIES)
+    confidence = check_confidence(confidence)
+    x, y = _paired(a, b, "paired_t_test", nan_policy)
+    n = x.size
+    if n == 0:
+        return _empty_result()
+    d = x - y
+    mean_a, mean_b, delta = float(x.mean()), float(y.mean()), float(d.mean())
+    if np.all(d == d[0]):
+        c = float(d[0])
+        if n < 2 and c != 0.0:
+            return PairedResult(mean_a, mean_b, c, math.nan, math.nan, math.nan, n)
+        return PairedResult(mean_a, mean_b, c, c, c, 1.0 if c == 0.0 else 0.0, n)
+    res = sps.ttest_rel(x, y)
+    ci = res.confidence_interval(confidence_level=confidence)
+    return PairedResult(mean_a, mean_b, delta, float(ci.low), float(ci.high), float(res.pvalue), n)

@@ -1,0 +1,94 @@
+"""A report of tracked runs, attached where a reader finds it: fetch the runs (:mod:`ablate.study.fetch`), build the
+report (:func:`.render.build_report`), write its files to a folder of its own, log them to the sweep's parent run
+and print the narrow table. The only part of the report that reads or writes the store."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import IO
+
+from ablate import record as R
+from ablate.errors import ConfigError
+from ablate.safenames import inside
+from ablate.study.fetch import Source, fetch_runs
+from ablate.study.options import ReportRequest
+from ablate.study.report.compute import TESTS, check_metrics
+from ablate.study.report.render import Report, build_report
+from ablate.tracking import Tracker
+
+
+def default_out(source: Source) -> Path:
+    """The sweep's own folder (``<sweep>/report``) when the parent's ``ablate.sweep`` tag names a folder that holds
+    this parent's id (a tag is data read from the store: it never sends a report elsewhere), else
+    ``./reports/<parent run id or experiment>`` (one folder inside ``./reports``)."""
+    if (
+        source.sweep_dir
+        and source.parent_run_id
+        and _is_sweep_folder(Path(source.sweep_dir), source.parent_run_id)
+    ):
+        return Path(source.sweep_dir) / R.REPORT_DIR
+    safe = "".join(
+        c if c.isalnum() or c in "._-" else "_" for c in (source.parent_run_id or source.experiment)
+    ).lstrip(".")
+    return inside(Path.cwd() / "reports", safe or "_")
+
+
+def _is_sweep_folder(folder: Path, parent_run_id: str) -> bool:
+    try:
+        return (folder / R.SWEEP_PARENT_FILE).read_text().strip() == parent_run_id
+    except (OSError, UnicodeDecodeError):
+        return False
+
+
+def fresh_folder(path: Path) -> Path:
+    """``path`` if it does not exist yet, else ``path-2``, ``path-3``, ...: a report never overwrites an earlier
+    one (a re-baselined report sits beside the first)."""
+    if not path.exists():
+        return path
+    n = 2
+    while path.with_name(f"{path.name}-{n}").exists():
+        n += 1
+    return path.with_name(f"{path.name}-{n}")
+
+
+def _artifact_folder(tracker: Tracker, run_id: str) -> str:
+    """``report``, or ``report-2``, ... when the parent run already holds a report. Asks the store whether each
+    folder's ``ablation.md`` is there (nothing is downloaded); a store that cannot answer raises
+    (:class:`ablate.tracking.StoreError`): a report is never written over one the store could not show."""
+    folder, n = R.REPORT_DIR, 1
+    while tracker.has_artifact(run_id, f"{folder}/ablation.md"):
+        n += 1
+        folder = f"{R.REPORT_DIR}-{n}"
+    return folder
+
+
+def attach_report(tracker: Tracker, request: ReportRequest, stream: IO[str] | None = None) -> Report:
+    """Fetch the runs, build the report, write it to ``request.out`` (default: ``<sweep dir>/report``), log it to
+    the parent run under ``report/`` (a new ``report-<n>`` folder when one exists: a report never overwrites an
+    earlier one) and print the narrow table (``request.full``: the whole Markdown table) to ``stream`` (stdout)."""
+    options = request.options
+    if options.test not in TESTS:  # fail before downloading anything
+        raise ConfigError("--test", options.test, "options: " + ", ".join(TESTS))
+    check_metrics(options.metrics)
+    records, source = fetch_runs(tracker, request.parent_run_id, request.experiment)
+    report = build_report(
+        records,
+        options,
+        swept=source.swept,
+        title=source.title,
+        skipped=source.skipped,
+        cache=request.cache,
+    )
+    out_dir = fresh_folder(Path(request.out) if request.out is not None else default_out(source))
+    report.write(out_dir)
+    where = ""
+    if request.log and source.parent_run_id:
+        folder = _artifact_folder(tracker, source.parent_run_id)
+        tracker.log_files(source.parent_run_id, {f"{folder}/{k}": v for k, v in report.files().items()})
+        tracker.set_tags(source.parent_run_id, {R.T_REPORT_BASELINE: report.baseline})
+        where = f"; logged to MLflow run {source.parent_run_id} under {folder}/"
+    stream = stream or sys.stdout
+    print(report.markdown if request.full else report.console, file=stream)
+    print(f"full report (all metrics, flags, slices, plots): {out_dir}/ablation.md{where}", file=stream)
+    return report

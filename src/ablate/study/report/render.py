@@ -1,0 +1,312 @@
+"""The report as text, tables and figures, from its numbers (:mod:`.compute`): the ablation table (Markdown and CSV),
+its narrow console version, the header saying how the numbers were made, the slices, the answer section and the
+plots. :func:`build_report` is the whole pure report: compute, then render."""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from ablate import record as R
+from ablate.cache import Cache
+from ablate.study.answers import AnswerSection
+from ablate.study.compare import ComparisonCheck
+from ablate.study.fetch import RunRecord
+from ablate.study.options import ReportOptions
+from ablate.study.plots import funnel_plots
+from ablate.study.plots import plots as make_plots
+from ablate.study.report.compute import Computed, Plan, compute
+from ablate.study.report.heldout import HeldOutMarking
+from ablate.study.slices import slices
+from ablate.tables import fmt, format_table
+
+TEST_NAMES = {
+    "randomization": "paired randomization test (sign flips; Fisher 1935)",
+    "bootstrap": "paired studentized bootstrap test (shifted null; Efron & Tibshirani 1993 §16.4)",
+}
+
+
+@dataclass
+class Report:
+    """Everything :func:`build_report` computed; :meth:`files` is what gets written and logged (under ``report/``)."""
+
+    kind: str  # "ablation" (runs differ in variant) or "sweep"
+    baseline: str  # run id
+    swept: list[str]
+    metrics: list[str]
+    labels: dict[str, str]  # run id -> row label
+    table: pd.DataFrame  # ablation.csv
+    markdown: str  # ablation.md (also printed)
+    slices: pd.DataFrame  # slices.csv
+    slices_markdown: str  # slices.md
+    plots: dict[str, bytes]  # file name -> PNG bytes
+    checks: dict[str, ComparisonCheck]  # run id -> comparison with the baseline
+    warnings: list[str] = field(default_factory=list)
+    console: str = ""  # the narrow table printed at the end of a sweep (the full one is in the files)
+    answers: AnswerSection | None = None  # runs with a generator: correctness, refusals, the diagnosis split
+    heldout: HeldOutMarking | None = None  # dev-tuned / test-tuned rows and the line above the table
+
+    def files(self) -> dict[str, str | bytes]:
+        files: dict[str, str | bytes] = {
+            "ablation.md": self.markdown,
+            "ablation.csv": self.table.to_csv(index=False),
+            "slices.md": self.slices_markdown,
+            "slices.csv": self.slices.to_csv(index=False),
+        }
+        if self.answers is not None:
+            files["answers.csv"] = self.answers.table.to_csv(index=False)
+        return {**files, **self.plots}
+
+    def write(self, out: str | os.PathLike[str]) -> list[Path]:
+        d = Path(out)
+        d.mkdir(parents=True, exist_ok=True)
+        paths = []
+        for name, content in self.files().items():
+            p = d / name
+            if isinstance(content, bytes):
+                p.write_bytes(content)
+            else:
+                p.write_text(content, encoding="utf-8")
+            paths.append(p)
+        return paths
+
+
+def _fmt_p(p: float) -> str:
+    return "-" if p is None or (isinstance(p, float) and math.isnan(p)) else f"{p:.4f}"
+
+
+def _fmt_delta(d: float) -> str:
+    return "-" if d is None or math.isnan(d) else f"{d:+.3f}"
+
+
+def _fmt_ci(mean: float, lo: float, hi: float) -> str:
+    if mean is None or math.isnan(mean):
+        return "-"
+    if lo is None or math.isnan(lo):
+        return fmt(mean)
+    return f"{fmt(mean)} [{fmt(lo)}, {fmt(hi)}]"
+
+
+def _distinct(values: Sequence[Any]) -> str:
+    vals = [str(v)[:12] if v else "?" for v in values]
+    return ", ".join(dict.fromkeys(vals))
+
+
+def _rows(c: Computed) -> tuple[list[dict[str, Any]], list[dict[str, str]], list[str]]:
+    """The CSV rows, the Markdown rows and the footnotes (flags)."""
+    plan, base, metrics, cols, scored = c.plan, c.base, c.metrics, c.cols, c.scored
+    cis, results, paired_n, checks = c.cis, c.results, c.paired_n, c.checks
+    csv_rows: list[dict[str, Any]] = []
+    md_rows: list[dict[str, str]] = []
+    footnotes: list[str] = []
+    for r in plan.ordered:
+        rid, is_base, chk = r.run_id, r.run_id == base.run_id, checks[r.run_id]
+        n = len(scored[rid]) if is_base else paired_n[rid]
+        row: dict[str, Any] = {
+            "run_id": rid,
+            "run": plan.labels[rid],
+            "variant": r.variant,
+            "role": "baseline" if is_base else "",
+            "change": chk.change,
+            "split": r.split or "",
+            "heldout": plan.heldout.kinds.get(rid, ""),
+            **{p: r.params.get(p, "") for p in plan.columns_params},
+            "n": n,
+        }
+        md: dict[str, str] = {
+            "run": plan.shown[rid] + (" (baseline)" if is_base else ""),
+            "change vs baseline": "-" if is_base else chk.change,
+            **{p: str(r.params.get(p, "")) for p in plan.columns_params},
+            "n": str(n),
+        }
+        for m, c_ in zip(metrics, cols, strict=True):
+            mean, lo, hi = cis[rid][c_]
+            row.update({m: mean, f"{m}_ci_low": lo, f"{m}_ci_high": hi})
+            md[m] = _fmt_ci(mean, lo, hi)
+            if is_base:
+                row.update(
+                    {
+                        f"{m}_{s}": (0.0 if s == "delta" else math.nan)
+                        for s in ("delta", "delta_ci_low", "delta_ci_high", "p", "p_holm")
+                    }
+                )
+                md[f"Δ {m}"], md[f"p {m} (Holm)"] = "-", "-"
+            else:
+                res = results[rid][c_]
+                p_adj = c.p_holm[rid][c_]
+                row.update(
+                    {
+                        f"{m}_delta": res.delta,
+                        f"{m}_delta_ci_low": res.ci_low,
+                        f"{m}_delta_ci_high": res.ci_high,
+                        f"{m}_p": res.p_value,
+                        f"{m}_p_holm": p_adj,
+                    }
+                )
+                md[f"Δ {m}"] = _fmt_delta(res.delta)
+                md[f"p {m} (Holm)"] = f"{_fmt_p(res.p_value)} ({_fmt_p(p_adj)})"
+        row["flags"] = " | ".join(chk.flags)
+        refs = []
+        for f in chk.flags:
+            footnotes.append(f"{plan.labels[rid]}: {f}")
+            refs.append(f"[{len(footnotes)}]")
+        md["flags"] = "".join(refs) or "-"
+        csv_rows.append(row)
+        md_rows.append(md)
+    return csv_rows, md_rows, footnotes
+
+
+def build_report(
+    runs: Sequence[RunRecord],
+    options: ReportOptions | None = None,
+    *,
+    swept: Sequence[str] | None = None,
+    title: str = "",
+    skipped: Sequence[str] = (),
+    cache: Cache | None = None,
+) -> Report:
+    """Compare ``runs`` with a baseline: the ablation table, per-tag slices and plots. Pure (no MLflow).
+
+    ``options``: :class:`ablate.study.options.ReportOptions` (baseline, metrics, test, resamples, ...; the defaults
+    when None). ``swept``: the params a sweep declared (:func:`ablate.study.fetch.swept_from_overrides`); ``None``
+    infers them. ``title``: the report's heading. ``skipped``: lines about runs left out (failed), repeated in the
+    report. ``cache``: where figures (:mod:`ablate.study.plots`) and paired-test results are kept by content; None
+    computes everything."""
+    options = options or ReportOptions()
+    return render(compute(runs, options, swept, cache), options, title, skipped, cache)
+
+
+def render(
+    c: Computed,
+    options: ReportOptions,
+    title: str = "",
+    skipped: Sequence[str] = (),
+    cache: Cache | None = None,
+) -> Report:
+    """The report's files and console text from its numbers, in the order a reader meets them: the header, the
+    held-out line, the table, its flags, the warnings and left-out runs, the answer section; the slices, the
+    narrow console table and the figures."""
+    plan, base, metrics, warnings, answers = c.plan, c.base, c.metrics, c.warnings, c.answers
+    csv_rows, md_rows, footnotes = _rows(c)
+    header = _header(
+        plan, base, title, options.test, options.n_resamples, options.seed, options.bootstrap, c.family
+    )
+    above = [plan.heldout.warning] if plan.heldout.warning else []  # the held-out line: above the table
+    parts = [header, *above, format_table(md_rows, list(md_rows[0].keys()))]
+    if footnotes:
+        parts.append("Flags:\n\n" + "\n".join(f"{i}. {f}" for i, f in enumerate(footnotes, 1)))
+    for title_, lines in (("Warnings", warnings), ("Left out", skipped)):
+        if lines:
+            parts.append(f"{title_}:\n\n" + "\n".join(f"- {x}" for x in lines))
+    if answers is not None:
+        parts.append(answers.markdown.rstrip("\n"))
+    slice_table, slices_md = slices(
+        plan.ordered, c.tables, metrics, c.cols, plan.shown, base, options.contrast
+    )
+    console = _console(csv_rows, metrics[0], footnotes, warnings, skipped, plan.heldout)
+    if answers is not None:
+        console += "\n" + answers.console
+    figures = _figures(plan, c.cis, metrics, c.cols, base, cache) if options.plots else {}
+    return Report(
+        kind=plan.kind,
+        baseline=base.run_id,
+        swept=plan.swept,
+        metrics=metrics,
+        labels=plan.labels,
+        table=pd.DataFrame(csv_rows),
+        markdown="\n\n".join(parts) + "\n",
+        slices=slice_table,
+        slices_markdown=slices_md,
+        plots=figures,
+        checks=c.checks,
+        warnings=warnings,
+        console=console,
+        answers=answers,
+        heldout=plan.heldout,
+    )
+
+
+def _figures(
+    plan: Plan,
+    cis: dict[str, dict[str, tuple[float, float, float]]],
+    metrics: list[str],
+    cols: list[str],
+    base: RunRecord,
+    cache: Cache | None = None,
+) -> dict[str, bytes]:
+    """The metric bars, the sweep curves and one stage funnel per run."""
+    return {
+        **make_plots(plan.ordered, cis, metrics, cols, plan.labels, base, plan.swept, cache),
+        **funnel_plots(plan.ordered, plan.labels, cache),
+    }
+
+
+def _console(
+    rows: list[dict[str, Any]],
+    metric: str,
+    footnotes: list[str],
+    warnings: list[str],
+    skipped: Sequence[str],
+    heldout: HeldOutMarking | None = None,
+) -> str:
+    """The narrow table: each run labelled by what it is (``C k=1 window=20``, with its held-out mark), the headline
+    metric with its interval, Δ vs the baseline and the p-value (Holm-adjusted in brackets); the held-out line above
+    it; flags, warnings and left-out runs as numbered lines below."""
+    heldout = heldout or HeldOutMarking({}, {})
+    out = []
+    for r in rows:
+        base = r["role"] == "baseline"
+        out.append(
+            {
+                "run": heldout.label(r["run_id"], r["run"]) + (" (baseline)" if base else ""),
+                metric: _fmt_ci(r[metric], r[f"{metric}_ci_low"], r[f"{metric}_ci_high"]),
+                "Δ": "-" if base else _fmt_delta(r[f"{metric}_delta"]),
+                "p (Holm)": "-" if base else f"{_fmt_p(r[f'{metric}_p'])} ({_fmt_p(r[f'{metric}_p_holm'])})",
+                "n": str(r["n"]),
+                "flags": r["flags"] and "yes" or "-",
+            }
+        )
+    lines = [f"warning: {heldout.warning}"] if heldout.warning else []
+    lines.append(format_table(out, ["run", metric, "Δ", "p (Holm)", "n", "flags"]))
+    lines += [f"  [{i}] {f}" for i, f in enumerate(footnotes, 1)]
+    lines += [f"  warning: {w}" for w in warnings]
+    lines += [f"  left out: {s}" for s in skipped]
+    return "\n".join(lines)
+
+
+def _header(
+    plan: Plan,
+    base: RunRecord,
+    title: str,
+    test: str,
+    n_resamples: int,
+    seed: int,
+    bootstrap: int,
+    family: int,
+) -> str:
+    ordered = plan.ordered
+    if plan.kind == "ablation":
+        what = "ablation table (one declared change per row)"
+    elif plan.swept:
+        what = "parameter sweep over " + ", ".join(p for p in plan.swept if p != "variant")
+    else:
+        what = "runs of one variant"
+    lines = [
+        f"# Ablation report{': ' + title if title else ''}",
+        "",
+        f"- {len(ordered)} runs, {what}; baseline: {plan.labels[base.run_id]} (run {base.run_id})",
+        f"- corpus: {_distinct([r.tags.get(R.T_CORPUS) or r.params.get(R.P_CORPUS_NAME) for r in ordered])}; "
+        f"split: {_distinct([r.split for r in ordered])}; labels (qrels_hash): "
+        f"{_distinct([r.qrels_hash for r in ordered])}; documents (snapshot): {_distinct([r.snapshot for r in ordered])}",
+        f"- cells: mean over the scored answerable queries [95% bootstrap CI over queries, {bootstrap} resamples, "
+        f"seed {seed}]",
+        f"- Δ: mean of (run - baseline) over the n queries scored in both runs; p: two-sided {TEST_NAMES[test]}, "
+        f"{n_resamples} resamples, seed {seed}; (Holm): adjusted over the family of {family} run x metric comparisons",
+    ]
+    return "\n".join(lines)
