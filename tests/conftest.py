@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import logging
 import os
 import threading
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -119,12 +122,28 @@ def mlflow_uri(tmp_path_factory) -> str:
     return uri
 
 
+@contextlib.contextmanager
+def serving(app) -> Iterator[str]:
+    """A real HTTP server (werkzeug) on 127.0.0.1 serving the WSGI ``app`` from a thread; yields its root URL and
+    stops it on exit."""
+    from werkzeug.serving import make_server
+
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)
+    server = make_server("127.0.0.1", 0, app, threaded=True)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_port}"
+    finally:
+        server.shutdown()
+        thread.join(timeout=10)
+
+
 @pytest.fixture
 def served_artifacts():
     """A real HTTP server on 127.0.0.1 serving MLflow's artifact API (``mlflow-artifacts``) from memory: files it
     was given (PUT), listings, downloads. Reads of a run whose id is in ``locked`` are refused (HTTP 403) while
     writes still succeed: write-only credentials. Yields (root URL, files, locked)."""
-    from werkzeug.serving import make_server
     from werkzeug.wrappers import Request, Response
 
     prefix = "/api/2.0/mlflow-artifacts/artifacts"
@@ -154,14 +173,8 @@ def served_artifacts():
             return Response(files[rel])
         return Response("not found", status=404)
 
-    server = make_server("127.0.0.1", 0, app, threaded=True)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_port}{prefix}", files, locked
-    finally:
-        server.shutdown()
-        thread.join()
+    with serving(app) as url:
+        yield f"{url}{prefix}", files, locked
 
 
 def served_experiment(t, root: str) -> str:

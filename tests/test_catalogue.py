@@ -9,7 +9,6 @@ import re
 import shutil
 import subprocess
 import sys
-import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -17,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import TINY_DOCS, TINY_MANIFEST, TINY_QRELS, TINY_QUERIES, write_corpus
+from conftest import TINY_DOCS, TINY_MANIFEST, TINY_QRELS, TINY_QUERIES, serving, write_corpus
 
 REPO = Path(__file__).resolve().parents[1]
 DOCS = REPO / "docs" / "errors.md"
@@ -500,7 +499,6 @@ def _run(
 def not_mlflow() -> Iterator[str]:
     """A real HTTP server on 127.0.0.1 that is not an MLflow tracking server: under ``/private`` it asks for
     credentials (401), elsewhere it has nothing (404)."""
-    from werkzeug.serving import make_server
     from werkzeug.wrappers import Request, Response
 
     @Request.application
@@ -509,14 +507,8 @@ def not_mlflow() -> Iterator[str]:
             return Response("login first", status=401)
         return Response("no such page", status=404)
 
-    server = make_server("127.0.0.1", 0, app)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_port}"
-    finally:
-        server.shutdown()
-        thread.join()
+    with serving(app) as url:
+        yield url
 
 
 @pytest.fixture(scope="module")

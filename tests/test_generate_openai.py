@@ -6,12 +6,10 @@ naming ``generator.base_url``, what the server sent and the fix; the key must re
 from __future__ import annotations
 
 import json
-import logging
 import os
 import socket
 import subprocess
 import sys
-import threading
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,7 +20,7 @@ from ablate.app.paths import CONF_DIR
 from ablate.cache import Cache
 from ablate.errors import ConfigError
 from ablate.stages.generate.openai import GeneratorUnavailable, OpenAIGenerator
-from conftest import TINY_DOCS, TINY_MANIFEST, TINY_QRELS, TINY_QUERIES, write_corpus
+from conftest import TINY_DOCS, TINY_MANIFEST, TINY_QRELS, TINY_QUERIES, serving, write_corpus
 
 flask = pytest.importorskip("flask")
 PROMPT = str(CONF_DIR / "prompts" / "grounded_qa.txt")
@@ -94,18 +92,9 @@ def _app(hits: Counter[str]) -> flask.Flask:
 
 @pytest.fixture(scope="module")
 def server() -> Iterator[tuple[str, Counter[str]]]:
-    from werkzeug.serving import make_server
-
-    logging.getLogger("werkzeug").setLevel(logging.ERROR)
     hits: Counter[str] = Counter()
-    srv = make_server("127.0.0.1", 0, _app(hits), threaded=True)
-    t = threading.Thread(target=srv.serve_forever, daemon=True)
-    t.start()
-    try:
-        yield f"http://127.0.0.1:{srv.server_port}", hits
-    finally:
-        srv.shutdown()
-        t.join(timeout=10)
+    with serving(_app(hits)) as url:
+        yield f"{url}", hits
 
 
 def _ask(server: tuple[str, Counter[str]], mode: str, tmp_path: Path, **params) -> tuple[str, int, str]:

@@ -5,8 +5,6 @@ misbehaves is tests/test_generate_openai.py; against llama.cpp's own server, tes
 
 from __future__ import annotations
 
-import logging
-import threading
 from collections import Counter
 from collections.abc import Iterator
 
@@ -15,6 +13,7 @@ import pytest
 from ablate.app.paths import CONF_DIR
 from ablate.stages.generate.openai import OpenAIGenerator
 from ablate.testing.contracts import GeneratorContract
+from conftest import serving
 
 flask = pytest.importorskip("flask")
 PROMPT = str(CONF_DIR / "prompts" / "grounded_qa.txt")
@@ -41,18 +40,9 @@ def _app(requests: Counter[str]) -> flask.Flask:
 
 @pytest.fixture(scope="module")
 def server() -> Iterator[tuple[str, Counter[str]]]:
-    from werkzeug.serving import make_server
-
-    logging.getLogger("werkzeug").setLevel(logging.ERROR)
     requests: Counter[str] = Counter()
-    srv = make_server("127.0.0.1", 0, _app(requests), threaded=True)
-    t = threading.Thread(target=srv.serve_forever, daemon=True)
-    t.start()
-    try:
-        yield f"http://127.0.0.1:{srv.server_port}/v1", requests
-    finally:
-        srv.shutdown()
-        t.join(timeout=10)
+    with serving(_app(requests)) as url:
+        yield f"{url}/v1", requests
 
 
 class TestOpenAIContract(GeneratorContract):

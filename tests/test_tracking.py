@@ -1,7 +1,6 @@
 """MLflow tracking against a real sqlite store."""
 
 import json
-import threading
 import uuid
 from pathlib import Path
 
@@ -9,6 +8,7 @@ import pytest
 
 from ablate.record import flatten, metric_key
 from ablate.tracking import Tracker, resolve_tracking_uri
+from conftest import serving
 
 
 def test_metric_keys_are_mlflow_safe():
@@ -217,7 +217,6 @@ def logins(monkeypatch):
     """A real HTTP server on 127.0.0.1 answering MLflow's read of a run as a tracking server behind a login does:
     run ``0...0`` does not exist (MLflow's RESOURCE_DOES_NOT_EXIST), ``b...b`` is a bad request (HTTP 400), any other
     needs credentials (HTTP 401)."""
-    from werkzeug.serving import make_server
     from werkzeug.wrappers import Request, Response
 
     @Request.application
@@ -237,14 +236,8 @@ def logins(monkeypatch):
         ("MLFLOW_HTTP_REQUEST_TIMEOUT", "5"),
     ):
         monkeypatch.setenv(name, value)
-    server = make_server("127.0.0.1", 0, app)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_port}"
-    finally:
-        server.shutdown()
-        thread.join()
+    with serving(app) as url:
+        yield url
 
 
 def test_only_a_missing_run_is_not_found_a_refused_login_is_loud(logins):
