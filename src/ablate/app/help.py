@@ -6,7 +6,9 @@ help cannot drift from what the config accepts.
 
 from __future__ import annotations
 
+import functools
 import re
+import textwrap
 from pathlib import Path
 
 from ablate.app.paths import CONF_DIR, STAGE_GROUPS, group_options
@@ -32,14 +34,26 @@ Common commands:
 """
 
 _LINE = re.compile(r"^(\s*)([A-Za-z_][\w]*):\s*(.*?)\s*(?:#\s*(.*))?$")
+#: Width of the help's key lines: a description longer than its column is wrapped at word boundaries, never cut.
+WIDTH = 118
 
 
 def key_docs(path: Path, prefix: str = "") -> list[tuple[str, str, str]]:
-    """``(dotted key, default, comment)`` for every leaf key of a YAML file, read line by line (comments kept)."""
+    """``(dotted key, default, comment)`` for every leaf key of a YAML file, read line by line (comments kept).
+
+    A comment continued on the next lines (comment-only lines whose ``#`` is in the same column) is part of the
+    key's comment; a block key's own comment is a row ``block.*`` with no default."""
     out: list[tuple[str, str, str]] = []
     stack: list[tuple[int, str]] = []
+    column = -1  # the ``#`` column of the last row's comment, for its continuation lines
     for line in path.read_text(encoding="utf-8").splitlines():
-        if not line.strip() or line.lstrip().startswith(("#", "-")):
+        stripped = line.lstrip()
+        if stripped.startswith("#") and out and column == len(line) - len(stripped):
+            key, value, comment = out[-1]
+            out[-1] = (key, value, f"{comment} {stripped.lstrip('#').strip()}".strip())
+            continue
+        column = -1
+        if not line.strip() or stripped.startswith(("#", "-")):
             continue
         m = _LINE.match(line)
         if not m:
@@ -48,29 +62,46 @@ def key_docs(path: Path, prefix: str = "") -> list[tuple[str, str, str]]:
         while stack and stack[-1][0] >= indent:
             stack.pop()
         dotted = ".".join([*(k for _, k in stack), key])
-        if value == "" or value.startswith("#"):
+        block = value == "" or value.startswith("#")
+        if block:
             stack.append((indent, key))
+        if key.startswith("_") or dotted.startswith(("defaults", "hydra")) or (block and not comment):
             continue
-        if key.startswith("_") or dotted.startswith(("defaults", "hydra")):
-            continue
-        out.append((prefix + dotted, value, comment))
+        out.append((prefix + dotted + (".*" if block else ""), "" if block else value, comment))
+        if comment:
+            column = line.rfind("#", 0, m.start(4))
     return out
 
 
 def _section(title: str, rows: list[tuple[str, str, str]]) -> list[str]:
+    """One line per key (key, default, description); a long default or description goes on and wraps at word
+    boundaries under the description column, so every description is shown whole."""
     width = max((len(k) for k, _, _ in rows), default=10)
+    indent = 2 + width + 2 + 12 + 2
+    wrap = functools.partial(textwrap.wrap, break_long_words=False, break_on_hyphens=False)
     lines = [title]
     for key, value, comment in rows:
-        shown = value if len(value) <= 38 else value[:35] + "..."
-        lines.append(f"  {key.ljust(width)}  {shown.ljust(12)}  {comment}".rstrip())
+        head = f"  {key.ljust(width)}  {value.ljust(12)}  "
+        if len(head) > WIDTH - 30:  # a long default: its description starts on the next line
+            lines.append(head.rstrip())
+            head = " " * indent
+        first, *rest = wrap(comment, WIDTH - len(head)) or [""]
+        lines.append((head + first).rstrip())
+        lines += [" " * indent + part for part in wrap(" ".join(rest), WIDTH - indent)]
     return lines
 
 
 def help_text() -> str:
-    groups = group_options()
+    groups = {g: opts for g, opts in group_options().items() if opts}
     lines = [INTRO, "Choices (config groups; conf/<group>/<option>.yaml):"]
     for g, opts in groups.items():
         lines.append(f"  {g.ljust(11)} {', '.join(opts)}")
+    prompts = sorted(p.name for p in (CONF_DIR / "prompts").glob("*.txt"))
+    if prompts:  # files a setting names, not options to choose with prompts=...
+        lines += [
+            "Prompt templates (conf/prompts/; files, not a group: generator.prompt and rerank.prompt name one):",
+            f"  {', '.join(prompts)}",
+        ]
     lines.append("")
     lines += _section("Settings (key, default, meaning):", key_docs(CONF_DIR / "config.yaml"))
     lines.append("")

@@ -49,6 +49,13 @@ def check_group_options(argv: list[str]) -> None:
             plain = not value.startswith(("range(", "choice(", "glob("))
             for v in value.replace("[", "").replace("]", "").split(",") if plain else []:
                 v = v.strip()
+                if v and not groups[key]:  # conf/prompts/: template files a setting names
+                    raise ConfigError(
+                        key,
+                        v,
+                        f"conf/{key}/ holds files, not options to choose; name a template file with a setting, "
+                        f"e.g. generator.prompt=PATH or rerank.prompt=PATH (see python -m ablate --help)",
+                    )
                 if v and v not in groups[key]:
                     raise ConfigError(key, v, f"valid options: {', '.join(groups[key])} (from conf/{key}/)")
 
