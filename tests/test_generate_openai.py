@@ -6,10 +6,12 @@ naming ``generator.base_url``, what the server sent and the fix; the key must re
 from __future__ import annotations
 
 import json
+import math
 import os
 import socket
 import subprocess
 import sys
+import time
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,6 +28,7 @@ flask = pytest.importorskip("flask")
 PROMPT = str(CONF_DIR / "prompts" / "grounded_qa.txt")
 KEY = "sk-test-0123456789abcdef-SECRET/key"
 KEY_ENV = "ABLATE_TEST_OPENAI_KEY"
+SLOW_S = 0.4  # seconds the "slow" route takes per answer
 
 
 def _app(hits: Counter[str]) -> flask.Flask:
@@ -58,6 +61,9 @@ def _app(hits: Counter[str]) -> flask.Flask:
             body, kind = raw[mode]
             return flask.Response(body, status=200, content_type=kind)
         if mode == "echo":
+            return completion
+        if mode == "slow":  # a server that takes a known time per answer
+            time.sleep(SLOW_S)
             return completion
         if mode == "echo-401":  # the key in the body and in the reason phrase
             r = flask.Response(json.dumps({"error": {"message": f"invalid key {auth}"}}), 401)
@@ -316,3 +322,58 @@ def test_cli_an_answer_that_is_not_json_fails_the_run_with_one_line(server, tmp_
     t = Tracker(mlflow_uri)
     (run,) = t.find_runs([t.experiment_id("openai-not-json", create=False)])
     assert run.status == "FAILED" and "is not JSON: <html>" in run.tags["ablate.failure"]
+
+
+def test_cli_a_cached_answer_reports_the_latency_it_was_generated_with(server, tmp_path, mlflow_uri):
+    """A run whose answers all come from the cache logs the latency measured when they were generated (here the
+    server's known delay), not the cache's lookup time, and the console says the figures are the cached ones'."""
+    from ablate.tracking import Tracker
+
+    root, hits = server
+    corpus = write_corpus(tmp_path / "tiny", TINY_DOCS, TINY_QUERIES, TINY_QRELS, TINY_MANIFEST)
+    args = [
+        "corpus=beir",
+        f"corpus.path={corpus}",
+        "corpus.split=dev",
+        "corpus.identity=employee",
+        "variant=A",
+        "generator=openai",
+        f"generator.base_url={root}/slow/v1",
+        f"tracking.uri={mlflow_uri}",
+        "tracking.experiment=cached-latency",
+    ]
+    before = hits["slow"]
+    first = _cli(args, tmp_path, tmp_path / "cache", {})
+    asked = hits["slow"] - before
+    again = _cli(args, tmp_path, tmp_path / "cache", {})
+    assert first.returncode == 0 and again.returncode == 0, (first.stderr[-3000:], again.stderr[-3000:])
+    assert asked >= 3 and hits["slow"] - before == asked  # the second run asked the server nothing
+    t = Tracker(mlflow_uri)
+    old, new = sorted(
+        t.find_runs([t.experiment_id("cached-latency", create=False)]), key=lambda r: r.start_time
+    )
+    assert new.metrics["answer_generations_cached"] == asked and old.metrics["answer_generations_cached"] == 0
+    for name in ("answer_latency_p50_s", "answer_latency_p95_s"):
+        assert SLOW_S <= old.metrics[name] < SLOW_S + 1.0
+        assert new.metrics[name] == pytest.approx(old.metrics[name], abs=1e-9)
+    p50 = f"latency p50 {old.metrics['answer_latency_p50_s']:.2f}s"
+    assert p50 in first.stdout and "from the cache" not in first.stdout.split(p50, 1)[1].splitlines()[0]
+    line = next(x for x in again.stdout.splitlines() if p50 in x)
+    assert f"as generated: {asked} of {asked} answers from the cache" in line, line
+
+
+def test_a_cache_entry_without_a_latency_gives_an_unknown_latency_not_the_lookup_time(server, tmp_path):
+    root, hits = server
+    gen = OpenAIGenerator(base_url=f"{root}/echo/v1", prompt=PROMPT, max_retries=0)
+    prompts = [gen.template.render("q?", ["p"])]
+    cache = Cache(tmp_path / "cache")
+    (first,) = gen.generate(prompts, cache)[0]
+    assert not first.cached and first.latency_s > 0
+    (entry,) = (tmp_path / "cache" / "generations").rglob("*.json")
+    stored = cache.load_json("generations", entry.stem)
+    del stored["latency_s"]  # an entry written without the measurement
+    cache.save_json("generations", entry.stem, stored)
+    before = hits["echo"]
+    (again,) = gen.generate(prompts, cache)[0]
+    assert again.cached and again.text == first.text and hits["echo"] == before
+    assert math.isnan(again.latency_s)

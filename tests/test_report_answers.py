@@ -172,3 +172,21 @@ def test_answer_slices_are_means_over_each_tags_answerable_questions():
     )
     assert got["table"]["answer_retrieval_failures"] == 1 and got["table"]["answer_correct"] == 0.0
     assert got["none"]["answer_n"] == 0 and np.isnan(got["none"]["answer_correct"])
+
+
+def test_the_answer_table_says_when_latency_is_that_of_cached_answers():
+    runs = [with_answers(r, i) for i, r in enumerate(ablation_runs())]
+    n = len(runs[0].per_query)
+    runs[0] = dataclasses.replace(
+        runs[0],
+        metrics={
+            **runs[0].metrics,
+            "answer_latency_p50_s": 0.41,
+            "answer_latency_p95_s": 0.52,
+            "answer_questions": float(n),
+            "answer_generations_cached": float(n),
+        },
+    )
+    rep = report.build_report(runs, report.ReportOptions(plots=False))
+    assert f"0.41/0.52 ({n}/{n} cached, as generated)" in rep.markdown
+    assert rep.markdown.count("cached, as generated") == 1

@@ -228,8 +228,13 @@ def answer_metrics(answers: pd.DataFrame, costs: AnswerCosts, bootstrap: int, se
     if costs.repeats > 1:
         m["answer_consistency"] = float(answers["consistent"].mean())
     lat = answers["latency_s"].to_numpy(dtype=float)
-    m["answer_latency_p50_s"] = float(np.percentile(lat, 50))
-    m["answer_latency_p95_s"] = float(np.percentile(lat, 95))
+    known = lat[
+        ~np.isnan(lat)
+    ]  # a cached answer's latency is the one it was generated with, unknown if not kept
+    m["answer_latency_p50_s"] = float(np.percentile(known, 50)) if len(known) else math.nan
+    m["answer_latency_p95_s"] = float(np.percentile(known, 95)) if len(known) else math.nan
+    if len(known) < len(lat):
+        m["answer_latency_unknown"] = float(len(lat) - len(known))
     tin, tout = int(answers["tokens_in"].sum()), int(answers["tokens_out"].sum())
     m["answer_tokens_in"], m["answer_tokens_out"] = float(tin), float(tout)
     m["answer_tokens_in_per_question"] = tin / len(answers)

@@ -275,6 +275,20 @@ def _slices_csv(slices: dict[str, dict[str, float]]) -> str:
     return pd.DataFrame.from_dict(slices, orient="index").rename_axis("tag").to_csv()
 
 
+def latency_note(answers: Any) -> str:
+    """``latency p50 0.41s``, saying where the figure comes from when some answers came from the cache (their latency
+    is the one measured when they were generated, not this run's lookup) or have no latency kept."""
+    lat = answers["latency_s"].astype(float)
+    known, cached = lat.dropna(), int(answers["cached"].astype(bool).sum())
+    text = f"latency p50 {known.median():.2f}s" if len(known) else "latency unknown"
+    notes = []
+    if cached:
+        notes.append(f"as generated: {cached} of {len(answers)} answers from the cache")
+    if len(known) < len(lat):
+        notes.append(f"{len(lat) - len(known)} cached without a latency, left out")
+    return text + (f" ({'; '.join(notes)})" if notes else "")
+
+
 def print_run_summary(
     result: Any, run_id: str, uri: str, experiment: str, stream: IO[str] | None = None, artifacts: str = ""
 ) -> None:
@@ -297,8 +311,7 @@ def print_run_summary(
             f"answers: correct {scored['correct'].mean():.3f} of {len(scored)} answerable; citations support "
             f"{scored['citations_support'].mean():.3f}; no-answer questions refused {int(na['refused'].sum())}/{len(na)}"
             f"; wrong: {int(diag.get('generation_failure', 0))} with the evidence in the context (generation), "
-            f"{int(diag.get('retrieval_failure', 0))} without it (retrieval); latency p50 "
-            f"{a['latency_s'].median():.2f}s",
+            f"{int(diag.get('retrieval_failure', 0))} without it (retrieval); {latency_note(a)}",
             file=stream,
         )
     print(f"mlflow run {run_id} in experiment {experiment!r} at {uri}", file=stream)

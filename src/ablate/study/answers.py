@@ -125,6 +125,11 @@ def _run_row(
         "wrong, evidence not in context (retrieval)": ret_txt,
         "latency p50/p95 s": f"{fmt(row['latency_p50_s'], 2)}/{fmt(row['latency_p95_s'], 2)}",
     }
+    cached = int(m.get("answer_generations_cached", 0) or 0)
+    if cached:  # their latency is the one measured when they were generated
+        md["latency p50/p95 s"] += (
+            f" ({cached}/{int(m.get('answer_questions', len(pq)))} cached, as generated)"
+        )
     if not math.isnan(row["cost_per_question"]):
         md["cost/question"] = fmt(row["cost_per_question"], 5)
     return row, md, correct

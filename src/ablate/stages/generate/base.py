@@ -12,13 +12,15 @@ does the rest:
   messages, repeat)``: the fingerprint holds the model's identity (a GGUF's full sha256), the decoding parameters,
   the template's sha256, library and code versions. Re-running a variant, or a sweep that reorders retrieval without
   changing a question's context, generates nothing; a changed template regenerates everything. A cached answer keeps
-  the latency and token counts it was generated with.
+  the latency and token counts it was generated with (its latency is that measurement, never the lookup's time; an
+  entry without one has an unknown, NaN, latency).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import math
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
@@ -40,6 +42,15 @@ class Generation:
     tokens_out: int
     latency_s: float
     cached: bool = False
+
+
+def _stored_latency(stored: dict[str, Any]) -> float:
+    """The latency an answer was generated with, as its cache entry keeps it; NaN (unknown) for an entry without a
+    usable one, never the time the lookup took."""
+    value = stored.get("latency_s")
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0:
+        return float(value)
+    return math.nan
 
 
 class GeneratorBase:
@@ -161,7 +172,7 @@ class GeneratorBase:
                             stored["text"],
                             int(stored["tokens_in"]),
                             int(stored["tokens_out"]),
-                            float(stored["latency_s"]),
+                            _stored_latency(stored),
                             cached=True,
                         )
                         self.stats["cached"] += 1
