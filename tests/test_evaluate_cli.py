@@ -120,3 +120,41 @@ def test_missing_files_and_doc_qrels_at_chunk_unit(tmp_path, files):
     assert p.returncode == 2 and "file not found" in p.stderr and "Traceback" not in p.stderr
     # --unit chunk reads both at chunk level: allowed
     assert cli(*files, "--unit", "chunk", "--json").returncode == 0
+
+
+DEMO = Path(__file__).resolve().parents[1] / "corpora" / "demo"
+
+
+def _demo_run(tmp_path: Path) -> str:
+    """A chunk-id run on the demo's dev labels (each question's judged chunks, then the others, in reverse)."""
+    lines = [line.split("\t") for line in (DEMO / "qrels" / "dev.tsv").read_text().splitlines()[1:]]
+    by_q: dict[str, list[str]] = {}
+    for q, cid, _ in lines:
+        by_q.setdefault(q, []).append(cid)
+    every = sorted({cid for _, cid, _ in lines})
+    run = tmp_path / "run.trec"
+    with run.open("w") as out:
+        for q, judged in by_q.items():
+            ranked = list(reversed(judged)) + [c for c in every if c not in judged]
+            for i, cid in enumerate(ranked[:20]):
+                out.write(f"{q} Q0 {cid} {i + 1} {20 - i} demo\n")
+    return str(run)
+
+
+def test_chunk_labels_give_the_chunk_unit_and_the_notes_are_in_the_json_too(tmp_path, files):
+    run, qrels = _demo_run(tmp_path), str(DEMO / "qrels" / "dev.tsv")
+    text, as_json = cli(run, qrels), cli(run, qrels, "--json")
+    assert text.returncode == 0 and as_json.returncode == 0, (text.stderr, as_json.stderr)
+    d = json.loads(as_json.stdout)
+    assert d["unit"] == "chunk" and "unit=chunk " in text.stdout
+    notes = d["notes"]
+    assert notes and all(n in text.stdout.splitlines() for n in notes)  # the table's notes, whole
+    assert any(n.startswith("unit=chunk, from the labels") for n in notes)
+    # the labels are the demo's: the note gives the options that score a run as ablate made it
+    how = next(n for n in notes if "--identity per_query --as-of per_query" in n)
+    assert f"--corpus {DEMO} --split dev" in how
+    # the same figures with the unit named: ids are scored as given either way
+    assert json.loads(cli(run, qrels, "--json", "--unit", "doc").stdout)["ndcg@10"] == d["ndcg@10"]
+    # plain document ids (trec_eval style) stay at the doc unit, with no unit note
+    plain = json.loads(cli(*files, "--json").stdout)
+    assert plain["unit"] == "doc" and not any(n.startswith("unit=") for n in plain["notes"])

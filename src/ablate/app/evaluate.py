@@ -3,17 +3,22 @@
 The declared query set is the set of queries in QRELS (like ``trec_eval -c``): a judged query absent from RUN is
 counted as ``missing_from_run`` (scored 0, or excluded with ``--missing exclude``); queries of RUN without judgements
 are ignored and counted as ``not_in_query_set``. Run ids are used as given (``chunk_id = doc_id``), and the qrels are
-read at ``--unit`` (default doc). Results are ordered by score with a declared tie rule (``--ties``), printed with the
+read at ``--unit`` (default: ``chunk`` when every judged id is a chunk id ``DOC#part``, else ``doc``; with
+``--corpus``, the corpus's unit). The notes printed under the table (the unit's reason, the query set, the corpus the
+labels belong to) are the ``notes`` list of ``--json``. Results are ordered by score with a declared tie rule (``--ties``), printed with the
 output. Scores are never rounded; the human table shows 4 decimals, ``--json`` the full values.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
+import re
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ablate.app.parser import OneLineParser
@@ -33,7 +38,8 @@ def _parser() -> argparse.ArgumentParser:
     p = OneLineParser(
         prog="python -m ablate.evaluate",
         description="Evaluate a TREC run file against qrels by ablate's declared rules (ablate.evaluation). The "
-        "query set is the qrels' queries; run-only queries are ignored and counted.",
+        "query set is the qrels' queries (with --corpus or --from-run: the split's questions); run-only queries are "
+        "ignored and counted.",
     )
     p.add_argument(
         "run",
@@ -66,7 +72,11 @@ def _parser() -> argparse.ArgumentParser:
         help="nDCG gain: 2^grade - 1 (default) or grade (trec_eval)",
     )
     p.add_argument(
-        "--unit", choices=("doc", "chunk"), default=None, help="unit of the qrels and the run ids (doc)"
+        "--unit",
+        choices=("doc", "chunk"),
+        default=None,
+        help="unit of the qrels and the run ids (default: the corpus's with --corpus; else chunk when every judged "
+        "id is a chunk id DOC#part, else doc)",
     )
     p.add_argument(
         "--budget",
@@ -246,17 +256,21 @@ def _from_corpus(args: argparse.Namespace, run_path: str, settings: EvalSettings
     )
 
 
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" + ("" if n == 1 else "s")
+
+
 def _corpus_note(inp: ScoringInputs, corpus: str, split: str, access: Access) -> str:
     perm = inp.permissions
     note = (
         f"query set: split {split!r} of {corpus} ({len(inp.qids)} questions); identity {access.identity or 'none'}: "
-        f"{perm['hidden_judgements']} hidden judgements dropped, {perm['queries_made_unanswerable']} questions left "
-        "without visible evidence (scored as no-answer)"
+        f"{_count(perm['hidden_judgements'], 'hidden judgement')} dropped, "
+        f"{_count(perm['queries_made_unanswerable'], 'question')} left without visible evidence (scored as no-answer)"
     )
     if access.as_of is not None:
         note += (
             f"; dates: as_of {access.as_of}, versions.policy {access.policy}, "
-            f"{perm['regraded_out_of_force']} judgements re-graded"
+            f"{_count(perm['regraded_out_of_force'], 'judgement')} re-graded"
         )
     return note
 
@@ -302,11 +316,21 @@ def _inputs(args: argparse.Namespace) -> Inputs:
         raise AblateError(
             f"{args.qrels}: no judgements, so there is no query set to evaluate. Fix: give a non-empty qrels file"
         )
-    note = (
+    notes = []
+    if args.unit is None and labels_are_chunks(qrels):
+        qrels = dataclasses.replace(qrels, unit="chunk")
+        notes.append(
+            "unit=chunk, from the labels: every judged id is a chunk id (DOC#part), so results count as the chunks "
+            "they are; document-level scores need the corpus's chunk->document map: --corpus DIR (or --unit doc "
+            "to call the ids documents)"
+        )
+    notes.append(
         f"query set: the {len(qrels.judgements)} judged queries of {args.qrels}; run ids are scored as given, with no "
-        "identity: a run made for an identity (permission filtering) is scored differently; pass --from-run RUN_ID "
-        "or --corpus DIR --split S --identity NAME to score it as it was made"
+        "identity and no date: a run made for an identity (permission filtering) or on a date (versions in force) "
+        "is scored differently; pass --from-run RUN_ID, or --corpus DIR --split S --identity NAME --as-of DATE, to "
+        "score it as it was made"
     )
+    notes += _corpus_of(args.qrels)
     from ablate.evaluation.scoring import ScoringContext
 
     return Inputs(
@@ -315,8 +339,40 @@ def _inputs(args: argparse.Namespace) -> Inputs:
         list(qrels.judgements),
         settings,
         ScoringContext(labels_unit=qrels.unit),
-        note,
+        "\n".join(notes),
     )
+
+
+def labels_are_chunks(qrels: Qrels) -> bool:
+    """Whether every judged id is a chunk id as ablate's chunkers write them (``DOC#part``: a document id, ``#``,
+    the chunk's part), so the labels are at the chunk unit."""
+    ids = [u for j in qrels.judgements.values() for u in j]
+    return bool(ids) and all(_CHUNK_ID.fullmatch(u) for u in ids)
+
+
+_CHUNK_ID = re.compile(r"[^#\s]+#[^#\s]+")
+
+
+def _corpus_of(qrels_path: str) -> list[str]:
+    """A note naming the corpus folder the labels belong to (``DIR/qrels/SPLIT.tsv`` beside ``DIR/corpus.jsonl``)
+    and, when its questions carry personas or dates, the options that score a run made with them as it was scored."""
+    path = Path(qrels_path)
+    root = path.parent.parent
+    if path.parent.name != "qrels" or not (root / "corpus.jsonl").is_file():
+        return []
+    split = path.name.split(".")[0]
+    queries = root / "queries.jsonl"
+    text = queries.read_text(encoding="utf-8", errors="replace") if queries.is_file() else ""
+    carry = [what for field, what in (("persona", "personas"), ("as_of", "dates")) if f'"{field}"' in text]
+    options = " --identity per_query" * ("personas" in carry) + " --as-of per_query" * ("dates" in carry)
+    note = f"these labels are split {split!r} of the corpus {root}"
+    if not carry:
+        return [f"{note}: --corpus {root} --split {split} scores through its chunk->document map"]
+    return [
+        f"{note}, whose questions carry {' and '.join(carry)}: a run made with them (corpus.identity=per_query, "
+        f"corpus.as_of=per_query) scores as it logged with --corpus {root} --split {split}{options} "
+        "(or --from-run RUN_ID)"
+    ]
 
 
 def _check_lines(comparison: Comparison) -> list[str]:
@@ -362,6 +418,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     if args.json:
         out = result.to_dict(per_query=args.per_query)
+        out["notes"] = inp.note.splitlines()  # the same notes the table prints under it
         if inp.rescored is not None:
             out["metrics"] = {k: v for k, v in sorted(inp.rescored.metrics.items())}
         if comparison is not None:

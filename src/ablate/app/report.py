@@ -40,13 +40,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--tracking-uri", help="MLflow store (default: $MLFLOW_TRACKING_URI, else ./mlflow.db)")
     ap.add_argument("--baseline", help="run id, name or variant (default: A, or the sweep's first cell)")
     ap.add_argument(
-        "--metrics", default=",".join(DEFAULT_METRICS), help="comma-separated, e.g. ndcg@10,mrr@10"
+        "--metrics",
+        default=",".join(DEFAULT_METRICS),
+        help="comma-separated, e.g. ndcg@10,mrr@10 (default %(default)s)",
     )
-    ap.add_argument("--test", default="randomization", help="paired test: " + " | ".join(PAIRED_TESTS))
+    ap.add_argument(
+        "--test",
+        default="randomization",
+        help="paired test: " + " | ".join(PAIRED_TESTS) + " (default %(default)s)",
+    )
     ap.add_argument(
         "--resamples", type=int, default=10000, help="resamples of the paired test (default 10000)"
     )
-    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--seed", type=int, default=0, help="seed of the paired test's resamples (default 0)")
     ap.add_argument("--out", help="folder for the report files (default: <sweep dir>/report)")
     ap.add_argument(
         "--force", action="store_true", help="report runs on different labels/documents (flagged)"

@@ -15,7 +15,10 @@ from ablate.errors import AblateError
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m ablate.runs", description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(
+        prog="python -m ablate.runs",
+        description="Close the runs a killed process left RUNNING: python -m ablate.runs clean [--tracking-uri URI].",
+    )
     sub = ap.add_subparsers(dest="command", required=True)
     clean = sub.add_parser("clean", help="mark runs whose process is gone FAILED")
     clean.add_argument(

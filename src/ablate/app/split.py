@@ -64,7 +64,7 @@ def _parser() -> argparse.ArgumentParser:
         "unit (clause)",
     )
     p.add_argument(
-        "--relevance-level", type=int, default=1, help="a label is gold when its grade >= this (1)"
+        "--relevance-level", type=int, default=1, help="a label is gold when its grade >= this (default 1)"
     )
     p.add_argument(
         "--pairs", type=int, default=20, help="closest cross-split pairs in the report (default 20)"

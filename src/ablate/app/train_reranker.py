@@ -35,16 +35,28 @@ def _parser() -> argparse.ArgumentParser:
         help="local folder or bundled model name (default: by the corpus language: multilingual-e5-small for "
         "Chinese, else all-MiniLM-L6-v2, as rerank.train.base_model)",
     )
-    p.add_argument("--epochs", type=int, default=1)
     p.add_argument(
-        "--min-steps", type=int, default=DEFAULT_MIN_STEPS, help="cycle small splits up to this many steps"
+        "--epochs",
+        type=int,
+        default=1,
+        help="passes over the training pairs (default 1; a floor: see --min-steps)",
     )
-    p.add_argument("--batch-size", type=int, default=16)
-    p.add_argument("--max-length", type=int, default=128)
-    p.add_argument("--lr", type=float, default=DEFAULT_LR)
-    p.add_argument("--seed", type=int, default=13)
+    p.add_argument(
+        "--min-steps",
+        type=int,
+        default=DEFAULT_MIN_STEPS,
+        help="a small split is cycled (up to 10 epochs) until this many optimizer steps (default %(default)s)",
+    )
+    p.add_argument("--batch-size", type=int, default=16, help="pairs per optimizer step (default 16)")
+    p.add_argument("--max-length", type=int, default=128, help="tokens of query + passage (default 128)")
+    p.add_argument("--lr", type=float, default=DEFAULT_LR, help="learning rate (default %(default)g)")
+    p.add_argument(
+        "--seed", type=int, default=13, help="seed of sampling, shuffling and the head's init (default 13)"
+    )
     p.add_argument("--max-negatives", type=int, default=7, help="hard negatives per query (default: 7)")
-    p.add_argument("--negative-pool", type=int, default=30, help="BM25 depth the negatives are sampled from")
+    p.add_argument(
+        "--negative-pool", type=int, default=30, help="BM25 depth the negatives are sampled from (default 30)"
+    )
     p.add_argument(
         "--cache-dir", default=None, help="cache folder (default: $ABLATE_CACHE_DIR or ~/.cache/ablate)"
     )
