@@ -261,3 +261,30 @@ def test_recorded_run_reads_its_tags():
     legacy = RecordedRun("r2", "A", params={"corpus.split": "dev"}, tags={"ablate.snapshot": "full"})
     assert (legacy.snapshot, legacy.split, legacy.variant, legacy.fingerprints) == ("full", "dev", "A", {})
     assert legacy.variant_order == float("inf")
+
+
+def _dated(variant: str, policy: str, as_of: str = "per_query", **over: object) -> RecordedRun:
+    """A run on dated questions: it logs corpus.as_of and versions.policy, and records both in the ``dates``
+    component, as runner.pipeline.components_of does."""
+    dates = json.dumps({"as_of": as_of, "versions_policy": policy}, sort_keys=True)
+    run = info(variant, fp={"dates": dates}, **over)
+    run.params.update({"corpus.as_of": as_of, "versions.policy": policy})
+    return run
+
+
+def test_a_version_policy_change_is_one_factor_with_the_dates_component_it_feeds():
+    base = _dated("A", "all")
+    chk = check_comparison(base, _dated("A", "in_force"), ["versions.policy"])
+    assert chk.ok and chk.factors == ["versions.policy"], chk.flags
+    assert check_comparison(base, _dated("A", "in_force"), None).ok
+    assert check_comparison(base, _dated("A", "all", as_of="2026-04-15"), ["corpus.as_of"]).ok
+    # a real second change is still flagged
+    chk = check_comparison(base, _dated("A", "in_force", bm25__k1=1.2), ["versions.policy"])
+    assert chk.flags == ["two factors changed: versions.policy and bm25.k1"]
+    chk = check_comparison(base, _dated("A", "in_force", as_of="2026-04-15"), ["versions.policy"])
+    assert chk.flags == ["two factors changed: versions.policy and corpus.as_of"]
+    # the dates component changing with no setting to explain it is still its own factor
+    other = _dated("A", "all")
+    other.tags["ablate.fp.dates"] = "changed"
+    chk = check_comparison(base, other, None)
+    assert chk.factors == ["dates (fingerprint changed, same parameters)"]

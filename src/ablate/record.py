@@ -44,6 +44,9 @@ P_CORPUS_NAME = "corpus.name"
 P_IDENTITY = "corpus.identity"
 P_AS_OF = "corpus.as_of"
 P_VERSIONS_POLICY = "versions.policy"
+#: Settings recorded inside a component their name does not say (``runner.pipeline.components_of``): the ``dates``
+#: component holds the question date and the version policy, so a change of either is that component's change.
+PARAM_COMPONENTS = {P_AS_OF: "dates", P_VERSIONS_POLICY: "dates"}
 #: Where ``corpus.language`` came from (declared / setting / detected); the language itself is ``corpus.language``.
 P_LANGUAGE_SOURCE = "corpus.language_source"
 #: Params that never change a run's rankings or scores (prefixes end with "."): bookkeeping for comparisons.

@@ -19,6 +19,7 @@ from typing import Any
 
 import pandas as pd
 
+from ablate import record as R
 from ablate.cache import Cache, key_of
 from ablate.data.snapshot import Snapshot
 from ablate.data.types import TIE_RULE, Run
@@ -135,7 +136,7 @@ def components_of(
         "abstain": {"threshold": settings.abstain_threshold},
     }
     if access is not None and access.as_of is not None:
-        comps["dates"] = {"as_of": access.as_of, "versions_policy": access.policy}
+        comps[R.PARAM_COMPONENTS[R.P_AS_OF]] = {"as_of": access.as_of, "versions_policy": access.policy}
     for stage in pipeline.stages:
         comps[stage.name] = stage.fingerprint().as_dict()
     return comps

@@ -18,7 +18,9 @@ parameter difference counts when both runs log it (``rrf.k`` of a run without fu
 removing a stage is the variant's declared change: the *pipeline params* (``pipeline.retrievers``,
 ``pipeline.fuser``, ``pipeline.reranker``: what ``conf/variant/*.yaml`` sets) together form one factor, ``variant``.
 A component whose fingerprint differs although no parameter explains it (model files, tokenizer rules, a library or
-code version changed under the same name) is a factor of its own. A missing fingerprint means "component absent".
+code version changed under the same name) is a factor of its own; a setting explains the component that records it
+(``versions.policy`` and ``corpus.as_of`` the ``dates`` component: :data:`ablate.record.PARAM_COMPONENTS`), so a
+version-policy sweep is one factor. A missing fingerprint means "component absent".
 
 ``factor`` names the studied factor: ``"variant"`` (the A/B/C/D ablation table), parameter names (a sweep:
 ``"rrf.k,rrf.window"`` or a list), or ``None`` (nothing declared: at most one factor may change).
@@ -125,6 +127,8 @@ def component_of(key: str, stages: Collection[str] = ()) -> str | None:
         return head
     if key == R.P_IDENTITY:
         return "identity"
+    if key in R.PARAM_COMPONENTS:  # versions.policy, corpus.as_of: recorded in ablate.fp.dates
+        return R.PARAM_COMPONENTS[key]
     if head == "corpus":
         return "snapshot"
     if head in ("eval", "abstain"):
