@@ -199,6 +199,7 @@ def ingested(tmp_path_factory) -> tuple[Path, subprocess.CompletedProcess]:
         ("2026 budget", None),
         ("12", None),  # a page number
         ("The 4.2 clause", None),
+        ("一、出差人员应当提前申请；", None),  # an item of a list inside an article
     ],
 )
 def test_the_clause_rule(line, sid):
@@ -501,3 +502,17 @@ def test_a_missing_parser_is_one_line_naming_the_extra(tmp_path):
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     line = _refused(p, "needs python-docx (for docx), which is not installed")
     assert "pip install 'ablate[ingest]'" in line and not (tmp_path / "out").exists()
+
+
+def test_wrapped_lines_are_joined_without_splitting_words_or_numbers():
+    from ablate.ingest.sections import join_lines
+
+    assert (
+        join_lines(["reimbursed up to 200 yuan per one-", "way trip."])
+        == "reimbursed up to 200 yuan per one-way trip."
+    )
+    assert join_lines(["Taxis are reimbursed up to", "80 yuan."]) == "Taxis are reimbursed up to 80 yuan."
+    assert (
+        join_lines(["高管每晚不超过2", ",200元，超出部分", "自理。"])
+        == "高管每晚不超过2,200元，超出部分自理。"
+    )

@@ -23,7 +23,7 @@ line starts with              id           level
 Guards against running text that merely starts with a number: a number has at most three digits per part and is
 followed by white space (or ``、`` / ``.`` and white space, or the end of the line); what follows a number or an
 English keyword must not start with a lower-case letter (``3.5 million``, ``Section 5 of the Act``); and a
-single-level number (``4 Travel``, ``1) Scope``) counts only on a short heading-like line (see
+single-level number (``4 Travel``, ``1) Scope``, ``一、总则``) counts only on a short heading-like line (see
 :func:`heading_like`), since ordinary lists number their items the same way. Chinese and Roman numerals are read as
 integers (``十二`` -> 12, ``IV`` -> 4).
 """
@@ -144,7 +144,9 @@ def find_clause(line: str) -> Clause | None:
         return Clause(f"part-{num}", m.group(1), rest, 1)
     if m := _RE_CN_ENUM.match(s):
         num = _number(m.group(2))
-        return None if num is None or not m.group(3) else Clause(num, m.group(1), m.group(3), 1)
+        if num is None or not heading_like(m.group(3)):  # 一、出差人员应当……； is an item of a list
+            return None
+        return Clause(num, m.group(1), m.group(3), 1)
     if m := _RE_EN_MARK.match(s):
         word, raw, rest = m.group(2), m.group(3), m.group(4)
         num = _number(raw)

@@ -12,15 +12,15 @@ one per row), and text before the first of them is the ``preamble``.
   does.
 * Ids are unique in a document: a repeat gets ``-2``, ``-3`` in document order (:class:`UniqueIds`).
 
-Wrapped lines are joined with a space, or with nothing between two Chinese characters, so a PDF's line breaks do not
-split words.
+Wrapped lines are joined (:func:`join_lines`: directly in Chinese text and after a word's hyphen, else with a
+space), so a PDF's line breaks do not split words or numbers.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ablate.data.language import HAN_CHAR_RE
+from ablate.data.language import HAN_CHAR_RE, ZH_SHARE, han_share
 from ablate.data.types import Section
 from ablate.ingest.blocks import Block, Heading, Paragraph, Table
 from ablate.ingest.clauses import Clause, find_clause, heading_like
@@ -56,15 +56,20 @@ class Sectioned:
 
 
 def join_lines(lines: list[str]) -> str:
-    """Lines of one paragraph as one text: joined with a space, or directly between two Chinese characters."""
+    """Lines of one paragraph as one text, undoing line wrapping: in Chinese text (more than a fifth Han characters)
+    lines are joined directly, since a wrap falls anywhere (``2`` / ``,200元``); elsewhere with a space, but
+    directly after a hyphen that ends a word (``one-`` / ``way`` -> ``one-way``) and between two Han characters."""
+    parts = [x.strip() for x in lines if x.strip()]
+    if han_share("".join(parts)) > ZH_SHARE:
+        return "".join(parts)
     out = ""
-    for raw in lines:
-        line = raw.strip()
-        if not line:
-            continue
-        if out and not (HAN_CHAR_RE.match(out[-1]) and HAN_CHAR_RE.match(line[0])):
-            out += " "
-        out += line
+    for line in parts:
+        glue = " "
+        if not out or (HAN_CHAR_RE.match(out[-1]) and HAN_CHAR_RE.match(line[0])):
+            glue = ""
+        elif out.endswith("-") and len(out) > 1 and out[-2].isalpha() and line[0].isalpha():
+            glue = ""
+        out += glue + line
     return out
 
 
