@@ -373,6 +373,16 @@ def test_the_corpus_runs_and_a_new_ingest_keeps_labels_and_settings(ingested, tm
     assert (out / "qrels" / "dev.tsv").is_file() and (out / "queries.jsonl").is_file()
     snap = load_corpus(out)
     assert snap.qrels_unit == "chunk" and snap.identities == {"finance": ["finance"]}
+    # a clause renumbered in the documents: the labels naming the old id are named before the folder is written
+    pdf_lines = [[x.replace("第十二条", "第十三条") for x in page] for page in PDF_LINES]
+    make_pdf(docs / "cn" / "报销 规定.pdf", pdf_lines)
+    renumbered = ingest(str(docs), "--out", str(out), "--quiet")
+    assert renumbered.returncode == 0, renumbered.stderr
+    assert (
+        "warning: qrels/dev.tsv labels 1 id(s) this ingest no longer makes (cn__报销-规定#art-12)"
+        in renumbered.stderr
+    )
+    assert "cn__报销-规定#art-12" in (out / "ingest_report.md").read_text(encoding="utf-8")
 
 
 # -- refusals: one line, exit 2, nothing written --------------------------------------------------------------------

@@ -54,6 +54,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace) -> int:
     from ablate.ingest.build import plan_ingest, read_documents
+    from ablate.ingest.labels import stale_labels
     from ablate.ingest.write import check_out, write_output
 
     docs = Path(args.docs).expanduser()
@@ -79,7 +80,10 @@ def run(args: argparse.Namespace) -> int:
             f"no document could be read ({len(result.skipped)} file(s) skipped, reasons above)",
             "add .md, .txt, .html, .docx or .pdf files with text (a scanned PDF needs OCR first)",
         )
-    write_output(result, out, args.tables)
+    stale = stale_labels(out, result) if out.is_dir() else []
+    for message in stale:
+        print(f"warning: {message}", file=sys.stderr)
+    write_output(result, out, args.tables, notes=stale)
     n_sections = sum(d.sections for d in result.documents)
     n_rows = sum(d.table_rows for d in result.documents)
     print(

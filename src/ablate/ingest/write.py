@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -86,7 +87,7 @@ def _cell(text: object) -> str:
     return str(text).replace("|", "\\|").replace("\n", " ")
 
 
-def report_text(result: Result, tables: str) -> str:
+def report_text(result: Result, tables: str, notes: Sequence[str] = ()) -> str:
     """ingest_report.md: what was read (one row per document), what was skipped and why, and notes."""
     lines = [
         "# Ingest report",
@@ -127,14 +128,15 @@ def report_text(result: Result, tables: str) -> str:
         ]
     else:
         lines.append("Nothing: every file was read.")
-    notes = [*result.notes, *(f"{d.file}: {n}" for d in result.documents for n in d.notes)]
-    if notes:
-        lines += ["", "## Notes", ""] + [f"- {n}" for n in notes]
+    every = [*notes, *result.notes, *(f"{d.file}: {n}" for d in result.documents for n in d.notes)]
+    if every:
+        lines += ["", "## Notes", ""] + [f"- {n}" for n in every]
     return "\n".join(lines) + "\n"
 
 
-def write_output(result: Result, out: Path, tables: str) -> list[Path]:
-    """Write the three files into ``out`` (created if needed; checked by :func:`check_out` first)."""
+def write_output(result: Result, out: Path, tables: str, notes: Sequence[str] = ()) -> list[Path]:
+    """Write the three files into ``out`` (created if needed; checked by :func:`check_out` first); ``notes`` go to
+    the report's notes (e.g. stale labels, :mod:`ablate.ingest.labels`)."""
     earlier = _earlier_manifest(out) if out.is_dir() else None
     out.mkdir(parents=True, exist_ok=True)
     jsonl = "".join(json.dumps(d.record, ensure_ascii=False) + "\n" for d in result.documents)
@@ -143,7 +145,7 @@ def write_output(result: Result, out: Path, tables: str) -> list[Path]:
         "corpus.yaml": "# written by python -m ablate.ingest (docs/ingest.md); a new ingest keeps the keys it does not "
         "write\n"
         + yaml.safe_dump(manifest(result, out, earlier, tables), allow_unicode=True, sort_keys=False),
-        "ingest_report.md": report_text(result, tables),
+        "ingest_report.md": report_text(result, tables, notes),
     }
     written = []
     for name, text in texts.items():
