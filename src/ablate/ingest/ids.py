@@ -1,25 +1,17 @@
 """Document ids from file names: the path below the documents folder, each folder and the file's stem cleaned
-(:func:`clean`) and joined with ``__`` (``hr/Leave Policy.pdf`` -> ``hr__Leave-Policy``). Two files that get one id
-(``a.md`` and ``a.pdf``) are refused, naming both; an ``id`` in the front matter or sidecar settles it."""
+(:func:`ablate.ingest.names.clean`) and joined with ``__`` (``hr/Leave Policy.pdf`` -> ``hr__Leave-Policy``).
+Two files that get one id (``a.md`` and ``a.pdf``) are refused, naming both; an ``id`` in the front matter or
+sidecar settles it."""
 
 from __future__ import annotations
 
-import re
-import unicodedata
 from pathlib import PurePosixPath
 
 from ablate.errors import InputError
+from ablate.ingest.names import clean
 
 JOIN = "__"
 ID_MAX = 120
-_NOT_ID = re.compile(r"[^\w.\-]+")
-
-
-def clean(part: str) -> str:
-    """One path part as an id part: NFKC, every run of characters other than letters (any script), digits, ``_``,
-    ``.`` and ``-`` (white space, ``#``, ``/``, brackets ...) becomes ``-``; no leading or trailing ``-`` or ``.``."""
-    s = _NOT_ID.sub("-", unicodedata.normalize("NFKC", part))
-    return re.sub(r"-{2,}", "-", s).strip("-.")
 
 
 def doc_id_of(rel: PurePosixPath) -> str:

@@ -11,13 +11,17 @@ _NOT_ID = re.compile(r"[^\w.\-]+")
 SLUG_MAX = 48
 
 
+def clean(text: str) -> str:
+    """``text`` as an id part: NFKC, every run of characters other than letters (any script), digits, ``_``, ``.`` and
+    ``-`` (white space, ``#``, ``/``, brackets ...) becomes one ``-``; no leading or trailing ``-`` or ``.``."""
+    s = _NOT_ID.sub("-", unicodedata.normalize("NFKC", text))
+    return re.sub(r"-{2,}", "-", s).strip("-.")
+
+
 def slug(text: str, fallback: str = "section") -> str:
-    """``"Purpose and Scope"`` -> ``purpose-and-scope``; ``"总 则"`` -> ``总-则``: NFKC, lower case, every run of
-    characters other than letters (any script), digits, ``_``, ``.`` and ``-`` becomes one ``-``; at most
-    :data:`SLUG_MAX` characters; ``fallback`` when nothing is left."""
-    s = _NOT_ID.sub("-", unicodedata.normalize("NFKC", text).lower())
-    s = re.sub(r"-{2,}", "-", s).strip("-.")[:SLUG_MAX].strip("-.")
-    return s or fallback
+    """``"Purpose and Scope"`` -> ``purpose-and-scope``; ``"总 则"`` -> ``总-则``: :func:`clean` in lower case, at
+    most :data:`SLUG_MAX` characters; ``fallback`` when nothing is left."""
+    return clean(text.lower())[:SLUG_MAX].strip("-.") or fallback
 
 
 class UniqueIds:
