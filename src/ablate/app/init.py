@@ -58,7 +58,7 @@ def next_steps(corpus: Path, name: str, labels: str) -> str:
 
        python -m ablate.split {d}
 
-4. Tune on dev (compare settings here):
+4. Tune on dev (compare settings here; from the folder you ran ablate.split in, which wrote the split there):
 
        python -m ablate -m {on} corpus.split_file={split} corpus.split=dev variant=A,B,C
 
