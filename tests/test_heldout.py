@@ -75,7 +75,9 @@ def test_a_corpus_with_one_labels_file_is_a_pilot_that_sweeps(tmp_path):
     check_test_sweep(["test"] * 3, [False] * 3, multirun=True, exploratory=[True] * 3)
     with pytest.raises(HeldOutSweepRefused):
         check_test_sweep(["test"] * 3, [False] * 3, multirun=True, exploratory=[False] * 3)
-    root = write_corpus(tmp_path / "one", TINY_DOCS, TINY_QUERIES, {"labels": TINY_QRELS["dev"]}, TINY_MANIFEST)
+    root = write_corpus(
+        tmp_path / "one", TINY_DOCS, TINY_QUERIES, {"labels": TINY_QRELS["dev"]}, TINY_MANIFEST
+    )
     assert pilot_split(root) is None  # its questions still declare dev and train splits
     queries = [{k: v for k, v in q.items() if k != "split"} for q in TINY_QUERIES]
     root = write_corpus(tmp_path / "two", TINY_DOCS, queries, {"labels": TINY_QRELS["dev"]}, TINY_MANIFEST)
