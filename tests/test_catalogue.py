@@ -347,6 +347,17 @@ CASES = [
         "queries.jsonl:6: query 'q9': split '../x' is not a plain name",
         _edit("queries.jsonl", GOOD_QUERIES + json.dumps({"_id": "q9", "text": "t", "split": "../x"}) + "\n"),
     ),
+    Case(  # python -m ablate.init's template, not filled in: refused by every command until it is
+        "query-template",
+        [],
+        "queries.jsonl:6: query 't01-single-hop' is a template question",
+        _edit(
+            "queries.jsonl",
+            GOOD_QUERIES
+            + json.dumps({"_id": "t01-single-hop", "text": "TEMPLATE", "tags": ["template"]})
+            + "\n",
+        ),
+    ),
     Case(
         "extra-qrels-outside",
         [],
@@ -450,6 +461,16 @@ CASES = [
         module="ablate.ingest",
         base=False,
         code=2,
+    ),
+    Case(
+        "init-no-corpus",
+        ["{corpus}"],
+        "corpus.jsonl: is missing",
+        _remove("corpus.jsonl"),
+        module="ablate.init",
+        base=False,
+        code=2,
+        absent="tiny/NEXT.md",
     ),
     Case(
         "evaluate-ks",

@@ -65,6 +65,30 @@ def test_check_test_sweep_rule():
     assert confirmed_tags("test", False) == {} and confirmed_tags("dev", True) == {}
 
 
+def test_a_corpus_with_one_labels_file_is_a_pilot_that_sweeps(tmp_path):
+    """One labels file (any name) and no split file: no held-out split, so a sweep is not refused; a test split beside
+    a dev or train split keeps the guard."""
+    from ablate.data.corpus import pilot_split
+    from ablate.runner.heldout import HeldOutSweepRefused, check_test_sweep, pilot_corpus
+    from ablate.runner.settings import CorpusSpec
+
+    check_test_sweep(["test"] * 3, [False] * 3, multirun=True, exploratory=[True] * 3)
+    with pytest.raises(HeldOutSweepRefused):
+        check_test_sweep(["test"] * 3, [False] * 3, multirun=True, exploratory=[False] * 3)
+    root = write_corpus(
+        tmp_path / "one", TINY_DOCS, TINY_QUERIES, {"labels": TINY_QRELS["dev"]}, TINY_MANIFEST
+    )
+    assert pilot_split(root) is None  # its questions still declare dev and train splits
+    queries = [{k: v for k, v in q.items() if k != "split"} for q in TINY_QUERIES]
+    root = write_corpus(tmp_path / "two", TINY_DOCS, queries, {"labels": TINY_QRELS["dev"]}, TINY_MANIFEST)
+    assert pilot_split(root) == "labels"
+    spec, note = pilot_corpus(CorpusSpec(path=str(root), split="test"))
+    assert spec.split == "labels" and spec.exploratory and note and "qrels/labels.tsv" in note
+    spec, note = pilot_corpus(CorpusSpec(path=str(root), split="test", split_file=str(root / "split.tsv")))
+    assert spec.split == "test" and not spec.exploratory and note is None  # a split file: the guard as before
+    assert pilot_split(_split_corpus(tmp_path / "three")) is None  # dev, train and test
+
+
 def _split_corpus(root: Path) -> Path:
     """The tiny corpus plus a held-out test split (two questions of its own)."""
     queries = [

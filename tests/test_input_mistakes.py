@@ -43,7 +43,7 @@ def test_a_split_of_questions_without_labels_is_refused_not_called_leak_free(tmp
     p = _ablate([str(root), "--no-embed"], tmp_path, tmp_path / "cache", module="ablate.split")
     assert p.returncode == 2 and "no leakage found" not in p.stdout, (p.stdout, p.stderr)
     assert p.stderr.startswith("error: ") and p.stderr.count("\n") == 1
-    assert not (tmp_path / "splits").exists()
+    assert not (tmp_path / "outputs" / "splits").exists()
     # labels present but all below --relevance-level: the fix names the level
     labelled = write_corpus(tmp_path / "d", TINY_DOCS, TINY_QUERIES, TINY_QRELS, TINY_MANIFEST)
     with pytest.raises(InputError, match="all below it.*lower --relevance-level"):

@@ -37,7 +37,7 @@ def _files(root: Path) -> set[str]:
 
 def test_a_corpus_name_that_walks_out_writes_nothing_outside(tmp_path):
     """``name: ../../../../<tmp>/escaped`` in corpus.yaml once became ``python -m ablate.split``'s output folder,
-    four levels up from ``./splits``; now the corpus is refused when it is loaded, naming corpus.yaml:line."""
+    four levels up from ``./outputs/splits``; now the corpus is refused when it is loaded, naming corpus.yaml:line."""
     escaped = tmp_path / "escaped"
     manifest = TINY_MANIFEST.replace("name: tiny", f"name: ../../../..{escaped}")
     corpus = write_corpus(tmp_path / "corpus", TINY_DOCS, TINY_QUERIES, TINY_QRELS, manifest)
@@ -57,7 +57,7 @@ def test_a_corpus_name_that_walks_out_writes_nothing_outside(tmp_path):
     assert f"{corpus / 'corpus.yaml'}:1: name '../../../..{escaped}' is not a plain name" in p.stderr
     assert "it contains a path separator" in p.stderr and "e.g. name: escaped" in p.stderr
     assert _files(tmp_path) - before <= {"cache"}  # the filesystem, not just the exit code: nothing written
-    assert not escaped.exists() and not (work / "splits").exists()
+    assert not escaped.exists() and not (work / "outputs" / "splits").exists()
 
 
 @pytest.mark.parametrize(
@@ -99,13 +99,16 @@ def test_inside_keeps_a_path_in_its_folder(tmp_path):
 
 def test_the_split_default_folder_is_confined_even_past_the_load_check(tmp_path, monkeypatch):
     """Defence in depth: a name that reached ``_default_out`` without the corpus check (a library caller's snapshot)
-    still names no folder outside ``./splits``."""
+    still names no folder outside ``./outputs/splits``."""
     from ablate.app.split import _default_out
 
     monkeypatch.chdir(tmp_path)
-    assert _default_out("tiny", ("test",), 0.5, 0) == tmp_path / "splits" / "tiny-from-test-dev0.5-seed0"
+    assert (
+        _default_out("tiny", ("test",), 0.5, 0)
+        == tmp_path / "outputs" / "splits" / "tiny-from-test-dev0.5-seed0"
+    )
     for name in ("../../x", "..", "a/b"):
-        with pytest.raises(ConfigError, match="one plain folder inside ./splits"):
+        with pytest.raises(ConfigError, match="one plain folder inside ./outputs/splits"):
             _default_out(name, (), 0.5, 0)
     with pytest.raises(ConfigError, match="--out"):
         _default_out("tiny", ("../../x",), 0.5, 0)

@@ -184,7 +184,7 @@ def test_default_out_is_under_the_working_directory(corpus, tmp_path, capsys, mo
         [str(corpus), "--no-embed", "--from", "dev,test", "--dev", "0.4", "--seed", "3"], capsys
     )
     assert code == 0, err
-    assert (tmp_path / "splits" / "splitty-from-dev+test-dev0.4-seed3" / "split.tsv").is_file()
+    assert (tmp_path / "outputs" / "splits" / "splitty-from-dev+test-dev0.4-seed3" / "split.tsv").is_file()
 
 
 def test_refuses_to_overwrite_a_split_a_test_run_used_unless_forced(corpus, tmp_path, capsys):

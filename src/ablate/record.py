@@ -88,6 +88,9 @@ T_TEST_FIRST = "ablate.test_first"
 #: ``true`` on a held-out-split run launched with ``--confirm-test`` / ``heldout.confirm_test=true``: the user declared
 #: it the one final run of settings chosen on dev (a multirun on test is refused without it).
 T_TEST_CONFIRMED = "ablate.test_confirmed"
+#: on a run of a corpus with one labels file and no split file (an exploratory pilot, ablate.runner.heldout):
+#: "no held-out split: exploratory"; its ``ablate.heldout`` is ``exploratory``
+T_EXPLORATORY = "ablate.exploratory"
 #: Splits that are held out: tune on the others (dev), run these once. The runner's held-out rules and the report's
 #: "test-tuned" marking both read this.
 HELD_OUT_SPLITS: tuple[str, ...] = ("test",)

@@ -204,7 +204,7 @@ def _prepare(argv: list[str], launch_dir: str) -> tuple[list[str], Plan]:
     jobs = [c.job for c in plan.cells]
     os.environ.setdefault(ENV_INVOCATION, uuid.uuid4().hex[:6])
     os.environ.pop(ENV_PARENT, None)
-    if any(j.test_confirmed and j.corpus.split in HELD_OUT_SPLITS for j in jobs):
+    if any(j.test_confirmed and j.corpus.split in HELD_OUT_SPLITS and not j.corpus.exploratory for j in jobs):
         os.environ[ENV_TEST_CONFIRMED] = "1"
     else:
         os.environ.pop(ENV_TEST_CONFIRMED, None)

@@ -28,6 +28,7 @@ from omegaconf import DictConfig, OmegaConf
 from ablate.app.paths import register_resolvers, stage_blocks
 from ablate.app.targets import check_nested_targets, has_target, stage_class
 from ablate.errors import AblateError, ConfigError
+from ablate.runner.heldout import pilot_corpus
 from ablate.runner.job import JobSpec
 from ablate.runner.pipeline import Pipeline
 from ablate.runner.settings import CorpusSpec, OutputSpec, RunSettings
@@ -220,7 +221,11 @@ def job_from_config(
     register_resolvers()
     try:
         pipeline, stage_keys = build_pipeline(cfg, notes)
-        corpus = CorpusSpec.from_mapping(_plain(cfg, "corpus"), _plain(cfg, "versions"))
+        corpus, pilot_note = pilot_corpus(
+            CorpusSpec.from_mapping(_plain(cfg, "corpus"), _plain(cfg, "versions"))
+        )
+        if pilot_note and notes is not None:
+            notes.append(pilot_note)
         settings = RunSettings.from_mapping(
             _plain(cfg, "eval"), _plain(cfg, "retrieval"), _plain(cfg, "abstain"), _plain(cfg, "stats")
         )

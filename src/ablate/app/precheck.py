@@ -168,7 +168,12 @@ def check_command_line(argv: list[str], launch_dir: str) -> Plan:
             job = job_from_config(cfg, launch_dir, notes=notes)
             plan.cells.append(Cell(tuple(overrides), job, tuple(dict.fromkeys(notes))))
     jobs = [c.job for c in plan.cells]
-    check_test_sweep([j.corpus.split for j in jobs], [j.test_confirmed for j in jobs], multirun=plan.multirun)
+    check_test_sweep(
+        [j.corpus.split for j in jobs],
+        [j.test_confirmed for j in jobs],
+        multirun=plan.multirun,
+        exploratory=[j.corpus.exploratory for j in jobs],
+    )
     checked: dict[tuple[Any, ...], Any] = {}
     for job in jobs:  # the inputs last: they read the corpus, which the checks above never need
         seen = (job.corpus, job.output.tracking_uri, job.output.cache_dir, job.output.cache_enabled)

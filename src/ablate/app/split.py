@@ -3,7 +3,8 @@
 Questions are grouped by where their gold evidence lands and by near-duplicate text (same normalised text, or
 embedding cosine >= ``--threshold`` with the dense retriever's encoder, ``conf/retrievers/dense.yaml``), and whole
 groups go to dev or test (:mod:`ablate.data.splitting`). Writes ``split.tsv``, ``report.json`` and ``report.md`` to
-``--out`` (default ``./splits/<corpus>[-from-<splits>]-dev<share>-seed<seed>/``); a run reads the split with
+``--out`` (default ``./outputs/splits/<corpus>[-from-<splits>]-dev<share>-seed<seed>/``: under the outputs folder
+the runs write to, which is git-ignored); a run reads the split with
 ``corpus.split_file=<out>/split.tsv``. Never writes into a shared dataset folder; refuses to overwrite a split a
 test run used (``--force`` overrides).
 """
@@ -23,6 +24,10 @@ from ablate.app.paths import CONF_DIR, corpora_dir, datasets_dir
 from ablate.errors import AblateError, ConfigError
 from ablate.safenames import inside, name_problem
 from ablate.tables import fmt
+
+#: Where splits go by default, relative to the working folder: under ``outputs/``, the folder of the runs' outputs
+#: (``hydra.run.dir`` in ``conf/config.yaml``), which ``.gitignore`` keeps out of the repository.
+SPLITS_DIR = "outputs/splits"
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -70,7 +75,9 @@ def _parser() -> argparse.ArgumentParser:
         "--pairs", type=int, default=20, help="closest cross-split pairs in the report (default 20)"
     )
     p.add_argument(
-        "--out", default=None, help="output folder (default ./splits/<corpus>-dev<share>-seed<seed>)"
+        "--out",
+        default=None,
+        help="output folder (default ./outputs/splits/<corpus>-dev<share>-seed<seed>)",
     )
     p.add_argument("--force", action="store_true", help="overwrite a split that a test run already used")
     p.add_argument(
@@ -109,7 +116,7 @@ def check_out(out: Path, corpus_root: Path) -> None:
             "--out",
             str(out),
             f"it is inside the shared dataset folder {corpus_root}, which is never written to; leave --out out "
-            "(./splits/...) or give a folder of your own",
+            "(./outputs/splits/...) or give a folder of your own",
         )
 
 
@@ -149,20 +156,21 @@ def make_embedder(model: str | None, cache_dir: str | None, show_progress: bool,
 
 
 def _default_out(name: str, from_splits: tuple[str, ...], dev: float, seed: int) -> Path:
-    """``./splits/<corpus>[-from-<splits>]-dev<share>-seed<seed>``: one folder inside ``./splits``, whatever the
-    corpus name (checked when the corpus was loaded) or the split names hold."""
+    """``./outputs/splits/<corpus>[-from-<splits>]-dev<share>-seed<seed>``: one folder inside ``./outputs/splits``
+    (:data:`SPLITS_DIR`, under the outputs folder Hydra's runs write to), whatever the corpus name (checked when the
+    corpus was loaded) or the split names hold."""
     src = f"-from-{'+'.join(from_splits)}" if from_splits else ""
     folder = f"{name}{src}-dev{dev:g}-seed{seed}"
     problem = name_problem(folder)
     try:
         if problem is None:
-            return inside(Path.cwd() / "splits", folder)
+            return inside(Path.cwd() / SPLITS_DIR, folder)
     except ValueError as e:
         problem = str(e)
     raise ConfigError(
         "--out",
-        f"splits/{folder}",
-        f"the default output folder must be one plain folder inside ./splits ({problem}); give --out",
+        f"{SPLITS_DIR}/{folder}",
+        f"the default output folder must be one plain folder inside ./{SPLITS_DIR} ({problem}); give --out",
     )
 
 

@@ -12,6 +12,7 @@ are :class:`~ablate.data.snapshot.Snapshot`'s.
 from __future__ import annotations
 
 import hashlib
+import json
 import unicodedata
 from collections.abc import Sequence
 from pathlib import Path
@@ -170,6 +171,31 @@ def _splits(qrels: dict[str, Qrels], queries: dict[str, Query], qdir: Path) -> d
                     "keep each query in one split",
                 )
     return splits
+
+
+def pilot_split(root: str | Path) -> str | None:
+    """The one split of a corpus folder with exactly one labels file (``qrels/<name>.tsv``, whatever its name) and no
+    question declaring another split (``"split"`` in ``queries.jsonl``): the labels file's name. Such a corpus has
+    no held-out split (an exploratory pilot). ``None`` for any other folder, or one that cannot be read (loading it
+    then says why). Reads file names and the questions' ``split`` fields only, so it can run before the corpus is
+    loaded."""
+    folder = Path(root).expanduser()
+    qdir = folder / "qrels"
+    files = sorted(qdir.glob("*.tsv")) if qdir.is_dir() else []
+    if len(files) != 1:
+        return None
+    split = files[0].stem
+    try:
+        with (folder / "queries.jsonl").open(encoding="utf-8") as f:
+            for line in f:
+                if '"split"' in line:
+                    obj = json.loads(line)
+                    declared = obj.get("split") if isinstance(obj, dict) else None
+                    if declared not in (None, "", split):
+                        return None
+    except (OSError, ValueError):
+        return None
+    return split
 
 
 def _language(setting: str | None, manifest: dict[str, Any], docs: dict[str, Document]) -> tuple[str, str]:

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from ablate.data.qrels import read_qrels, read_text_lines
+from ablate.data.study_template import TEMPLATE_TAG
 from ablate.data.types import Document, Qrels, Query, Section, SubQuestion, Unit
 from ablate.errors import InputError
 from ablate.safenames import name_problem
@@ -132,6 +133,14 @@ def load_queries(path: Path) -> dict[str, Query]:
         text = obj.get("text")
         if not isinstance(text, str) or not text.strip():
             raise InputError(where, f"query {qid!r} has no text", 'add a non-empty "text"')
+        tags = _str_list(obj, "tags", where)
+        if TEMPLATE_TAG in tags:
+            raise InputError(
+                where,
+                f"query {qid!r} is a template question python -m ablate.init wrote (tag {TEMPLATE_TAG!r})",
+                "fill or delete the template questions in queries.jsonl: write the question, its answers and its "
+                f"rows in the labels file, then remove the tag {TEMPLATE_TAG!r}",
+            )
         raw_meta = obj.get("metadata")
         meta: dict[str, Any] = raw_meta if isinstance(raw_meta, dict) else {}
         split = _opt_str(obj, "split")
@@ -144,7 +153,7 @@ def load_queries(path: Path) -> dict[str, Query]:
         queries[qid] = Query(
             qid=qid,
             text=text,
-            tags=_str_list(obj, "tags", where),
+            tags=tags,
             persona=_opt_str(obj, "persona"),
             as_of=_opt_str(obj, "as_of"),
             answers=_str_list(obj, "answers", where) or _str_list(meta, "answers", where),

@@ -13,20 +13,29 @@ the one final run of settings chosen on dev: :func:`check_test_sweep` refuses it
 confirmed (``--confirm-test`` on the command line, or ``heldout.confirm_test=true``). A single run on test needs no
 confirmation: it is the "run once" case, and a later changed configuration is caught by the reuse tagging above.
 Confirmed test runs are tagged ``ablate.test_confirmed=true``.
+
+A corpus with exactly one labels file (``qrels/test.tsv``, ``qrels/labels.tsv``, ...) and no split file has no
+held-out split: it is an *exploratory pilot* (:func:`pilot_corpus`). Its runs score that file's questions whatever
+``corpus.split`` says (there is no other split to run), sweep freely, are never judged as test runs, and say
+"no held-out split: exploratory" in their tags (``ablate.heldout=exploratory``), the console and the report, with the
+command that makes a held-out split (``python -m ablate.split CORPUS_DIR``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ablate import record as R
 from ablate.cache import key_of
+from ablate.data.corpus import pilot_split
 from ablate.errors import AblateError
 from ablate.record import HELD_OUT_SPLITS
+from ablate.runner.settings import CorpusSpec
 
 __all__ = [
+    "EXPLORATORY",
     "HELD_OUT_SPLITS",
     "HeldOutSweepRefused",
     "HeldOutVerdict",
@@ -34,24 +43,68 @@ __all__ = [
     "check_test_sweep",
     "config_fingerprint",
     "confirmed_tags",
+    "exploratory_line",
+    "exploratory_tags",
     "judge_test_run",
+    "pilot_corpus",
 ]
+
+#: What every table of an exploratory pilot says (console, report, the tag ``ablate.exploratory``).
+EXPLORATORY = "no held-out split: exploratory"
 
 
 class HeldOutSweepRefused(AblateError):
     """A sweep on the held-out split that the user did not confirm as the final run."""
 
 
-def check_test_sweep(splits: Sequence[str], confirmed: Sequence[bool], multirun: bool) -> None:
+def pilot_corpus(corpus: CorpusSpec) -> tuple[CorpusSpec, str | None]:
+    """``corpus`` as an exploratory pilot when its folder has one labels file and no split file is given
+    (:func:`ablate.data.corpus.pilot_split`): its ``split`` is that file's (a corpus with one labels file has no
+    other split to run, so ``corpus.split``, ``test`` by default for ``corpus=beir``, is not asked to match it) and
+    ``exploratory`` is set. Returns the spec and a note when ``corpus.split`` named another split; other corpora
+    unchanged."""
+    if corpus.split_file:
+        return corpus, None
+    split = pilot_split(corpus.path)
+    if split is None:
+        return corpus, None
+    note = None
+    if corpus.split != split:
+        note = (
+            f"note: corpus.split={corpus.split}: the corpus has one labels file, qrels/{split}.tsv, so its split "
+            f"{split!r} runs ({EXPLORATORY})"
+        )
+    return replace(corpus, split=split, exploratory=True), note
+
+
+def exploratory_line(corpus_path: str) -> str:
+    """The line a pilot's console output and report carry: what it is and how to get a held-out test."""
+    return (
+        f"{EXPLORATORY}: every labelled question is scored and settings are picked on the same questions, so the "
+        f"scores read high; for a held-out test run python -m ablate.split {corpus_path}, tune with "
+        "corpus.split_file=<its split.tsv> corpus.split=dev, then run the chosen settings once on corpus.split=test"
+    )
+
+
+def exploratory_tags() -> dict[str, str]:
+    """Tags of a pilot's run: ``ablate.heldout=exploratory`` and ``ablate.exploratory`` saying so."""
+    return {R.T_HELDOUT: "exploratory", R.T_EXPLORATORY: EXPLORATORY}
+
+
+def check_test_sweep(
+    splits: Sequence[str], confirmed: Sequence[bool], multirun: bool, exploratory: Sequence[bool] = ()
+) -> None:
     """Refuse a sweep that would run cells on a held-out split without confirmation.
 
     ``splits``/``confirmed``: each cell's ``corpus.split`` and whether that cell was confirmed (``--confirm-test`` or
-    ``heldout.confirm_test=true``). Refused when ``multirun`` and there is more than one cell and some held-out cell is
-    not confirmed. A single run (or a one-cell ``-m``) is never refused: that is running test once.
+    ``heldout.confirm_test=true``); ``exploratory``: whether the cell's corpus is a pilot (no held-out split, so never
+    refused). Refused when ``multirun`` and there is more than one cell and some held-out cell is not confirmed. A
+    single run (or a one-cell ``-m``) is never refused: that is running test once.
     """
     if not multirun or len(splits) < 2:
         return
-    held = [i for i, s in enumerate(splits) if s in HELD_OUT_SPLITS]
+    pilot = list(exploratory) or [False] * len(splits)
+    held = [i for i, s in enumerate(splits) if s in HELD_OUT_SPLITS and not pilot[i]]
     if not held or all(confirmed[i] for i in held):
         return
     split = splits[held[0]]

@@ -27,6 +27,8 @@ from ablate.runner.heldout import (
     PriorTestRun,
     config_fingerprint,
     confirmed_tags,
+    exploratory_line,
+    exploratory_tags,
     judge_test_run,
 )
 from ablate.runner.inputs import check_inputs
@@ -150,6 +152,23 @@ def heldout_verdict(
     return cfp, judge_test_run(prior, cfp, sweep_id)
 
 
+def heldout_tags(
+    tracker: Tracker, job: JobSpec, run_id: str, result: RunResult, snapshot: Snapshot
+) -> dict[str, str]:
+    """The held-out tags of a run: a pilot's (no held-out split: nothing to judge it against), a test run's verdict
+    (its warning printed), or none."""
+    if job.corpus.exploratory:
+        return exploratory_tags()
+    if result.split not in HELD_OUT_SPLITS:
+        return {}
+    cfp, verdict = heldout_verdict(
+        tracker, job.output.experiment, run_id, result, snapshot, job.settings, job.sweep_id
+    )
+    if verdict.message:
+        print(verdict.message, file=sys.stderr)
+    return {R.T_CONFIG_FP: cfp, **verdict.tags(), **confirmed_tags(result.split, job.test_confirmed)}
+
+
 def run_job(
     job: JobSpec,
     tracker: Tracker | None = None,
@@ -176,6 +195,7 @@ def run_job(
             source = found.source
             run_id = record_reuse(tracker, job, found, start_tags(job))
             print_reused(job, run_id, source, tracker.uri, stream=stream)
+            _say_exploratory(job, snapshot, stream)
             return JobResult(run_id, None, snapshot, reused_from=source.run_id, metrics=dict(source.metrics))
     with tracker.run(job.output.experiment, job.variant, start_tags(job), job.parent_run_id) as run_id:
         result = run_pipeline(
@@ -198,15 +218,7 @@ def run_job(
         # no later plan matches, so it is never reused
         ran = cell if result.components == planned else cell_key(job, result.components)
         tags = result_tags(result, snapshot, job.corpus, ran)
-        if result.split in HELD_OUT_SPLITS:
-            cfp, verdict = heldout_verdict(
-                tracker, job.output.experiment, run_id, result, snapshot, job.settings, job.sweep_id
-            )
-            tags.update(
-                {R.T_CONFIG_FP: cfp, **verdict.tags(), **confirmed_tags(result.split, job.test_confirmed)}
-            )
-            if verdict.message:
-                print(verdict.message, file=sys.stderr)
+        tags.update(heldout_tags(tracker, job, run_id, result, snapshot))
         try:
             metrics, undefined = split_defined(
                 metrics_for(result, bootstrap=job.settings.bootstrap, seed=job.settings.seed, cache=cache)
@@ -226,4 +238,11 @@ def run_job(
             stream=stream,
             artifacts=tracker.artifact_uri(run_id),
         )
+    _say_exploratory(job, snapshot, stream)
     return JobResult(run_id, result, snapshot)
+
+
+def _say_exploratory(job: JobSpec, snapshot: Snapshot, stream: IO[str]) -> None:
+    """A single run of a pilot says it has no held-out split (a sweep says it once, above its summary)."""
+    if job.corpus.exploratory and not job.sweep_id:
+        print(exploratory_line(str(snapshot.root)), file=stream)

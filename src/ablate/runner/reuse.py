@@ -154,7 +154,7 @@ def why_not_reusable(job: Job) -> str | None:
         return "tracking.reuse=false"
     if not job.output.cache_enabled:
         return "cache.enabled=false"
-    if job.corpus.split in HELD_OUT_SPLITS:
+    if job.corpus.split in HELD_OUT_SPLITS and not job.corpus.exploratory:
         return f"the held-out split ({job.corpus.split}) is run, never reused"
     if job.pipeline.generator is not None:
         return "a generator's answers, latency and cost are measured anew"

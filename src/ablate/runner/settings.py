@@ -44,6 +44,9 @@ class CorpusSpec:
     split_file: str | None = (
         None  # python -m ablate.split's split.tsv (absolute): reassigns questions and labels
     )
+    #: the corpus has one labels file and no split file: ``split`` is that file's, and no split is held out
+    #: (:func:`ablate.runner.heldout.pilot_corpus`)
+    exploratory: bool = False
 
     def __post_init__(self) -> None:
         if self.name is not None and (problem := name_problem(self.name)):

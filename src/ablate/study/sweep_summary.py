@@ -70,7 +70,8 @@ def summary_table(runs: list[RecordedRun]) -> str:
         if answers:
             row.update(_answer_cells(r.metrics))
         rows.append(row)
-    above = f"warning: {heldout.warning}\n" if heldout.warning else ""
+    kind = "note" if heldout.exploratory_only else "warning"
+    above = f"{kind}: {heldout.warning}\n" if heldout.warning else ""
     return above + format_table(rows, cols)
 
 

@@ -272,7 +272,8 @@ def _console(
                 "flags": r["flags"] and "yes" or "-",
             }
         )
-    lines = [f"warning: {heldout.warning}"] if heldout.warning else []
+    kind = "note" if heldout.exploratory_only else "warning"
+    lines = [f"{kind}: {heldout.warning}"] if heldout.warning else []
     lines.append(format_table(out, ["run", metric, "Δ", "p (Holm)", "n", "flags"]))
     lines += [f"  [{i}] {f}" for i, f in enumerate(footnotes, 1)]
     lines += [f"  warning: {w}" for w in warnings]
