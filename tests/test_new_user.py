@@ -1,5 +1,5 @@
 """A new user's first hour on their own documents, step by step through the real entry points, each step's output
-checked: documents -> (ingest) -> ``ablate.init`` -> hand-written questions and labels -> an exploratory sweep of
+checked: documents in five formats -> ``ablate.ingest`` -> ``ablate.init`` -> hand-written questions and labels -> an exploratory sweep of
 A, B, C (one labels file: no held-out split) -> ``ablate.split`` -> a dev sweep -> one confirmed test run.
 
 Real parts only: the command line in subprocesses, MLflow's sqlite store, the shipped dense encoder, the report CLI.
@@ -19,71 +19,86 @@ import pytest
 from ablate.tracking import Tracker
 
 
-def _ingested_corpus(tmp: Path) -> Path:
-    """FIXTURE, to be replaced at merge by a real ``python -m ablate.ingest DOCS_DIR --out CORPUS_DIR`` over
-    documents in four formats: writes what ingest writes (``corpus.jsonl`` with sections, ``corpus.yaml``) for six
-    small policies, four English and two Chinese."""
-    root = tmp / "policies"
+def _documents(root: Path) -> None:
+    """Six small policies as a user has them: Markdown with front matter, an HTML rate table, a Word file, a PDF with
+    an ACL sidecar, a Chinese text file and a Chinese Markdown file (real files, made with python-docx and reportlab)."""
+    import docx
+    from reportlab.lib.pagesizes import A4
+    from reportlab.pdfgen import canvas
+
     root.mkdir(parents=True)
-
-    def doc(did: str, title: str, sections: list[tuple[str, str]], **extra: object) -> dict:
-        return {"_id": did, "title": title, "sections": [{"id": i, "text": t} for i, t in sections], **extra}
-
-    docs = [
-        doc(
-            "POL-TRAVEL",
-            "Travel policy",
-            [
-                ("1", "Scope: this policy covers business trips of all employees."),
-                ("2", "Taxi rides in Shanghai are reimbursed up to 80 yuan per trip."),
-                ("3", "Any amount above a limit needs the line manager's approval before the claim is paid."),
-            ],
-        ),
-        doc(
-            "TBL-HOTEL",
-            "Hotel rate table",
-            [
-                ("row-shanghai", "Shanghai | Staff: 650 yuan | Manager: 800 yuan"),
-                ("row-beijing", "Beijing | Staff: 600 yuan | Manager: 750 yuan"),
-            ],
-        ),
-        doc(
-            "HR-LEAVE",
-            "Leave policy",
-            [
-                ("1", "Employees get 15 days of paid annual leave each calendar year."),
-                ("2", "Sick leave of up to 10 days is paid when a doctor's note is handed in."),
-            ],
-        ),
-        doc(
-            "IT-SEC",
-            "IT security rules",
-            [
-                ("1", "Passwords must have at least 12 characters and are changed every 90 days."),
-                ("2", "A lost laptop must be reported to the IT service desk within 24 hours."),
-            ],
-            acl=["it"],
-        ),
-        doc(
-            "ZH-REIMB",
-            "差旅报销规定",
-            [("第1条", "员工出差餐费补贴标准为每天100元。"), ("第2条", "报销申请须在出差结束后30天内提交。")],
-        ),
-        doc(
-            "ZH-SAFETY",
-            "消防安全规定",
-            [("第1条", "办公室消防演练每半年举行一次。"), ("第2条", "发现火情应立即拨打119并通知安保部门。")],
-        ),
-    ]
-    (root / "corpus.jsonl").write_text(
-        "".join(json.dumps(d, ensure_ascii=False) + "\n" for d in docs), encoding="utf-8"
-    )
-    (root / "corpus.yaml").write_text(
-        "name: policies\nqrels_unit: chunk\nchunker: {kind: clause}\nidentities:\n  staff: [staff]\n"
-        "  it: [staff, it]\n",
+    (root / "POL-TRAVEL.md").write_text(
+        "---\ntitle: Travel policy\nversion: '2026'\neffective_date: 2026-01-01\n---\n# Travel policy\n\n"
+        "## 1. Scope\n\nThis policy covers business trips of all employees.\n\n"
+        "## 2. Taxi\n\nTaxi rides in Shanghai are reimbursed up to 80 yuan per trip.\n\n"
+        "## 3. Approval\n\nAny amount above a limit needs the line manager's approval before the claim is paid.\n",
         encoding="utf-8",
     )
-    return root
+    (root / "TBL-HOTEL.html").write_text(
+        "<html><head><title>Hotel rate table</title></head><body><h1>Hotel rate table</h1><table>"
+        "<tr><th>City</th><th>Staff</th><th>Manager</th></tr>"
+        "<tr><td>Shanghai</td><td>650 yuan</td><td>800 yuan</td></tr>"
+        "<tr><td>Beijing</td><td>600 yuan</td><td>750 yuan</td></tr></table></body></html>",
+        encoding="utf-8",
+    )
+    word = docx.Document()
+    word.add_heading("Leave policy", 0)
+    word.add_heading("1 Annual leave", 1)
+    word.add_paragraph("Employees get 15 days of paid annual leave each calendar year.")
+    word.add_heading("2 Sick leave", 1)
+    word.add_paragraph("Sick leave of up to 10 days is paid when a doctor's note is handed in.")
+    word.save(str(root / "HR-LEAVE.docx"))
+    pdf = canvas.Canvas(str(root / "IT-SEC.pdf"), pagesize=A4)
+    lines = [
+        "IT security rules",
+        "Article 1 Passwords",
+        "Passwords must have at least 12 characters and are changed every 90 days.",
+        "Article 2 Lost devices",
+        "A lost laptop must be reported to the IT service desk within 24 hours.",
+    ]
+    for i, line in enumerate(lines):
+        pdf.drawString(72, 800 - 20 * i, line)
+    pdf.save()
+    (root / "IT-SEC.pdf.meta.yaml").write_text("title: IT security rules\nacl: [it]\n", encoding="utf-8")
+    (root / "ZH-REIMB.txt").write_text(
+        "差旅报销规定\n\n第1条 员工出差餐费补贴标准为每天100元。\n\n第2条 报销申请须在出差结束后30天内提交。\n",
+        encoding="utf-8",
+    )
+    (root / "ZH-SAFETY.md").write_text(
+        "# 消防安全规定\n\n第一条 办公室消防演练每半年举行一次。\n\n第二条 发现火情应立即拨打119并通知安保部门。\n",
+        encoding="utf-8",
+    )
+
+
+#: What ingest must find in those files: document id -> its section ids.
+SECTIONS = {
+    "POL-TRAVEL": ["1", "2", "3"],
+    "TBL-HOTEL": ["row-shanghai", "row-beijing"],
+    "HR-LEAVE": ["1", "2"],
+    "IT-SEC": ["art-1", "art-2"],
+    "ZH-REIMB": ["art-1", "art-2"],
+    "ZH-SAFETY": ["art-1", "art-2"],
+}
+
+
+def _ingested_corpus(tmp: Path, work: Path) -> Path:
+    """Step 0: ``python -m ablate.ingest`` over documents in five formats; the user then names the identities their
+    questions ask as in corpus.yaml (the one file ingest leaves to them besides questions and labels)."""
+    docs, corpus = tmp / "my-policies", tmp / "policies"
+    _documents(docs)
+    p = _run("ablate.ingest", [str(docs), "--out", str(corpus), "--quiet"], work)
+    assert p.returncode == 0, p.stderr
+    assert "ingested 6 document(s)" in p.stdout and "skipped 0" in p.stdout, p.stdout
+    assert "python -m ablate.init" in p.stdout
+    found = {
+        d["_id"]: ([s["id"] for s in d["sections"]], d.get("acl"))
+        for d in map(json.loads, (corpus / "corpus.jsonl").read_text(encoding="utf-8").splitlines())
+    }
+    assert {k: v[0] for k, v in found.items()} == SECTIONS
+    assert found["IT-SEC"][1] == ["it"] and found["POL-TRAVEL"][1] is None
+    with (corpus / "corpus.yaml").open("a", encoding="utf-8") as f:
+        f.write("qrels_unit: chunk\nidentities:\n  staff: [staff]\n  it: [staff, it]\n")
+    return corpus
 
 
 #: Questions a user writes after reading the template: (id, text, tags, gold chunk ids with grades).
@@ -101,12 +116,12 @@ QUESTIONS: list[tuple[str, str, list[str], list[tuple[str, int]]]] = [
     ("q06", "What may a manager spend on a hotel in Beijing?", ["table"], [("TBL-HOTEL#row-beijing", 2)]),
     ("q07", "How many days of paid annual leave do employees get?", ["single-hop"], [("HR-LEAVE#1", 2)]),
     ("q08", "Is sick leave paid without a doctor's note?", ["single-hop"], [("HR-LEAVE#2", 2)]),
-    ("q09", "How long must a password be?", ["permission"], [("IT-SEC#1", 2)]),
-    ("q10", "Whom do I tell when my laptop is lost?", ["permission"], [("IT-SEC#2", 2)]),
-    ("q11", "出差餐费补贴每天多少钱？", ["single-hop"], [("ZH-REIMB#第1条", 2)]),
-    ("q12", "报销申请要在多少天内提交？", ["single-hop"], [("ZH-REIMB#第2条", 2)]),
-    ("q13", "消防演练多久举行一次？", ["single-hop"], [("ZH-SAFETY#第1条", 2)]),
-    ("q14", "发现火情应该拨打什么电话？", ["single-hop"], [("ZH-SAFETY#第2条", 2)]),
+    ("q09", "How long must a password be?", ["permission"], [("IT-SEC#art-1", 2)]),
+    ("q10", "Whom do I tell when my laptop is lost?", ["permission"], [("IT-SEC#art-2", 2)]),
+    ("q11", "出差餐费补贴每天多少钱？", ["single-hop"], [("ZH-REIMB#art-1", 2)]),
+    ("q12", "报销申请要在多少天内提交？", ["single-hop"], [("ZH-REIMB#art-2", 2)]),
+    ("q13", "消防演练多久举行一次？", ["single-hop"], [("ZH-SAFETY#art-1", 2)]),
+    ("q14", "发现火情应该拨打什么电话？", ["single-hop"], [("ZH-SAFETY#art-2", 2)]),
     ("q15", "Can I bring my dog to the office?", ["no-answer"], [("HR-LEAVE#1", 0)]),
 ]
 
@@ -146,7 +161,7 @@ def test_a_new_users_first_hour(tmp_path: Path, mlflow_uri: str) -> None:
     work = tmp_path / "work"
     work.mkdir()
     exp = "new-user"
-    corpus = _ingested_corpus(tmp_path)
+    corpus = _ingested_corpus(tmp_path, work)
     track = [f"tracking.uri={mlflow_uri}", f"tracking.experiment={exp}", "stats.bootstrap=200"]
     on = ["corpus=beir", f"corpus.path={corpus}", *track]
 
@@ -241,7 +256,7 @@ def test_a_new_users_first_hour(tmp_path: Path, mlflow_uri: str) -> None:
 @pytest.mark.parametrize("name", ["test", "dev"])
 def test_one_labels_file_of_any_name_is_a_pilot(tmp_path: Path, mlflow_uri: str, name: str) -> None:
     """The README's BEIR layout (qrels/test.tsv only) sweeps as a pilot too, whatever corpus.split says."""
-    corpus = _ingested_corpus(tmp_path)
+    corpus = _ingested_corpus(tmp_path, tmp_path)
     labels = corpus / "qrels" / f"{name}.tsv"
     labels.parent.mkdir()
     _write_questions(corpus, labels)
