@@ -220,7 +220,7 @@ def job_from_config(
     register_resolvers()
     try:
         pipeline, stage_keys = build_pipeline(cfg, notes)
-        corpus = CorpusSpec.from_mapping(_plain(cfg, "corpus"), _plain(cfg, "versions"))
+        corpus = CorpusSpec.from_mapping(_plain(cfg, "corpus"), _plain(cfg, "versions"), _plain(cfg, "eval"))
         settings = RunSettings.from_mapping(
             _plain(cfg, "eval"), _plain(cfg, "retrieval"), _plain(cfg, "abstain"), _plain(cfg, "stats")
         )
