@@ -189,8 +189,37 @@ class Plan:
         return self.heldout.labels(self.labels)
 
 
+def unit_warnings(records: Sequence[RecordedRun]) -> list[str]:
+    """One line per chunking the runs' labels were projected onto, when the runs do not all score the same chunks'
+    labels (re-chunking moves labels and changes the unit: a rise is not to be credited to the model)."""
+    onto = {r.tags.get(R.T_UNIT_CHANGE, "") for r in records}
+    if len(onto) < 2:
+        return []
+    return [
+        f"labels projected onto {p} chunks: the unit changed; compare at the document level (the table shows "
+        f"{R.DOC_PREFIX}* scores: document labels from the original labels)"
+        for p in sorted(x for x in onto if x)
+    ]
+
+
+def _at_doc_level(records: Sequence[RunRecord], metrics: list[str]) -> tuple[list[str], list[str]]:
+    """The document-level metrics and per-query columns standing for ``metrics``; every run must have them."""
+    doc_metrics = [R.DOC_PREFIX + m for m in metrics]
+    cols = [R.DOC_PREFIX + pq_column(m) for m in metrics]
+    for r in records:
+        if any(c not in r.per_query.columns for c in cols):
+            raise ReportError(
+                f"run {r.name} ({r.run_id}) has no document-level scores ({cols[0]}) to compare runs over different "
+                "chunkers by; fix: re-run it with its chunker named (e.g. corpus.chunker.kind=clause), which scores "
+                "it at the document level too"
+            )
+    return doc_metrics, cols
+
+
 def make_plan(records: list[RunRecord], swept: Sequence[str] | None) -> Plan:
     kind = "ablation" if len({r.variant for r in records}) > 1 else "sweep"
+    if swept is not None:  # corpus.chunker.kind, .size, .overlap: one param, corpus.chunker
+        swept = list(dict.fromkeys("corpus.chunker" if k.startswith("corpus.chunker.") else k for k in swept))
     if swept is None:
         inferred = varying_params(records)
         swept_l = ["variant"] if kind == "ablation" else inferred
@@ -392,9 +421,13 @@ def compute(
     records = list(runs)
     if len({r.run_id for r in records}) != len(records):
         raise ReportError("the same run appears twice among the runs; fix: pass each run once")
+    unit = unit_warnings(records)
+    if unit:
+        metrics, cols = _at_doc_level(records, metrics)
     tables = {r.run_id: _prepare(r, cols) for r in records}
     plan = make_plan(records, swept)
     base, warnings = _pick_baseline(plan.ordered, plan.kind, options.baseline, plan.labels)
+    warnings = unit + warnings
     warnings += split_warnings(plan.ordered, plan.kind)
     checks = _checks(plan, base, options.force)  # may raise ComparisonRefused
     scored = {rid: scored_ids(pq, cols) for rid, pq in tables.items()}
