@@ -133,6 +133,34 @@ def test_the_corpus_own_chunker_leaves_labels_untouched_and_another_projects_the
         assert view.qrels["dev"].judgements[qid] == expect
 
 
+def test_compare_projected_runs_at_the_document_level_as_one_factor():
+    from ablate.record import RecordedRun
+    from ablate.study.compare import check_comparison
+
+    def run(name: str, chunker: str, qrels: str, onto: str | None) -> RecordedRun:
+        tags = {"ablate.index_snapshot": "s" * 64, "ablate.snapshot": name * 64, "ablate.qrels_hash": qrels}
+        tags |= {"ablate.split": "dev", "ablate.fp.snapshot": name * 64, "ablate.fp.bm25": "b" * 64}
+        if onto:
+            tags |= {"ablate.qrels_source_hash": "q" * 64, "ablate.labels_projected_onto": onto}
+        params = {"variant": "A", "pipeline.retrievers": '["bm25"]', "corpus.chunker": chunker}
+        return RecordedRun(run_id=name.ljust(32, "0"), name="A", params=params, tags=tags)
+
+    clause = run("c", '{"kind": "clause"}', "q" * 64, None)
+    t100 = run("t", '{"kind": "tokens", "size": 100}', "x" * 64, "tokens-100")
+    chk = check_comparison(clause, t100, ["corpus.chunker.kind", "corpus.chunker.size"])
+    assert not chk.refused and chk.factors == ["chunker"]
+    assert chk.flags == [
+        "labels projected (A (t0000000) onto tokens-100 chunks): the unit changed; compare at the document level"
+    ]
+    # other labels as written (another qrels file): still refused
+    other = run("o", '{"kind": "tokens", "size": 100}', "x" * 64, "tokens-100")
+    other = RecordedRun(
+        other.run_id, "A", params=other.params, tags={**other.tags, "ablate.qrels_source_hash": "z" * 64}
+    )
+    with pytest.raises(Exception, match="labels differ"):
+        check_comparison(clause, other, "chunker")
+
+
 def _ablate(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
     env.pop("MLFLOW_TRACKING_URI", None)

@@ -260,6 +260,18 @@ def project_labels(
     return projected, new_queries, projection
 
 
+def _check_unique(chunks: Sequence[Chunk], root: Path) -> None:
+    seen: set[str] = set()
+    for c in chunks:
+        if c.chunk_id in seen:
+            raise InputError(
+                str(root / "corpus.jsonl"),
+                f"chunk id {c.chunk_id!r} is produced twice",
+                "make document and section ids unique",
+            )
+        seen.add(c.chunk_id)
+
+
 def native_chunker(manifest: dict[str, Any]) -> ChunkerSpec:
     """The chunking the corpus's labels were made on: corpus.yaml's ``chunker`` (default ``none``)."""
     mc = manifest.get("chunker") or {}
@@ -313,15 +325,7 @@ def load_corpus(
     docs = load_documents(root / "corpus.jsonl")
     queries = load_queries(root / "queries.jsonl")
     chunks = chunk_corpus(docs, chunker)
-    seen: set[str] = set()
-    for c in chunks:
-        if c.chunk_id in seen:
-            raise InputError(
-                str(root / "corpus.jsonl"),
-                f"chunk id {c.chunk_id!r} is produced twice",
-                "make document and section ids unique",
-            )
-        seen.add(c.chunk_id)
+    _check_unique(chunks, root)
 
     projecting = unit == "chunk" and chunker.params() != native.params()
     native_chunks = chunk_corpus(docs, native) if projecting else chunks

@@ -328,7 +328,6 @@ def run_pipeline(
     timings.update(source.timings)
     timings["total_seconds"] = time.perf_counter() - t_start
     comps = components_of(snapshot, split, bound, access.identity, settings, access)
-    doc_eval = doc_evaluation(snapshot, split, access, settings, run) if doc_scores else None
     return RunResult(
         variant=variant,
         split=split,
@@ -346,7 +345,7 @@ def run_pipeline(
         slices=scores.slices,
         answers=scores.answers,
         funnel=stage_funnel,
-        doc_evaluation=doc_eval,
+        doc_evaluation=doc_evaluation(snapshot, split, access, settings, run) if doc_scores else None,
         **_projection_fields(snapshot, split),
     )
 
