@@ -4,6 +4,7 @@ that each row changes one factor. No text: :mod:`.render` writes it; no MLflow: 
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -112,6 +113,12 @@ def _short_keys(keys: list[str]) -> dict[str, str]:
 def _label_value(key: str, v: Any) -> str:
     if key == R.P_RETRIEVERS:
         return ",".join(R.json_list(v))
+    if key == "corpus.chunker":  # {"kind": "tokens", "size": 100, ...} -> tokens-100
+        try:
+            d = json.loads(str(v))
+        except ValueError:
+            return str(v)
+        return "-".join(str(d[k]) for k in ("kind", "size") if k in d) if isinstance(d, dict) else str(v)
     n = norm_value(v)
     if isinstance(n, float) and n.is_integer():
         return str(int(n))
