@@ -152,6 +152,10 @@ def test_compare_projected_runs_at_the_document_level_as_one_factor():
     assert chk.flags == [
         "labels projected (A (t0000000) onto tokens-100 chunks): the unit changed; compare at the document level"
     ]
+    # the same chunks, labels projected by another share: flagged, compared at the document level, not refused
+    t100b = run("u", '{"kind": "tokens", "size": 100}', "y" * 64, "tokens-100")
+    chk = check_comparison(t100, t100b, "labels.projection.min_overlap")
+    assert not chk.refused and "by another share" in chk.reason
     # other labels as written (another qrels file): still refused
     other = run("o", '{"kind": "tokens", "size": 100}', "x" * 64, "tokens-100")
     other = RecordedRun(

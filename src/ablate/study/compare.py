@@ -287,8 +287,12 @@ def source_labels(run: RecordedRun) -> str | None:
 def unit_change(baseline: RecordedRun, other: RecordedRun) -> str | None:
     """The flag when two runs scored the same labels projected onto different chunks, else None."""
     pa, pb = baseline.tags.get(R.T_UNIT_CHANGE), other.tags.get(R.T_UNIT_CHANGE)
-    if pa == pb or source_labels(baseline) != source_labels(other):
+    if not (pa or pb) or source_labels(baseline) != source_labels(other):
         return None
+    if pa == pb:  # the same chunks, labels projected by another rule or share (eval.projection.min_overlap)
+        if baseline.qrels_hash == other.qrels_hash:
+            return None
+        return f"labels projected onto {pa} chunks by another share: the labels changed; compare at the document level"
     where = " and ".join(f"{r.short} onto {p} chunks" for r, p in ((baseline, pa), (other, pb)) if p)
     return f"labels projected ({where}): the unit changed; compare at the document level"
 

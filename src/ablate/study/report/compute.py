@@ -200,7 +200,7 @@ def unit_warnings(records: Sequence[RecordedRun]) -> list[str]:
     """One line per chunking the runs' labels were projected onto, when the runs do not all score the same chunks'
     labels (re-chunking moves labels and changes the unit: a rise is not to be credited to the model)."""
     onto = {r.tags.get(R.T_UNIT_CHANGE, "") for r in records}
-    if len(onto) < 2:
+    if len(onto) < 2 and not (any(onto) and len({r.qrels_hash for r in records}) > 1):
         return []
     return [
         f"labels projected onto {p} chunks: the unit changed; compare at the document level (the table shows "
@@ -223,10 +223,18 @@ def _at_doc_level(records: Sequence[RunRecord], metrics: list[str]) -> tuple[lis
     return doc_metrics, cols
 
 
+def _swept_param(key: str) -> str:
+    """The param a swept config key is logged as: ``corpus.chunker.size`` -> ``corpus.chunker`` (one JSON param),
+    ``eval.projection.min_overlap`` -> ``labels.projection.min_overlap``."""
+    if key.startswith("corpus.chunker."):
+        return "corpus.chunker"
+    return R.P_PROJECTION + key[len("eval.projection") :] if key.startswith("eval.projection.") else key
+
+
 def make_plan(records: list[RunRecord], swept: Sequence[str] | None) -> Plan:
     kind = "ablation" if len({r.variant for r in records}) > 1 else "sweep"
     if swept is not None:  # corpus.chunker.kind, .size, .overlap: one param, corpus.chunker
-        swept = list(dict.fromkeys("corpus.chunker" if k.startswith("corpus.chunker.") else k for k in swept))
+        swept = list(dict.fromkeys(_swept_param(k) for k in swept))
     if swept is None:
         inferred = varying_params(records)
         swept_l = ["variant"] if kind == "ablation" else inferred
