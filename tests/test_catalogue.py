@@ -106,6 +106,7 @@ CASES = [
     Case("rrf-k-text", ["rrf.k=abc"], "rrf.k='abc'"),
     Case("window-zero", ["retrieval.window=0"], "retrieval.window=0"),
     Case("ks-zero", ["eval.ks=[0,10]"], "eval.ks="),
+    Case("projection-overlap", ["eval.projection.min_overlap=0"], "eval.projection.min_overlap=0"),
     Case("gain", ["eval.gain=cubic"], "eval.gain='cubic' is not valid; valid options: exponential, linear"),
     Case("budget", ["eval.budget=tokens"], "eval.budget='tokens'"),
     Case("unit", ["eval.unit=page"], "eval.unit='page'"),

@@ -224,7 +224,7 @@ def test_chunker_change_is_a_factor_not_a_refusal():
     a2 = info("C", corpus__chunker='{"kind": "clause"}')
     b = info("C", name="x", corpus_files="g" * 64, corpus__chunker='{"kind": "paragraph"}')
     chk = check_comparison(a2, b, None)
-    assert chk.ok and chk.factors == ["corpus.chunker"]
+    assert chk.ok and chk.factors == ["chunker"]
     # same params but other corpus files (e.g. queries.jsonl edited): flagged
     chk = check_comparison(info("C"), info("C", name="y", corpus_files="h" * 64), "variant")
     assert chk.factors == ["corpus files (fingerprint changed, same parameters)"]

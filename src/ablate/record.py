@@ -70,6 +70,11 @@ T_INDEX_SNAPSHOT = "ablate.index_snapshot"
 T_QRELS_HASH = "ablate.qrels_hash"
 T_QRELS_FILE = "ablate.qrels_file_sha256"
 T_LABEL_VERSION = "ablate.label_version"
+#: On a run whose chunk labels were projected onto another chunker's chunks (ablate.data.projection): the content hash
+#: of the labels as written (what a run on the labels' own chunker has as its qrels_hash), and the chunks projected
+#: onto (``tokens-100``). Such runs compare with each other at the document level only.
+T_QRELS_SOURCE = "ablate.qrels_source_hash"
+T_UNIT_CHANGE = "ablate.labels_projected_onto"
 T_SPLIT = "ablate.split"
 T_CORPUS = "ablate.corpus"
 T_IDENTITY = "ablate.identity"
@@ -131,6 +136,13 @@ ANSWER_SLICE_METRICS: tuple[str, ...] = (
     "answer_parts_covered",  # only runs whose questions declare answer_parts have these two
     "answer_parts_all",
 )
+#: Document-level scores of a run scored at unit chunk over a chosen chunker: ``doc_ndcg@10`` (metric
+#: ``doc_ndcg_at_10``, per-query column ``doc_ndcg@10``), against document labels derived from the original labels.
+DOC_PREFIX = "doc_"
+#: What carrying chunk labels onto another chunker's chunks did: ``labels_projected``, ``labels_split``, ``labels_lost``.
+PROJECTION_METRIC_PREFIX = "labels_"
+#: Params of that projection: ``labels.projection.from`` / ``.rule`` / ``.min_overlap`` / ``.label_version``.
+P_PROJECTION = "labels.projection"
 CI_LOW, CI_HIGH = "_ci_low", "_ci_high"
 WILSON_LOW, WILSON_HIGH = "_wilson_low", "_wilson_high"
 _BAD = re.compile(r"[^A-Za-z0-9_\-. /:]")

@@ -222,7 +222,7 @@ def job_from_config(
     try:
         pipeline, stage_keys = build_pipeline(cfg, notes)
         corpus, pilot_note = pilot_corpus(
-            CorpusSpec.from_mapping(_plain(cfg, "corpus"), _plain(cfg, "versions"))
+            CorpusSpec.from_mapping(_plain(cfg, "corpus"), _plain(cfg, "versions"), _plain(cfg, "eval"))
         )
         if pilot_note and notes is not None:
             notes.append(pilot_note)

@@ -15,6 +15,7 @@ import hashlib
 import json
 import unicodedata
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -23,9 +24,19 @@ import yaml
 from ablate.data.chunking import ChunkerSpec, chunk_corpus
 from ablate.data.corpus_files import check_subquestion_evidence, load_documents, load_qrels_tsv, load_queries
 from ablate.data.language import detect_language
+from ablate.data.projection import (
+    DEFAULT_MIN_OVERLAP,
+    RULE,
+    Counts,
+    Span,
+    SpanIndex,
+    check_min_overlap,
+    project_evidence,
+    project_judgements,
+)
 from ablate.data.qrels import read_text_lines
-from ablate.data.snapshot import Snapshot
-from ablate.data.types import Document, Qrels, Query
+from ablate.data.snapshot import LabelProjection, Snapshot
+from ablate.data.types import Chunk, Document, Qrels, Query, SubQuestion
 from ablate.errors import ConfigError, InputError
 from ablate.safenames import PLAIN_NAME_RULE, inside, name_problem
 
@@ -209,6 +220,92 @@ def _language(setting: str | None, manifest: dict[str, Any], docs: dict[str, Doc
     return lang, source
 
 
+def _spans(chunks: Sequence[Chunk]) -> dict[str, Span | None]:
+    return {c.chunk_id: Span(c.chunk_id, c.doc_id, *c.span) if c.span else None for c in chunks}
+
+
+def _lift(judged: dict[str, int], chunk_to_doc: dict[str, str]) -> dict[str, int]:
+    """Chunk grades -> document grades (the best grade of a document's judged chunks, as scoring lifts them)."""
+    out: dict[str, int] = {}
+    for cid, g in judged.items():
+        doc = chunk_to_doc[cid]
+        if doc not in out or out[doc] < g:
+            out[doc] = g
+    return out
+
+
+def project_labels(
+    qrels: dict[str, Qrels],
+    queries: dict[str, Query],
+    native: ChunkerSpec,
+    native_chunks: Sequence[Chunk],
+    chunks: Sequence[Chunk],
+    min_overlap: float,
+    label_version: str,
+) -> tuple[dict[str, Qrels], dict[str, Query], LabelProjection]:
+    """Chunk labels made on ``native_chunks`` carried onto ``chunks`` (:mod:`ablate.data.projection`): the projected
+    qrels and queries (sub-question evidence), and the :class:`LabelProjection` that says how, with the original
+    labels lifted to documents."""
+    old, new = _spans(native_chunks), SpanIndex(Span(c.chunk_id, c.doc_id, *c.span) for c in chunks if c.span)
+    c2d = {c.chunk_id: c.doc_id for c in native_chunks}
+    projected: dict[str, Qrels] = {}
+    counts: dict[str, Counts] = {}
+    native_judged: dict[str, dict[str, int]] = {}
+    for split, q in qrels.items():
+        p = project_judgements(q.judgements, old, new, min_overlap)
+        projected[split] = Qrels(p.judgements, unit="chunk", name=q.name, source_sha256=q.source_sha256)
+        counts[split] = p.counts
+        for qid, judged in q.judgements.items():
+            native_judged.setdefault(qid, {}).update(judged)
+    evidence: dict[str, Counts] = {}
+    doc_evidence: dict[str, dict[str, tuple[str, ...]]] = {}
+    new_queries = dict(queries)
+    for qid, query in queries.items():
+        if not query.subquestions:
+            continue
+        ev = evidence[qid] = Counts()
+        subs = tuple(
+            SubQuestion(s.sid, s.text, project_evidence(s.evidence, old, new, min_overlap, ev))
+            for s in query.subquestions
+        )
+        doc_evidence[qid] = {
+            s.sid: tuple(dict.fromkeys(c2d[e] for e in s.evidence)) for s in query.subquestions
+        }
+        new_queries[qid] = replace(query, subquestions=subs)
+    projection = LabelProjection(
+        native=native,
+        min_overlap=min_overlap,
+        rule=RULE,
+        label_version=label_version,
+        counts=counts,
+        evidence=evidence,
+        native_judgements=native_judged,
+        doc_judgements={qid: _lift(j, c2d) for qid, j in native_judged.items()},
+        doc_evidence=doc_evidence,
+    )
+    return projected, new_queries, projection
+
+
+def _check_unique(chunks: Sequence[Chunk], root: Path) -> None:
+    seen: set[str] = set()
+    for c in chunks:
+        if c.chunk_id in seen:
+            raise InputError(
+                str(root / "corpus.jsonl"),
+                f"chunk id {c.chunk_id!r} is produced twice",
+                "make document and section ids unique",
+            )
+        seen.add(c.chunk_id)
+
+
+def native_chunker(manifest: dict[str, Any]) -> ChunkerSpec:
+    """The chunking the corpus's labels were made on: corpus.yaml's ``chunker`` (default ``none``)."""
+    mc = manifest.get("chunker") or {}
+    if isinstance(mc, str):
+        mc = {"kind": mc}
+    return ChunkerSpec(**mc)
+
+
 def load_corpus(
     path: str | Path,
     chunker: ChunkerSpec | None = None,
@@ -217,6 +314,7 @@ def load_corpus(
     qrels_unit: str | None = None,
     name: str | None = None,
     extra_qrels: Sequence[str] = (),
+    min_overlap: float = DEFAULT_MIN_OVERLAP,
 ) -> Snapshot:
     """Load, validate and chunk a corpus folder.
 
@@ -224,6 +322,10 @@ def load_corpus(
     default to one chunk per document, language auto-detected and document-level qrels. ``extra_qrels`` names
     further judgement files in the folder (e.g. RGB's ``judged_negatives.tsv``) whose lines join the split that
     already holds their query — judged non-relevant results then count as judged, not unknown.
+
+    Chunk-level labels name the chunks of the corpus's own chunker (corpus.yaml's ``chunker``): they are checked
+    against those, and when ``chunker`` makes other chunks they are projected onto them by character overlap
+    (:func:`project_labels`, share ``min_overlap``); the snapshot's ``projection`` says how.
     """
     root = Path(path).expanduser()
     if not root.is_dir():
@@ -240,11 +342,8 @@ def load_corpus(
     qdir = root / "qrels"
     qfiles = sorted(qdir.glob("*.tsv")) if qdir.is_dir() else []
 
-    if chunker is None:
-        mc = manifest.get("chunker") or {}
-        if isinstance(mc, str):
-            mc = {"kind": mc}
-        chunker = ChunkerSpec(**mc)
+    native = native_chunker(manifest)
+    chunker = chunker or native
     unit = qrels_unit or manifest.get("qrels_unit") or "doc"
     if unit not in ("doc", "chunk"):
         raise ConfigError("corpus.qrels_unit", unit, "valid options: doc, chunk")
@@ -252,17 +351,11 @@ def load_corpus(
     docs = load_documents(root / "corpus.jsonl")
     queries = load_queries(root / "queries.jsonl")
     chunks = chunk_corpus(docs, chunker)
-    seen: set[str] = set()
-    for c in chunks:
-        if c.chunk_id in seen:
-            raise InputError(
-                str(root / "corpus.jsonl"),
-                f"chunk id {c.chunk_id!r} is produced twice",
-                "make document and section ids unique",
-            )
-        seen.add(c.chunk_id)
+    _check_unique(chunks, root)
 
-    known = set(docs) if unit == "doc" else seen
+    projecting = unit == "chunk" and chunker.params() != native.params()
+    native_chunks = chunk_corpus(docs, native) if projecting else chunks
+    known = set(docs) if unit == "doc" else {c.chunk_id for c in native_chunks}
     check_subquestion_evidence(root / "queries.jsonl", queries, known, unit)
     qrels = {f.stem: load_qrels_tsv(f, unit, queries, known, f.stem) for f in qfiles}  # type: ignore[arg-type]
     extra = list(extra_qrels) or list(manifest.get("extra_qrels") or [])
@@ -270,6 +363,12 @@ def load_corpus(
     splits = _splits(qrels, queries, qdir)
     files = _file_hashes(root, qfiles, qrels, extra_files)
     lang, lang_source = _language(language, manifest, docs)
+    projection = None
+    if projecting:
+        version = str(manifest.get("label_version") or "")
+        qrels, queries, projection = project_labels(
+            qrels, queries, native, native_chunks, chunks, check_min_overlap(min_overlap), version
+        )
     return Snapshot(
         name=corpus_name(root, manifest, name),
         root=root,
@@ -284,4 +383,5 @@ def load_corpus(
         files=files,
         manifest=manifest,
         language_source=lang_source,
+        projection=projection,
     )

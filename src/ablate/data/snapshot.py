@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -17,10 +17,50 @@ from typing import Any
 import numpy as np
 
 from ablate.data.chunking import ChunkerSpec
-from ablate.data.types import Chunk, Document, IdTable, Qrels, Query, Unit
+from ablate.data.projection import Counts
+from ablate.data.types import Chunk, Document, IdTable, Qrels, Query, SubQuestion, Unit
 from ablate.errors import ConfigError
 
 FORMAT_VERSION = "ablate-corpus-1"
+
+
+@dataclass(frozen=True)
+class LabelProjection:
+    """How a snapshot's chunk labels were carried from the labels' own chunking (``native``, corpus.yaml's chunker)
+    onto this snapshot's chunks (:mod:`ablate.data.projection`): the rule, its ``min_overlap``, the label version,
+    what it did (``counts`` per split; ``evidence`` per question), and what the ORIGINAL labels say at the document
+    level (``doc_judgements``: a document's grade is the best grade of its labelled chunks, as lifting does;
+    ``doc_evidence``: each sub-question's evidence documents; ``native_judgements``: the labels as written), so
+    document-level scores never depend on the projection."""
+
+    native: ChunkerSpec
+    min_overlap: float
+    rule: str
+    label_version: str
+    counts: dict[str, Counts]
+    evidence: dict[str, Counts]
+    native_judgements: dict[str, dict[str, int]]
+    doc_judgements: dict[str, dict[str, int]]
+    doc_evidence: dict[str, dict[str, tuple[str, ...]]]
+
+    def record(self) -> dict[str, Any]:
+        """What runs log and fingerprint (the counts are logged as metrics, not here)."""
+        return {
+            "from": self.native.params(),
+            "rule": self.rule,
+            "min_overlap": self.min_overlap,
+            "label_version": self.label_version,
+        }
+
+    def split_counts(self, split: str, qids: Iterable[str]) -> Counts:
+        """The label counts of ``split`` plus the evidence counts of its questions."""
+        out = Counts()
+        out.add(self.counts.get(split, Counts()))
+        for q in qids:
+            ev = self.evidence.get(q)
+            if ev is not None:
+                out.add(ev)
+        return out
 
 
 @dataclass
@@ -42,6 +82,8 @@ class Snapshot:
     #: where ``language`` came from: ``declared`` (corpus.yaml), ``setting`` (the corpus.language setting) or
     #: ``detected`` (:func:`~ablate.data.language.detect_language` over the documents; ``auto`` or nothing declared)
     language_source: str = "declared"
+    #: set when the chunk labels were projected from the labels' own chunking onto ``chunker``'s chunks
+    projection: LabelProjection | None = None
 
     @cached_property
     def fingerprint(self) -> str:
@@ -87,6 +129,48 @@ class Snapshot:
     def label_version(self) -> str:
         return str(self.manifest.get("label_version") or "")
 
+    def source_qrels(self, split: str) -> Qrels:
+        """The split's labels as written (before any projection): what a document-level score and a comparison
+        across chunkers rest on. Without a projection, :meth:`split_qrels` itself."""
+        own = self.split_qrels(split)
+        if self.projection is None:
+            return own
+        native = self.projection.native_judgements
+        return Qrels(
+            {q: dict(native.get(q, {})) for q in own.judgements}, "chunk", own.name, own.source_sha256
+        )
+
+    def doc_view(self) -> Snapshot:
+        """This snapshot with document-level labels derived from the ORIGINAL labels (a document's grade is the best
+        of its labelled chunks; sub-question evidence lifted to documents), so a document-level score is the same
+        whatever the chunker. Chunks, files and fingerprints are unchanged. Without a projection: itself (lifting at
+        scoring time gives the same labels)."""
+        p = self.projection
+        if p is None:
+            return self
+        qrels = {
+            s: Qrels(
+                {q: dict(p.doc_judgements.get(q, {})) for q in qr.judgements},
+                "doc",
+                qr.name,
+                qr.source_sha256,
+            )
+            for s, qr in self.qrels.items()
+        }
+        queries = {
+            qid: replace(
+                q,
+                subquestions=tuple(
+                    SubQuestion(s.sid, s.text, p.doc_evidence.get(qid, {}).get(s.sid, ()))
+                    for s in q.subquestions
+                ),
+            )
+            for qid, q in self.queries.items()
+        }
+        view = replace(self, qrels=qrels, queries=queries, qrels_unit="doc")
+        view.__dict__.update({k: v for k, v in self.__dict__.items() if k in _SHARED})
+        return view
+
     def split_qids(self, split: str) -> list[str]:
         if split not in self.splits:
             raise ConfigError(
@@ -128,7 +212,12 @@ class Snapshot:
                 for s, q in self.qrels.items()
             },
             "label_version": self.label_version,
+            **({"label_projection": self.projection.record()} if self.projection is not None else {}),
         }
+
+
+#: Cached values a view of a snapshot shares with it (same chunks and files).
+_SHARED = ("fingerprint", "content_fingerprint", "chunk_to_doc", "chunk_version", "chunk_text", "id_table")
 
 
 def _sha(text: str) -> str:

@@ -69,6 +69,9 @@ class Chunk:
     version: str | None = None
     position: int = 0  # order inside its document
     acl: tuple[str, ...] = ()
+    #: ``[start, end)`` of the document text this chunk covers, in characters of ``Document.text``
+    #: (:mod:`ablate.data.chunking`); ``None`` when it could not be located (or the chunk was built by hand)
+    span: tuple[int, int] | None = None
 
     def visible_to(self, groups: Iterable[str] | None) -> bool:
         if groups is None or not self.acl:

@@ -49,6 +49,8 @@ def params_for(
             "corpus.chunker": snapshot.chunker.params(),
         }
     )
+    if snapshot.projection is not None:  # labels carried onto other chunks: how (the counts are metrics)
+        params.update(R.flatten(snapshot.projection.record(), R.P_PROJECTION))
     params.update(R.flatten(settings.eval.as_dict(), "eval"))
     params["abstain.threshold"] = settings.abstain_threshold
     params["stats.bootstrap"] = settings.bootstrap
@@ -181,12 +183,54 @@ def metrics_for(
     for k, v in result.counters.items():
         m[k.replace(".", "_")] = float(v)
     m.update(permission_metrics(result.permissions))
+    m.update(doc_metrics(result.doc_evaluation))
+    m.update(projection_metrics(result.projection_counts))
     for i, (stage, row) in enumerate(result.funnel.items(), 1):  # numbered: MLflow lists them in stage order
         m[R.funnel_metric(i, stage, "recall")] = row["recall"]
         m[R.funnel_metric(i, stage, "depth")] = float(row["depth"])
         m[R.funnel_metric(i, stage, "topkrecall")] = row["topkrecall"]
         m[R.funnel_metric(i, stage, "topk")] = float(row["topk"])
     return m
+
+
+#: Per-query columns of the document-level scores (:func:`ablate.runner.pipeline.doc_evaluation`) kept and logged.
+DOC_METRICS = ("ndcg", "recall", "hit", "rr")
+
+
+def _doc_columns(ev: EvalResult) -> list[str]:
+    return [str(c) for c in ev.per_query.columns if str(c).partition("@")[0] in DOC_METRICS]
+
+
+def doc_metrics(ev: EvalResult | None) -> dict[str, float]:
+    """The document-level means of a run scored at unit chunk, as ``doc_<metric>@<k>`` (``doc_ndcg_at_10``)."""
+    if ev is None:
+        return {}
+    out = {}
+    for k, v in ev.means.items():
+        name = k.partition("@")[0]
+        f = as_number(v)
+        if f is not None and (name in DOC_METRICS or name == "mrr"):
+            out[R.DOC_PREFIX + k] = f
+    return out
+
+
+def projection_metrics(counts: Any) -> dict[str, float]:
+    """What carrying the labels onto other chunks did (:class:`ablate.data.projection.Counts`), as ``labels_*``."""
+    if counts is None:
+        return {}
+    return {f"{R.PROJECTION_METRIC_PREFIX}{k}": float(v) for k, v in counts.as_dict().items()}
+
+
+def projection_line(counts: Any, record: dict[str, Any], onto: str) -> str:
+    """The console's one line about a projection."""
+    c = counts
+    return (
+        f"labels projected onto {onto} chunks (from {record['from']['kind']}, min_overlap {record['min_overlap']:g}: "
+        f"a chunk takes the best grade of each label it shares that share of, of the label or of the chunk): "
+        f"{c.projected} of {c.labels} labels projected, {c.split} split, {c.lost} lost, {c.merged} merged; "
+        f"sub-question evidence {c.evidence - c.evidence_lost} of {c.evidence} kept. The unit changed: compare "
+        f"runs over chunkers at the document level (doc_ndcg@10)"
+    )
 
 
 def split_defined(metrics: dict[str, float]) -> tuple[dict[str, float], list[str]]:
@@ -219,6 +263,10 @@ def artifacts_for(
             bool
         )  # no-answer, or no gold answer
         pq.loc[unscored.to_numpy(), ["answer_correct", "answer_em", "answer_f1"]] = float("nan")
+    if result.doc_evaluation is not None:  # document-level scores beside the chunk-level ones
+        dq = result.doc_evaluation.per_query
+        for col in _doc_columns(result.doc_evaluation):
+            pq[R.DOC_PREFIX + col] = dq[col].reindex(pq.index)
     pq.insert(
         0, "tags", [";".join(snapshot.queries[q].tags) if q in snapshot.queries else "" for q in pq.index]
     )
@@ -302,6 +350,10 @@ def print_run_summary(
         f"{k}={v}" for k, v in acc.items() if isinstance(v, (int, float)) and not isinstance(v, bool)
     )
     print(f"queries ({result.split}): {counts}", file=stream)
+    if result.projection_counts is not None and result.projection is not None:
+        print(
+            projection_line(result.projection_counts, result.projection, result.projected_onto), file=stream
+        )
     if result.answers is not None:
         a = result.answers
         scored = a[a["answerable"]]

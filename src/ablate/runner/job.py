@@ -121,6 +121,14 @@ def result_tags(result: RunResult, snapshot: Snapshot, corpus: CorpusSpec, cell:
         R.T_QRELS_HASH: qrels.content_hash(),
         R.T_QRELS_FILE: qrels.source_sha256,
         R.T_LABEL_VERSION: snapshot.label_version or "unversioned",
+        **(
+            {
+                R.T_QRELS_SOURCE: snapshot.source_qrels(result.split).content_hash(),
+                R.T_UNIT_CHANGE: result.projected_onto,
+            }
+            if snapshot.projection is not None
+            else {}
+        ),
         R.T_SPLIT: result.split,
         R.T_CORPUS: snapshot.name,
         R.T_IDENTITY: corpus.identity or "none",
@@ -209,6 +217,8 @@ def run_job(
             access=job.corpus.access,
             session=session,
             show_progress=job.output.progress,
+            doc_scores=job.corpus.chunker
+            is not None,  # a chosen chunker: runs over chunkers compare at doc level
         )
         # a split file a held-out run used may no longer be redrawn
         if result.split in HELD_OUT_SPLITS and job.corpus.split_file:

@@ -103,6 +103,14 @@ class RunResult:
     slices: dict[str, dict[str, float]] = field(default_factory=dict)
     answers: pd.DataFrame | None = None  # one row per question when the pipeline has a generator
     funnel: dict[str, dict[str, float]] = field(default_factory=dict)  # stage -> recall of the gold evidence
+    #: the same ranking scored at the document level against the ORIGINAL labels (a run over a chosen chunker whose
+    #: unit is chunk): what runs over different chunkers are compared by
+    doc_evaluation: EvalResult | None = None
+    #: labels carried onto other chunks (:class:`ablate.data.projection.Counts` of the split, the projection's
+    #: record and the chunks' name): None when the labels are the corpus's own
+    projection_counts: Any = None
+    projection: dict[str, Any] | None = None
+    projected_onto: str = ""
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -127,6 +135,8 @@ def components_of(
             "language": snapshot.language,
             "split": split,
             "qrels": snapshot.split_qrels(split).content_hash(),
+            # labels carried onto other chunks: from which chunking, by which rule and share, which label version
+            **({"label_projection": snapshot.projection.record()} if snapshot.projection is not None else {}),
         },
         "identity": {
             "name": identity,
@@ -271,10 +281,12 @@ def run_pipeline(
     access: Access | None = None,
     session: Session | None = None,
     show_progress: bool = False,
+    doc_scores: bool = False,
 ) -> RunResult:
     """Run ``pipeline`` on ``split`` as ``identity`` (or as ``access`` says: per-question identities, dates and the
     version policy) and score it by ``settings`` with :func:`ablate.evaluation.scoring.score_run`, the one scoring
-    function (``python -m ablate.evaluate --from-run`` re-scores the run with it).
+    function (``python -m ablate.evaluate --from-run`` re-scores the run with it). ``doc_scores``: a run scored at
+    unit chunk is also scored at the document level against the original labels (:func:`doc_evaluation`).
 
     The abstention threshold ``"dev"`` is chosen on ``settings.tune_split`` with the same pipeline (balanced
     accuracy) and applied unchanged here.
@@ -334,7 +346,37 @@ def run_pipeline(
         slices=scores.slices,
         answers=scores.answers,
         funnel=stage_funnel,
+        doc_evaluation=doc_evaluation(snapshot, split, access, settings, run) if doc_scores else None,
+        **_projection_fields(snapshot, split),
     )
+
+
+def _projection_fields(snapshot: Snapshot, split: str) -> dict[str, Any]:
+    p = snapshot.projection
+    if p is None:
+        return {}
+    params = snapshot.chunker.params()
+    return {
+        "projection_counts": p.split_counts(split, snapshot.split_qids(split)),
+        "projection": p.record(),
+        "projected_onto": "-".join(str(params[k]) for k in ("kind", "size") if k in params),
+    }
+
+
+def doc_evaluation(
+    snapshot: Snapshot, split: str, access: Access, settings: RunSettings, run: Run
+) -> EvalResult | None:
+    """``run`` scored at the document level against the document labels the ORIGINAL labels give
+    (:meth:`~ablate.data.snapshot.Snapshot.doc_view`), as asked (identities, dates): the same labels whatever the
+    chunker, so runs over different chunkers compare here. None when the run is already scored at ``doc``."""
+    from ablate.evaluation import evaluate, resolve_unit
+
+    if resolve_unit(settings.eval.unit, snapshot.qrels_unit) == "doc":
+        return None
+    view = snapshot.doc_view()
+    inputs = scoring_inputs(view, split, access)
+    at_doc = replace(settings.eval, unit="doc")
+    return evaluate(run, inputs.labels, inputs.qids, at_doc, chunk_to_doc=view.chunk_to_doc)
 
 
 def _counters(

@@ -98,7 +98,7 @@ def _block(cfg: Mapping[str, Any], key: str) -> dict[str, Any]:
 
 def recorded_settings(cfg: Mapping[str, Any]) -> tuple[CorpusSpec, RunSettings]:
     """The corpus and scoring settings of a run's ``config.yaml`` (validated as a job validates them)."""
-    corpus = CorpusSpec.from_mapping(_block(cfg, "corpus"), _block(cfg, "versions"))
+    corpus = CorpusSpec.from_mapping(_block(cfg, "corpus"), _block(cfg, "versions"), _block(cfg, "eval"))
     settings = RunSettings.from_mapping(
         _block(cfg, "eval"), _block(cfg, "retrieval"), _block(cfg, "abstain"), _block(cfg, "stats")
     )

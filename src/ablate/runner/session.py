@@ -58,6 +58,8 @@ class Session:
             _stamp(root),
             corpus.split_file,
             file_stamp(corpus.split_file),
+            corpus.min_overlap,
+            corpus.doc_labels,
         )
         if key != self._snapshot_key or self._snapshot is None:
             snap = load_corpus(
@@ -66,10 +68,14 @@ class Session:
                 language=corpus.language,
                 name=corpus.name,
                 extra_qrels=corpus.extra_qrels,
+                min_overlap=corpus.min_overlap,
             )
             # a leakage-safe split (python -m ablate.split) reassigns questions and labels
             if corpus.split_file:
                 snap = apply_split_file(snap, corpus.split_file)
+            # eval.unit=doc: document labels from the original labels, whatever the chunker
+            if corpus.doc_labels:
+                snap = snap.doc_view()
             self._snapshot_key, self._snapshot = key, snap
             self._stages.clear()  # one corpus at a time keeps memory bounded across corpus sweeps
             self.candidates.clear()

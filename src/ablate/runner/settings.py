@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ablate.data.chunking import ChunkerSpec
+from ablate.data.projection import DEFAULT_MIN_OVERLAP, check_min_overlap
 from ablate.errors import ConfigError
 from ablate.evaluation import EvalSettings
 from ablate.runner.access import Access
@@ -47,12 +48,18 @@ class CorpusSpec:
     #: the corpus has one labels file and no split file: ``split`` is that file's, and no split is held out
     #: (:func:`ablate.runner.heldout.pilot_corpus`)
     exploratory: bool = False
+    #: eval.projection.min_overlap: the share of characters chunk labels follow another chunker by
+    #: (:mod:`ablate.data.projection`)
+    min_overlap: float = DEFAULT_MIN_OVERLAP
+    #: eval.unit=doc: score against document labels derived from the original labels (:meth:`Snapshot.doc_view`)
+    doc_labels: bool = False
 
     def __post_init__(self) -> None:
         if self.name is not None and (problem := name_problem(self.name)):
             raise ConfigError("corpus.name", self.name, f"{problem}; give {PLAIN_NAME_RULE}")
         # validates identity/as_of/policy together; the date as every record writes it (20260415 -> 2026-04-15)
         object.__setattr__(self, "as_of", self.access.as_of)
+        object.__setattr__(self, "min_overlap", check_min_overlap(self.min_overlap))
 
     @property
     def access(self) -> Access:
@@ -60,7 +67,12 @@ class CorpusSpec:
         return Access(identity=self.identity, as_of=self.as_of, policy=self.version_policy)
 
     @classmethod
-    def from_mapping(cls, c: Mapping[str, Any], versions: Mapping[str, Any] | None = None) -> CorpusSpec:
+    def from_mapping(
+        cls,
+        c: Mapping[str, Any],
+        versions: Mapping[str, Any] | None = None,
+        eval: Mapping[str, Any] | None = None,
+    ) -> CorpusSpec:
         path = c.get("path")
         if path in (None, "", "???"):
             raise ConfigError(
@@ -74,7 +86,7 @@ class CorpusSpec:
             raise ConfigError(
                 "corpus.chunker", ch, "give a mapping, e.g. corpus.chunker={kind:tokens,size:200,overlap:40}"
             )
-        chunker = ChunkerSpec(**dict(ch)) if isinstance(ch, Mapping) else None
+        chunker = _chunker(ch) if isinstance(ch, Mapping) else None
         extra = c.get("extra_qrels") or ()
         if isinstance(extra, str):
             extra = (extra,)
@@ -91,6 +103,8 @@ class CorpusSpec:
             split_file=str(Path(sf).expanduser().resolve())
             if (sf := _opt_str(c.get("split_file")))
             else None,
+            min_overlap=_projection(eval),
+            doc_labels=(eval or {}).get("unit") == "doc",
         )
 
 
@@ -139,7 +153,7 @@ class RunSettings:
         abstain: Mapping[str, Any],
         stats: Mapping[str, Any],
     ) -> RunSettings:
-        unknown = sorted(set(eval) - set(EvalSettings.__dataclass_fields__))
+        unknown = sorted(set(eval) - set(EvalSettings.__dataclass_fields__) - {"projection"})
         if unknown:
             raise ConfigError(
                 f"eval.{unknown[0]}",
@@ -147,6 +161,9 @@ class RunSettings:
                 f"known keys: {', '.join(EvalSettings.__dataclass_fields__)}",
             )
         ev = dict(eval)
+        ev.pop(
+            "projection", None
+        )  # how labels follow another chunker: a corpus setting (CorpusSpec.min_overlap)
         ks = ev.get("ks")
         if isinstance(ks, Sequence) and not isinstance(ks, str):
             ev["ks"] = tuple(ks)
@@ -185,6 +202,28 @@ class OutputSpec:
         check_bool("cache.enabled", self.cache_enabled)
         check_bool("progress", self.progress)
         check_bool("tracking.reuse", self.reuse)
+
+
+def _chunker(ch: Mapping[str, Any]) -> ChunkerSpec | None:
+    """``corpus.chunker`` as a spec: ``kind`` null is the corpus's own (None); size and overlap count for ``tokens``
+    only, so ``clause`` with any size is one chunker (one cell key)."""
+    d = dict(ch)
+    if d.get("kind") in (None, "", "null", "None"):
+        return None
+    if d.get("kind") != "tokens":
+        d.pop("size", None), d.pop("overlap", None)
+    return ChunkerSpec(**d)
+
+
+def _projection(eval: Mapping[str, Any] | None) -> float:
+    """``eval.projection.min_overlap`` (default :data:`DEFAULT_MIN_OVERLAP`); unknown keys refused."""
+    proj = (eval or {}).get("projection") or {}
+    if not isinstance(proj, Mapping):
+        raise ConfigError("eval.projection", proj, "give a mapping, e.g. eval.projection.min_overlap=0.5")
+    unknown = sorted(set(proj) - {"min_overlap"})
+    if unknown:
+        raise ConfigError(f"eval.projection.{unknown[0]}", proj[unknown[0]], "known keys: min_overlap")
+    return check_min_overlap(proj.get("min_overlap", DEFAULT_MIN_OVERLAP))
 
 
 def _opt_str(v: Any) -> str | None:

@@ -12,6 +12,10 @@ Rules (:func:`check_comparison`):
   comparable at all; with ``force`` the comparison goes ahead and keeps a ``FORCED`` flag.
 * **Flagged**: a different split (loudly when one of the two is the held-out ``test`` split), and any factor that
   changed beyond the one being studied ("two factors changed: retrievers/fusion and bm25.k1").
+* **Chunkers**: runs over different chunkers score different chunk labels, yet the same labels as written when one
+  run's labels were projected onto its chunks (:mod:`ablate.data.projection`; tag ``ablate.qrels_source_hash``). That
+  is not refused but flagged as a change of the evaluation unit, to be compared at the document level. The chunker
+  (``corpus.chunker``, swept as ``corpus.chunker.kind`` / ``.size`` / ``.overlap``) is ONE factor, ``chunker``.
 
 What counts as a factor. Runs log only the parameters of the stages that ran, each under the stage's name, so a
 parameter difference counts when both runs log it (``rrf.k`` of a run without fusion does not exist). Adding or
@@ -279,6 +283,33 @@ def _join(items: list[str]) -> str:
     return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
 
 
+def source_labels(run: RecordedRun) -> str | None:
+    """The labels as written a run was scored by: before any projection onto other chunks, its qrels_hash."""
+    return run.tags.get(R.T_QRELS_SOURCE) or run.qrels_hash
+
+
+def unit_change(baseline: RecordedRun, other: RecordedRun) -> str | None:
+    """The flag when two runs scored the same labels projected onto different chunks, else None."""
+    pa, pb = baseline.tags.get(R.T_UNIT_CHANGE), other.tags.get(R.T_UNIT_CHANGE)
+    if not (pa or pb) or source_labels(baseline) != source_labels(other):
+        return None
+    if pa == pb:  # the same chunks, labels projected by another rule or share (eval.projection.min_overlap)
+        if baseline.qrels_hash == other.qrels_hash:
+            return None
+        return f"labels projected onto {pa} chunks by another share: the labels changed; compare at the document level"
+    where = " and ".join(f"{r.short} onto {p} chunks" for r, p in ((baseline, pa), (other, pb)) if p)
+    return f"labels projected ({where}): the unit changed; compare at the document level"
+
+
+#: What the chunker is called as a factor; the params and swept keys that are it.
+CHUNKER_FACTOR = "chunker"
+_CHUNKER_PARAM = "corpus.chunker"
+
+
+def _is_chunker(name: str) -> bool:
+    return name in (CHUNKER_FACTOR, _CHUNKER_PARAM) or name.startswith(_CHUNKER_PARAM + ".")
+
+
 def _refusal_problems(baseline: RecordedRun, other: RecordedRun) -> list[str]:
     problems = []
     if (
@@ -286,6 +317,7 @@ def _refusal_problems(baseline: RecordedRun, other: RecordedRun) -> list[str]:
         and baseline.qrels_hash
         and other.qrels_hash
         and baseline.qrels_hash != other.qrels_hash
+        and unit_change(baseline, other) is None
     ):
         problems.append(
             f"labels differ: qrels_hash {baseline.qrels_hash} (baseline {baseline.short}) vs {other.qrels_hash} "
@@ -323,6 +355,8 @@ def check_comparison(
     params in ``change`` (default: the studied ones first).
     """
     studied = parse_factor(factor)
+    if any(_is_chunker(s) for s in studied):  # corpus.chunker.kind and .size are one factor: the chunker
+        studied = list(dict.fromkeys(_CHUNKER_PARAM if _is_chunker(s) else s for s in studied))
     problems = _refusal_problems(baseline, other)
     refused = bool(problems)
     if refused and not force:
@@ -332,6 +366,8 @@ def check_comparison(
             "(re-run the older ones), or pass --force to report them anyway (flagged)"
         )
     flags = [f"FORCED: {p}" for p in problems]
+    if (unit := unit_change(baseline, other)) is not None:
+        flags.append(unit)
     d = _diff(baseline, other)
     stages = set(baseline.stages) | set(other.stages)
     if d.split:
@@ -355,8 +391,8 @@ def check_comparison(
             extra.append(label)
     swept = [k for k in studied if k in d.params]
     if swept:
-        studied_parts.append("/".join(swept))
-    extra += [k for k in d.params if k not in studied]
+        studied_parts.append("/".join(CHUNKER_FACTOR if k == _CHUNKER_PARAM else k for k in swept))
+    extra += [CHUNKER_FACTOR if k == _CHUNKER_PARAM else k for k in d.params if k not in studied]
     extra += [f"{c} (fingerprint changed, same parameters)" for c in d.fp_only]
 
     factors = studied_parts + extra

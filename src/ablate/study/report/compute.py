@@ -4,6 +4,7 @@ that each row changes one factor. No text: :mod:`.render` writes it; no MLflow: 
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -112,6 +113,12 @@ def _short_keys(keys: list[str]) -> dict[str, str]:
 def _label_value(key: str, v: Any) -> str:
     if key == R.P_RETRIEVERS:
         return ",".join(R.json_list(v))
+    if key == "corpus.chunker":  # {"kind": "tokens", "size": 100, ...} -> tokens-100
+        try:
+            d = json.loads(str(v))
+        except ValueError:
+            return str(v)
+        return "-".join(str(d[k]) for k in ("kind", "size") if k in d) if isinstance(d, dict) else str(v)
     n = norm_value(v)
     if isinstance(n, float) and n.is_integer():
         return str(int(n))
@@ -189,8 +196,45 @@ class Plan:
         return self.heldout.labels(self.labels)
 
 
+def unit_warnings(records: Sequence[RecordedRun]) -> list[str]:
+    """One line per chunking the runs' labels were projected onto, when the runs do not all score the same chunks'
+    labels (re-chunking moves labels and changes the unit: a rise is not to be credited to the model)."""
+    onto = {r.tags.get(R.T_UNIT_CHANGE, "") for r in records}
+    if len(onto) < 2 and not (any(onto) and len({r.qrels_hash for r in records}) > 1):
+        return []
+    return [
+        f"labels projected onto {p} chunks: the unit changed; compare at the document level (the table shows "
+        f"{R.DOC_PREFIX}* scores: document labels from the original labels)"
+        for p in sorted(x for x in onto if x)
+    ]
+
+
+def _at_doc_level(records: Sequence[RunRecord], metrics: list[str]) -> tuple[list[str], list[str]]:
+    """The document-level metrics and per-query columns standing for ``metrics``; every run must have them."""
+    doc_metrics = [R.DOC_PREFIX + m for m in metrics]
+    cols = [R.DOC_PREFIX + pq_column(m) for m in metrics]
+    for r in records:
+        if any(c not in r.per_query.columns for c in cols):
+            raise ReportError(
+                f"run {r.name} ({r.run_id}) has no document-level scores ({cols[0]}) to compare runs over different "
+                "chunkers by; fix: re-run it with its chunker named (e.g. corpus.chunker.kind=clause), which scores "
+                "it at the document level too"
+            )
+    return doc_metrics, cols
+
+
+def _swept_param(key: str) -> str:
+    """The param a swept config key is logged as: ``corpus.chunker.size`` -> ``corpus.chunker`` (one JSON param),
+    ``eval.projection.min_overlap`` -> ``labels.projection.min_overlap``."""
+    if key.startswith("corpus.chunker."):
+        return "corpus.chunker"
+    return R.P_PROJECTION + key[len("eval.projection") :] if key.startswith("eval.projection.") else key
+
+
 def make_plan(records: list[RunRecord], swept: Sequence[str] | None) -> Plan:
     kind = "ablation" if len({r.variant for r in records}) > 1 else "sweep"
+    if swept is not None:  # corpus.chunker.kind, .size, .overlap: one param, corpus.chunker
+        swept = list(dict.fromkeys(_swept_param(k) for k in swept))
     if swept is None:
         inferred = varying_params(records)
         swept_l = ["variant"] if kind == "ablation" else inferred
@@ -392,9 +436,13 @@ def compute(
     records = list(runs)
     if len({r.run_id for r in records}) != len(records):
         raise ReportError("the same run appears twice among the runs; fix: pass each run once")
+    unit = unit_warnings(records)
+    if unit:
+        metrics, cols = _at_doc_level(records, metrics)
     tables = {r.run_id: _prepare(r, cols) for r in records}
     plan = make_plan(records, swept)
     base, warnings = _pick_baseline(plan.ordered, plan.kind, options.baseline, plan.labels)
+    warnings = unit + warnings
     warnings += split_warnings(plan.ordered, plan.kind)
     checks = _checks(plan, base, options.force)  # may raise ComparisonRefused
     scored = {rid: scored_ids(pq, cols) for rid, pq in tables.items()}
