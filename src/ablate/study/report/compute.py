@@ -182,6 +182,9 @@ class Plan:
     ordered: list[RunRecord]
     labels: dict[str, str]
     heldout: HeldOutMarking = field(default_factory=lambda: HeldOutMarking({}, {}))
+    #: the runs by variant order and swept values: its first is the default baseline (``ordered`` is the rows'
+    #: order: the sweep's as declared when the runs are one sweep's, else this)
+    ranked: list[RunRecord] = field(default_factory=list)
 
     @property
     def shown(self) -> dict[str, str]:
@@ -207,9 +210,27 @@ def make_plan(records: list[RunRecord], swept: Sequence[str] | None) -> Plan:
     )
     if kind == "sweep":  # the first cell: smallest values of the swept params, in order
         ordered.sort(key=lambda r: tuple(_sort_value(p, r) for p in order_keys))
+    ranked = list(ordered)
+    if one_sweep_declared(records):  # the rows as the sweep was declared; the baseline stays the first ranked
+        ordered = sorted(records, key=lambda r: (r.sweep_index or 0, r.start_time, r.run_id))
     labels = run_labels(ordered, swept_l)
     return Plan(
-        kind, swept_l, factor, columns_params, order_keys, ordered, labels, heldout_marking(ordered, labels)
+        kind,
+        swept_l,
+        factor,
+        columns_params,
+        order_keys,
+        ordered,
+        labels,
+        heldout_marking(ordered, labels),
+        ranked,
+    )
+
+
+def one_sweep_declared(runs: Sequence[RecordedRun]) -> bool:
+    """Whether ``runs`` are cells of one sweep that all carry their place as declared (``ablate.sweep_index``)."""
+    return bool(runs) and (
+        all(r.sweep_index is not None for r in runs) and len({r.tags.get(R.T_SWEEP) for r in runs}) == 1
     )
 
 
@@ -394,7 +415,7 @@ def compute(
         raise ReportError("the same run appears twice among the runs; fix: pass each run once")
     tables = {r.run_id: _prepare(r, cols) for r in records}
     plan = make_plan(records, swept)
-    base, warnings = _pick_baseline(plan.ordered, plan.kind, options.baseline, plan.labels)
+    base, warnings = _pick_baseline(plan.ranked, plan.kind, options.baseline, plan.labels)
     warnings += split_warnings(plan.ordered, plan.kind)
     checks = _checks(plan, base, options.force)  # may raise ComparisonRefused
     scored = {rid: scored_ids(pq, cols) for rid, pq in tables.items()}
