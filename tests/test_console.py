@@ -13,14 +13,23 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import TINY_DOCS, TINY_MANIFEST, TINY_QRELS, TINY_QUERIES, write_corpus
 
 from ablate import record as R
 from ablate.tracking import Tracker
+from conftest import TINY_DOCS, TINY_MANIFEST, TINY_QRELS, TINY_QUERIES, write_corpus
 
 #: Lines that a quiet console never shows (third-party bars and INFO lines, Hydra's own launch lines, the counters)
-NOISE = ("Loading weights", "INFO mlflow", "Creating initial MLflow", "[HYDRA]", "Building index", "queries (")
-CELL = re.compile(r"^\[(\d+)/(\d+)\] (.+?)  (ndcg@10 \d\.\d{3}  recall@10 \d\.\d{3})  (\d+\.\d s|\(reused\))$")
+NOISE = (
+    "Loading weights",
+    "INFO mlflow",
+    "Creating initial MLflow",
+    "[HYDRA]",
+    "Building index",
+    "queries (",
+)
+CELL = re.compile(
+    r"^\[(\d+)/(\d+)\] (.+?)  (ndcg@10 \d\.\d{3}  recall@10 \d\.\d{3})  (\d+\.\d s|\(reused\))$"
+)
 
 
 def ablate(args: list[str], cwd: Path, cache: Path) -> subprocess.CompletedProcess[str]:
@@ -131,7 +140,9 @@ def test_verbose_prints_each_cells_counters_and_a_second_sweep_says_reused(sweep
 
 
 def test_an_ablation_is_listed_as_declared_not_by_variant_order(tmp_path, tiny_corpus, mlflow_uri):
-    p = ablate(["-m", *_base(tiny_corpus, mlflow_uri, "console-order"), "variant=oracle,A"], tmp_path, tmp_path)
+    p = ablate(
+        ["-m", *_base(tiny_corpus, mlflow_uri, "console-order"), "variant=oracle,A"], tmp_path, tmp_path
+    )
     assert p.returncode == 0, p.stderr
     cells = [CELL.match(line) for line in p.stdout.splitlines() if line.startswith("[")]
     assert all(cells) and [m.group(3) for m in cells if m] == ["oracle", "A"], p.stdout
@@ -150,7 +161,11 @@ def test_a_single_run_keeps_its_table_without_counters_and_warns_of_a_query_not_
     assert p.returncode == 0, p.stderr
     assert "| A " in p.stdout and "queries (" not in p.stdout, p.stdout
     warnings = [line for line in p.stderr.splitlines() if line.startswith("warning:")]
-    assert len(warnings) == 1 and "empty_result=1 (answerable" in warnings[0] and "accounting.json" in warnings[0], p.stderr
+    assert (
+        len(warnings) == 1
+        and "empty_result=1 (answerable" in warnings[0]
+        and "accounting.json" in warnings[0]
+    ), p.stderr
     assert Tracker(uri).find_runs(None)[0].name == "A"
     dense = ablate([*_base(corpus, uri, "console-single"), "variant=B"], tmp_path, tmp_path / "cache")
     assert dense.returncode == 0, dense.stderr

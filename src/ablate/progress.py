@@ -221,7 +221,10 @@ class SweepProgress:
             parts.append(f"{self.reused} reused")
         if self.failed:
             parts.append(f"{self.failed} failed")
-        self._say(f"[sweep] {self.total} cells in {_duration(elapsed)}: {', '.join(parts) or 'none run'}", final=True)
+        self._say(
+            f"[sweep] {self.total} cells in {_duration(elapsed)}: {', '.join(parts) or 'none run'}",
+            final=True,
+        )
 
 
 def cell_line(

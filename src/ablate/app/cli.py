@@ -135,12 +135,17 @@ class Command:
         #: name (plain strings: they travel to a launcher's workers with the command)
         labels = cell_labels([c.overrides for c in plan.cells], [c.job.variant for c in plan.cells])
         self.places: dict[tuple[str, ...], tuple[int, str]] = (
-            {task_cell(c.overrides): (i, label) for i, (c, label) in enumerate(zip(plan.cells, labels))}
+            {
+                task_cell(c.overrides): (i, label)
+                for i, (c, label) in enumerate(zip(plan.cells, labels, strict=True))
+            }
             if plan.multirun
             else {}
         )
         #: the sweep's console (this process only: a launcher's worker prints its cells' lines alone)
-        self.progress: SweepProgress | None = SweepProgress(self.size) if plan.multirun and self.size else None
+        self.progress: SweepProgress | None = (
+            SweepProgress(self.size) if plan.multirun and self.size else None
+        )
 
     def __getstate__(self) -> dict[str, Any]:
         """Pickled into another process (a launcher's worker): everything but the plan's built jobs and the

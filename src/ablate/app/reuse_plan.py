@@ -14,7 +14,6 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 from dataclasses import replace
-
 from typing import TYPE_CHECKING
 
 from ablate.app.plan import Cell, Plan, task_cell
@@ -95,7 +94,9 @@ def record_planned(
     print_reused(job, run_id, found.source, tracker.uri, brief=True, verbose=job.output.verbose)
     metrics = found.source.metrics
     headline = {k: metrics.get(R.metric_key(k)) for k in ("ndcg@10", "recall@10")}
-    progress.cell(index, label, cell_figures({**headline, "correct": metrics.get("answer_correct")}), None, True)
+    progress.cell(
+        index, label, cell_figures({**headline, "correct": metrics.get("answer_correct")}), None, True
+    )
 
 
 def run_cells(

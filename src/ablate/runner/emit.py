@@ -293,9 +293,7 @@ def accounting_lines(
     """(lines for stdout, warnings for stderr) of a run's query accounting: the counter line only when ``verbose``;
     one warning when a :data:`PROBLEM_COUNTERS` counter is above zero or an answerable question got an empty
     result."""
-    counts = {
-        k: v for k, v in accounting.items() if isinstance(v, (int, float)) and not isinstance(v, bool)
-    }
+    counts = {k: v for k, v in accounting.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
     out = [f"queries ({split}): " + ", ".join(f"{k}={v:g}" for k, v in counts.items())] if verbose else []
     problems = [f"{k}={counts[k]:g}" for k in PROBLEM_COUNTERS if counts.get(k)]
     by_category = accounting.get("by_category")

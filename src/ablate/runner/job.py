@@ -190,10 +190,11 @@ def run_job(
             source = found.source
             run_id = record_reuse(tracker, job, found, start_tags(job))
             print_reused(
-                job, run_id, source, tracker.uri, stream, brief=job.sweep_id is not None, verbose=job.output.verbose
+                job, run_id, source, tracker.uri, stream, job.sweep_id is not None, job.output.verbose
             )
             return JobResult(run_id, None, snapshot, reused_from=source.run_id, metrics=dict(source.metrics))
-    with tracker.run(job.output.experiment, job.run_name or job.variant, start_tags(job), job.parent_run_id) as run_id:
+    name = job.run_name or job.variant
+    with tracker.run(job.output.experiment, name, start_tags(job), job.parent_run_id) as run_id:
         result = run_pipeline(
             snapshot,
             job.corpus.split,
@@ -234,15 +235,10 @@ def run_job(
         tracker.log_files(run_id, artifacts_for(result, snapshot, job.config_yaml, undefined))
         # the record is complete: seal it with its digest, read back from the store (reuse checks it)
         seal(tracker, run_id)
-        print_run_summary(
-            result,
-            run_id,
-            tracker.uri,
-            job.output.experiment,
-            stream=stream,
-            artifacts=tracker.artifact_uri(run_id),
-            brief=job.sweep_id is not None,
-            verbose=job.output.verbose,
-            label=job.run_name,
-        )
+        where = (run_id, tracker.uri, job.output.experiment)
+        brief, verbose = (
+            job.sweep_id is not None,
+            job.output.verbose,
+        )  # a sweep's cell: the command's one line
+        print_run_summary(result, *where, stream, tracker.artifact_uri(run_id), brief, verbose, name)
     return JobResult(run_id, result, snapshot)
