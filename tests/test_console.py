@@ -115,9 +115,11 @@ def test_the_summary_and_the_report_list_cells_as_declared_and_runs_carry_the_la
     assert [r.sweep_index for r in kids] == [0, 1, 2, 3]
 
 
-def test_the_counters_are_in_the_run_artifacts_and_metrics(sweep, tmp_path):
-    p, uri, _, _ = sweep
-    assert p.returncode == 0, p.stderr
+def test_the_counters_go_to_the_artifacts_and_with_v_to_the_console_and_a_second_sweep_says_reused(
+    sweep, tmp_path
+):
+    first, uri, args, d = sweep
+    assert "queries (" not in first.stdout + first.stderr  # without -v: only in the run's record
     t = Tracker(uri)
     parent = t.find_runs(None, f"tags.`{R.T_ROLE}` = '{R.ROLE_SWEEP_PARENT}'", newest_first=True)[0]
     kid = t.children(parent.run_id)[0]
@@ -126,10 +128,6 @@ def test_the_counters_are_in_the_run_artifacts_and_metrics(sweep, tmp_path):
     accounting = json.loads(Path(got).read_text())["accounting"]
     assert accounting["total"] == 4 and accounting["missing_from_run"] == 0
     assert kid.metrics["queries_total"] == 4.0 and "queries_unjudged_results" in kid.metrics
-
-
-def test_verbose_prints_each_cells_counters_and_a_second_sweep_says_reused(sweep):
-    _, _, args, d = sweep
     p = ablate([*args, "-v"], d, d / "cache")  # the same cells again: reused, and -v prints their counters
     assert p.returncode == 0, p.stderr
     counters = [line for line in p.stdout.splitlines() if line.startswith("queries (dev): total=4,")]
