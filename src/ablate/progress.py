@@ -199,7 +199,8 @@ class SweepProgress:
             self.reused += 1
         elif seconds is not None:
             self.ran.append(seconds)
-        if self.done < self.total and (self._tty() or time.perf_counter() - self._last >= self.interval):
+        due = self._tty() or time.perf_counter() - self._last >= self.interval
+        if self.started and self.done < self.total and due:
             self._say(self.line())
 
     def fail(self, index: int, label: str, seconds: float) -> None:
