@@ -119,23 +119,28 @@ def _label_value(key: str, v: Any) -> str:
 
 
 def run_labels(records: Sequence[RecordedRun], swept: Sequence[str] = ()) -> dict[str, str]:
-    """Unique row labels: the run name, plus the swept params that tell runs of one name apart (short keys:
-    ``C k=1 window=20``), then other params all of them log, then an id prefix."""
-    by_name: dict[str, list[RecordedRun]] = {}
+    """Unique row labels. Runs of one variant: a run named by its sweep's cell (``C k=1 window=20``: a name of its
+    own, unique among them) keeps its name; any other gets its name plus the swept params that tell the variant's
+    runs apart (short keys: ``C k=1 window=20``), then other params all of them log; then an id prefix."""
+    by_variant: dict[str, list[RecordedRun]] = {}
     for r in records:
-        by_name.setdefault(r.name, []).append(r)
+        by_variant.setdefault(r.variant, []).append(r)
     labels: dict[str, str] = {}
-    for name, group in by_name.items():
+    for variant, group in by_variant.items():
         if len(group) == 1:
-            labels[group[0].run_id] = name
+            labels[group[0].run_id] = group[0].name
             continue
+        names = [r.name for r in group]
         common = [k for k in varying_params(group) if all(k in r.params for r in group)]
         keys = [k for k in dict.fromkeys([*swept, *common]) if k != "variant"]
         keys = [k for k in keys if len({repr(norm_value(r.params.get(k))) for r in group}) > 1]
         short = _short_keys(keys)
         for r in group:
+            if r.name != variant and names.count(r.name) == 1:  # a sweep's cell label (plan.cell_labels)
+                labels[r.run_id] = r.name
+                continue
             parts = [f"{short[k]}={_label_value(k, r.params.get(k))}" for k in keys]
-            labels[r.run_id] = " ".join([name, *parts])
+            labels[r.run_id] = " ".join([r.name, *parts])
     counts: dict[str, int] = {}
     for lab in labels.values():
         counts[lab] = counts.get(lab, 0) + 1
