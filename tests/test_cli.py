@@ -117,7 +117,7 @@ def test_multirun_makes_children_of_one_parent_and_prints_table(tiny_corpus, wor
         env,
     )
     assert p.returncode == 0, p.stderr
-    assert "| oracle" in p.stdout and "full report" in p.stdout and "[sweep] cell 3/3" in p.stderr
+    assert "| oracle" in p.stdout and "full report" in p.stdout and "[3/3] oracle  " in p.stdout
     _, runs = _runs(uri, "cli-multi")
     parents = [r for r in runs if r.tags.get("ablate.role") == "sweep-parent"]
     children = [r for r in runs if r.parent]

@@ -41,3 +41,34 @@ def test_query_progress_is_labelled_encode_queries(capsys):
     )
     err = capsys.readouterr().err
     assert "[encode queries] 2 items done in" in err and "querys" not in err
+
+
+def test_a_sweeps_overall_line_counts_reused_cells_apart_and_estimates_from_the_cells_that_ran(monkeypatch):
+    """Off a terminal: one line per cell on stdout; on stderr the line when the first job starts, one at most every
+    ``interval`` seconds (here every cell), and the last; the ETA is the mean time of the cells run times those left."""
+    from ablate.progress import SweepProgress
+
+    out, err = io.StringIO(), io.StringIO()
+    sweep = SweepProgress(5, out=out, err=err, interval=0.0)
+    sweep.cell(0, "C k=1", "ndcg@10 0.744", None, reused=True)
+    sweep.begin()
+    sweep.cell(1, "C k=10", "ndcg@10 0.705  recall@10 0.902", 2.0)
+    sweep.cell(2, "C k=60", "ndcg@10 0.707", 4.0)
+    assert sweep.line().endswith(", eta 6s") and "3/5 cells, 1 reused" in sweep.line()  # 2 left x mean 3 s
+    sweep.fail(3, "C k=100", 3.0)
+    sweep.cell(4, "C k=200", "ndcg@10 0.688", 3.0)
+    sweep.close()
+    assert out.getvalue().splitlines() == [
+        "[1/5] C k=1  ndcg@10 0.744  (reused)",
+        "[2/5] C k=10  ndcg@10 0.705  recall@10 0.902  2.0 s",
+        "[3/5] C k=60  ndcg@10 0.707  4.0 s",
+        "[4/5] C k=100  FAILED (the error is above)  3.0 s",
+        "[5/5] C k=200  ndcg@10 0.688  3.0 s",
+    ]
+    lines = err.getvalue().splitlines()
+    assert lines[0] == "[sweep] running 4 of 5 cells" and "\r" not in err.getvalue()
+    assert lines[1].startswith("[sweep] 2/5 cells, 1 reused, ") and lines[1].endswith("eta 6s")
+    assert lines[-1].startswith("[sweep] 5 cells in ") and lines[-1].endswith(
+        ": 4 run (mean 3.0 s), 1 reused, 1 failed"
+    )
+    assert len(lines) == 2 + 3  # the start, after each of the 3 cells before the last, the last

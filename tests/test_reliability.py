@@ -684,7 +684,7 @@ def test_a_tracking_server_lost_mid_sweep_costs_seconds_not_minutes(
         time.sleep(1.0)  # the first job is working
         os.killpg(server.pid, how)
 
-    stopped = _act_at(args, tmp_path, _env(tmp_path / "cache"), "[sweep] cell 1/3", lose)
+    stopped = _act_at(args, tmp_path, _env(tmp_path / "cache"), "[sweep] running 3 of 3 cells", lose)
     assert stopped.code == 1, stopped.err
     assert "Traceback" not in stopped.err and "Retrying" not in stopped.err, stopped.err
     assert stopped.seconds < within, stopped.err

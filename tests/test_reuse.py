@@ -8,6 +8,7 @@ import hashlib
 import io
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -227,12 +228,14 @@ def test_a_repeated_sweep_records_its_cells_as_reused_and_an_extended_one_runs_o
     extended = ablate([*base, "rrf.k=10,60,100", "hydra.sweep.dir=multirun/extended"], tmp_path, env)
     assert extended.returncode == 0, extended.stderr
     assert "2 of 3 cells reused" in extended.stderr and "running 1" in extended.stderr
-    assert "[sweep] job 1/1" in extended.stderr and "++rrf.k=100" in extended.stderr
+    assert re.search(r"^\[3/3\] C k=100  .* \d+\.\d s$", extended.stdout, re.M), (
+        extended.stdout
+    )  # the one run
     forced = ablate(
         [*base, "rrf.k=10,60", "tracking.reuse=false", "hydra.sweep.dir=multirun/forced"], tmp_path, env
     )
     assert forced.returncode == 0, forced.stderr
-    assert "reused" not in forced.stderr and "[sweep] cell 2/2" in forced.stderr
+    assert "reused" not in forced.stderr + forced.stdout and "[2/2] C k=60  " in forced.stdout
 
     t = Tracker(uri)
     exp = t.experiment_id("demo", create=False)
@@ -320,10 +323,8 @@ def test_under_hydras_basic_sweeper_each_job_finds_its_reused_run_itself(tmp_pat
     assert first.returncode == 0, first.stderr
     basic = ablate([*base, "hydra/sweeper=basic"], tmp_path, env)
     assert basic.returncode == 0, basic.stderr
-    assert (
-        "cells reused" not in basic.stderr and "[sweep] cell 2/2" in basic.stderr
-    )  # launched, not planned away
-    assert basic.stdout.count("reused run ") == 2  # ... and each job recorded its reuse
+    assert "cells reused" not in basic.stderr and "[2/2] B  " in basic.stdout  # launched, not planned away
+    assert basic.stdout.count("  (reused)\n") == 2  # ... and each job recorded its reuse
     t = Tracker(uri)
     parent = t.find_runs(None, f"tags.`{R.T_ROLE}` = '{R.ROLE_SWEEP_PARENT}'", newest_first=True)[0]
     kids = t.children(parent.run_id)

@@ -121,3 +121,125 @@ def batches(module: str, label: str, total_items: int, batch_size: int, enabled:
     finally:
         mod.trange = original
         progress.close()
+
+
+class SweepProgress:
+    """The console of a ``-m`` sweep: one line per cell as it ends (on stdout: its label, headline figures and time,
+    or ``(reused)``), and one overall line on stderr: when the first job starts, then on a terminal redrawn after
+    every cell (off a terminal at most every ``interval`` seconds), and a last one when the sweep ends. The ETA is
+    the mean time of the cells that ran times the cells left; reused cells are counted apart (they cost nothing)."""
+
+    def __init__(
+        self,
+        total: int,
+        out: IO[str] | None = None,
+        err: IO[str] | None = None,
+        interval: float = 30.0,
+    ) -> None:
+        self.total = total
+        self.out, self.err = out, err
+        self.interval = interval
+        self.start = self._last = time.perf_counter()
+        self.ran: list[float] = []
+        self.reused = self.failed = 0
+        self.started = self.closed = False
+        self._drawn = False
+
+    @property
+    def done(self) -> int:
+        return len(self.ran) + self.reused
+
+    def _streams(self) -> tuple[IO[str], IO[str]]:
+        return self.out or sys.stdout, self.err or sys.stderr
+
+    def _tty(self) -> bool:
+        return bool(getattr(self._streams()[1], "isatty", lambda: False)())
+
+    def line(self) -> str:
+        """``[sweep] 3/12 cells, 1 reused, 7s elapsed, eta 19s``."""
+        elapsed = time.perf_counter() - self.start
+        text = f"[sweep] {self.done}/{self.total} cells"
+        if self.reused:
+            text += f", {self.reused} reused"
+        if self.failed:
+            text += f", {self.failed} failed"
+        text += f", {_duration(elapsed)} elapsed"
+        left = self.total - self.done
+        if self.ran and left > 0:
+            text += f", eta {_duration(left * sum(self.ran) / len(self.ran))}"
+        return text
+
+    def _say(self, text: str, final: bool = False) -> None:
+        """The overall line: redrawn in place on a terminal (ended by a newline when ``final``), else a new line."""
+        err = self._streams()[1]
+        if self._tty():
+            err.write("\r\x1b[K" + text + ("\n" if final else ""))
+            self._drawn = not final
+        else:
+            err.write(text + "\n")
+        err.flush()
+        self._last = time.perf_counter()
+
+    def begin(self, text: str | None = None) -> None:
+        """Said once, before the first job starts: ``text``, else ``[sweep] running N of M cells``."""
+        if self.started:
+            return
+        self.started = True
+        self._say(text or f"[sweep] running {self.total - self.done} of {self.total} cells")
+
+    def cell(self, index: int, label: str, figures: str, seconds: float | None, reused: bool = False) -> None:
+        """One cell ended: its line (``[3/12] C k=60 window=20  ndcg@10 0.688  recall@10 0.843  2.1 s``)."""
+        out, err = self._streams()
+        if self._drawn:  # clear the overall line before a result line takes its place
+            err.write("\r\x1b[K")
+            err.flush()
+            self._drawn = False
+        print(cell_line(index, self.total, label, figures, seconds, reused), file=out, flush=True)
+        if reused:
+            self.reused += 1
+        elif seconds is not None:
+            self.ran.append(seconds)
+        due = self._tty() or time.perf_counter() - self._last >= self.interval
+        if self.started and self.done < self.total and due:
+            self._say(self.line())
+
+    def fail(self, index: int, label: str, seconds: float) -> None:
+        self.failed += 1
+        self.cell(index, label, "FAILED (the error is above)", seconds)
+
+    def close(self, launched: int | None = None) -> None:
+        """The last overall line: how long the sweep took, cells run (their mean time) and reused."""
+        if self.closed or not (self.started or self.done):
+            return
+        self.closed = True
+        elapsed = time.perf_counter() - self.start
+        parts = []
+        if self.ran:
+            parts.append(f"{len(self.ran)} run (mean {sum(self.ran) / len(self.ran):.1f} s)")
+        elif launched:
+            parts.append(f"{launched} run")
+        if self.reused:
+            parts.append(f"{self.reused} reused")
+        if self.failed:
+            parts.append(f"{self.failed} failed")
+        self._say(
+            f"[sweep] {self.total} cells in {_duration(elapsed)}: {', '.join(parts) or 'none run'}",
+            final=True,
+        )
+
+
+def cell_line(
+    index: int, total: int, label: str, figures: str, seconds: float | None, reused: bool = False
+) -> str:
+    """``[3/12] C k=60 window=20  ndcg@10 0.688  recall@10 0.843  2.1 s`` (``(reused)`` for a reused cell)."""
+    took = "(reused)" if reused else (f"{seconds:.1f} s" if seconds is not None else "")
+    return f"[{index + 1}/{total}] {label}  {figures}  {took}".rstrip()
+
+
+#: The figures of a sweep's cell line, in order (``correct``: answers, with a generator).
+CELL_FIGURES: tuple[str, ...] = ("ndcg@10", "recall@10", "correct")
+
+
+def cell_figures(values: dict[str, Any]) -> str:
+    """``ndcg@10 0.688  recall@10 0.843`` from a job's headline values (missing or None ones left out)."""
+    return "  ".join(f"{k} {float(values[k]):.3f}" for k in CELL_FIGURES if values.get(k) is not None)

@@ -61,6 +61,9 @@ T_VARIANT = "ablate.variant"
 T_VARIANT_ORDER = "ablate.variant_order"
 T_GIT = "ablate.git_commit"
 T_SWEEP = "ablate.sweep"
+#: a sweep's child: its cell's place in the sweep as declared (0 = the first cell of Hydra's cartesian product); the
+#: summary and the report list a sweep's runs in this order
+T_SWEEP_INDEX = "ablate.sweep_index"
 T_ROLE = "ablate.role"
 ROLE_SWEEP_PARENT = "sweep-parent"
 T_OVERRIDES = "ablate.overrides"
@@ -275,6 +278,14 @@ class RecordedRun:
             return float(self.tags.get(T_VARIANT_ORDER, "inf"))
         except ValueError:
             return float("inf")
+
+    @property
+    def sweep_index(self) -> int | None:
+        """The run's place in its sweep as declared (:data:`T_SWEEP_INDEX`), None outside a sweep."""
+        try:
+            return int(self.tags[T_SWEEP_INDEX])
+        except (KeyError, ValueError):
+            return None
 
     @property
     def split(self) -> str | None:

@@ -22,7 +22,7 @@ from typing import Any
 from ablate import record as R
 from ablate.app import interrupts
 from ablate.app.paths import CONF_DIR, register_resolvers
-from ablate.app.plan import Plan, is_multirun, task_cell
+from ablate.app.plan import Plan, cell_labels, is_multirun, task_cell
 from ablate.errors import AblateError
 
 log = logging.getLogger("ablate")
@@ -39,6 +39,8 @@ ENV_TEST_CONFIRMED = "ABLATE_TEST_CONFIRMED"
 #: The command-line flag that confirms a sweep on the held-out split; it becomes the override below, so the config
 #: (and the run's recorded overrides) hold it like any other setting.
 CONFIRM_TEST_FLAG, CONFIRM_TEST_OVERRIDE = "--confirm-test", "heldout.confirm_test=true"
+#: ``-v`` / ``--verbose``: every query-accounting counter of each run on the console (the setting ``verbose``).
+VERBOSE_FLAGS, VERBOSE_OVERRIDE = ("-v", "--verbose"), "verbose=true"
 EXIT_CONFIG, EXIT_FAILED = 2, 1  # an interrupt exits 128 + the signal: 130, 143 (ablate.app.interrupts)
 
 
@@ -47,6 +49,12 @@ def confirm_test_flag(argv: list[str]) -> list[str]:
     (last, so it wins over an earlier ``heldout.confirm_test=false``)."""
     rest = [a for a in argv if a != CONFIRM_TEST_FLAG]
     return [*rest, CONFIRM_TEST_OVERRIDE] if len(rest) != len(argv) else rest
+
+
+def verbose_flag(argv: list[str]) -> list[str]:
+    """Strip ``-v``/``--verbose`` (Hydra does not know them) and, when given, append ``verbose=true``."""
+    rest = [a for a in argv if a not in VERBOSE_FLAGS]
+    return [*rest, VERBOSE_OVERRIDE] if len(rest) != len(argv) else rest
 
 
 def stage_overrides_where_they_run(argv: list[str]) -> list[str]:
@@ -112,6 +120,8 @@ class Command:
     jobs; such a job builds its JobSpec from its config and looks up reuse itself unless the plan settled it."""
 
     def __init__(self, plan: Plan, launch_dir: str) -> None:
+        from ablate.progress import SweepProgress
+
         self.plan = plan
         self.launch_dir = launch_dir
         self.size = len(plan)
@@ -121,20 +131,50 @@ class Command:
         )
         #: how many jobs the sweeper launched, when some cells were reused (jobs number themselves in it)
         self.launched: int | None = None
+        #: a sweep's cells (their task overrides) -> (place as declared, label): the console's line and the run's
+        #: name (plain strings: they travel to a launcher's workers with the command)
+        labels = cell_labels([c.overrides for c in plan.cells], [c.job.variant for c in plan.cells])
+        self.places: dict[tuple[str, ...], tuple[int, str]] = (
+            {
+                task_cell(c.overrides): (i, label)
+                for i, (c, label) in enumerate(zip(plan.cells, labels, strict=True))
+            }
+            if plan.multirun
+            else {}
+        )
+        #: the sweep's console (this process only: a launcher's worker prints its cells' lines alone)
+        self.progress: SweepProgress | None = (
+            SweepProgress(self.size) if plan.multirun and self.size else None
+        )
 
     def __getstate__(self) -> dict[str, Any]:
-        """Pickled into another process (a launcher's worker): everything but the plan's built jobs."""
-        return {**self.__dict__, "plan": Plan(multirun=self.plan.multirun)}
+        """Pickled into another process (a launcher's worker): everything but the plan's built jobs and the
+        sweep's console."""
+        return {**self.__dict__, "plan": Plan(multirun=self.plan.multirun), "progress": None}
+
+    def place(self, overrides: tuple[str, ...], num: int | None) -> tuple[int, str] | None:
+        """(place as declared, label) of this job's cell in a sweep; None for a single run."""
+        if num is None:
+            return None
+        return self.places.get(task_cell(overrides), (num, " ".join(overrides) or "(defaults)"))
 
     def __call__(self, cfg: Any) -> dict[str, Any]:
         """One job; a failure is one line (the run, if it started, is FAILED in MLflow) and, in a sweep, the sweep
-        goes on with the job counted as failed."""
+        goes on with the job counted as failed. A sweep's job ends with its one line (:meth:`_cell_line`)."""
+        import time
+
         settle_heap()  # the command's process only: library callers keep their own collector settings
+        _, _, overrides, num = _sweep_context()
+        place = self.place(overrides, num)
+        if place is not None and self.progress is not None:
+            self.progress.begin()
+        t0 = time.perf_counter()
         try:
-            return self.run(cfg)
+            out = self.run(cfg, place)
         except AblateError as e:
             print(f"error: {e}", file=sys.stderr)
             if self.plan.multirun:
+                self._cell_line(place, None, time.perf_counter() - t0)
                 return {"error": str(e)}
             sys.exit(EXIT_CONFIG)
         except Exception as e:  # an unexpected failure: still one line, still FAILED in MLflow
@@ -145,26 +185,41 @@ class Command:
                 file=sys.stderr,
             )
             if self.plan.multirun:
+                self._cell_line(place, None, time.perf_counter() - t0)
                 return {"error": str(e)}
             sys.exit(EXIT_FAILED)
+        self._cell_line(place, out, time.perf_counter() - t0)
+        return out
 
-    def run(self, cfg: Any) -> dict[str, Any]:
+    def _cell_line(self, place: tuple[int, str] | None, out: dict[str, Any] | None, seconds: float) -> None:
+        """A sweep's job ended: its one line (``out`` None: it failed), through the sweep's console when this
+        process has it."""
+        from ablate.progress import cell_figures, cell_line
+
+        if place is None:
+            return
+        index, label = place
+        reused = out is not None and bool(out.get("reused_from"))
+        if self.progress is not None:
+            if out is None:
+                self.progress.fail(index, label, seconds)
+            else:
+                self.progress.cell(index, label, cell_figures(out), seconds, reused=reused)
+            return
+        figures = "FAILED (the error is above)" if out is None else cell_figures(out)
+        print(cell_line(index, self.size, label, figures, seconds, reused), flush=True)
+
+    def run(self, cfg: Any, place: tuple[int, str] | None = None) -> dict[str, Any]:
         """One configured job: its planned JobSpec (else one built from ``cfg``) run by
-        :func:`ablate.runner.job.run_job`. Returns the headline metrics and the run id."""
+        :func:`ablate.runner.job.run_job`, named by ``place`` in a sweep. Returns the headline metrics and the run
+        id."""
         from ablate.app.config import job_from_config, print_notes
         from ablate.runner.job import run_job
 
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
         register_resolvers()  # also in joblib workers, which never ran main()
-        sweep_id, sweep_dir, overrides, num = _sweep_context()
-        if num is not None:
-            which = (
-                f"job {num + 1}/{self.launched} (the other cells reused)"
-                if self.launched is not None
-                else f"cell {num + 1}/{self.size or '?'}"
-            )
-            print(f"[sweep] {which}: {' '.join(overrides) or '(defaults)'}", file=sys.stderr)
+        sweep_id, sweep_dir, overrides, _ = _sweep_context()
         parent = _parent_run(sweep_dir)
         cell = self.plan.cell(overrides)
         if cell is not None:
@@ -181,9 +236,15 @@ class Command:
                 notes=notes,
             )
             print_notes(notes)
+        if place is not None and task_cell(overrides) in self.places:  # a cell the plan labelled
+            job = replace(job, run_name=place[1], sweep_index=place[0])
         if task_cell(overrides) in self.settled:  # the plan found no finished run: no second look-up
             job = replace(job, output=replace(job.output, reuse=False))
-        return run_job(job).headline()
+        done = run_job(job)
+        out = done.headline()
+        if done.reused_from:
+            out["reused_from"] = done.reused_from
+        return out
 
 
 def _fail(message: str, code: int) -> None:
@@ -234,7 +295,7 @@ def main() -> None:
 
 
 def _main() -> None:
-    sys.argv[1:] = argv = flags_first(confirm_test_flag(sys.argv[1:]))
+    sys.argv[1:] = argv = flags_first(verbose_flag(confirm_test_flag(sys.argv[1:])))
     if any(a in ("-h", "--help") for a in argv):  # before Hydra is imported: the help reads conf/ as text
         from ablate.app.help import print_help
 
@@ -265,6 +326,8 @@ def _main() -> None:
             interrupts.close_runs(failure_reason(e))
         raise
     if multirun and not introspect:
+        if command.progress is not None:  # under a sweeper that did not close it (hydra/sweeper=basic)
+            command.progress.close()
         _exit_for_failed_jobs(plan)
 
 

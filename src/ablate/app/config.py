@@ -48,6 +48,7 @@ SETTINGS_KEYS = (
     "tracking",
     "cache",
     "progress",
+    "verbose",
     "hydra",
 )
 _INTERPOLATION = re.compile(r"^\$\{([A-Za-z_][\w.]*)\}$")
@@ -236,6 +237,7 @@ def job_from_config(
             cache_dir=_opt(cache.get("dir")),
             cache_enabled=cache.get("enabled", True),
             progress=cfg.get("progress", True),
+            verbose=cfg.get("verbose", False),
             reuse=tracking.get("reuse", True),
         )
         variant = _plain(cfg, "variant")

@@ -26,6 +26,7 @@ Common commands:
   python -m ablate corpus=scifact variant=A                      a shared dataset (or corpus=beir corpus.path=DIR)
   python -m ablate -m variant=A,B,C bm25.k1=1.2                  a stage parameter applies where that stage runs
   python -m ablate -m corpus=scifact variant=A,B --confirm-test  the one final sweep on a held-out test split
+  python -m ablate -m variant=A,B -v                             -v: every query counter of each run, too
   python -m ablate --cfg job variant=D                           print the composed config
   python -m ablate.report                                        the report of the latest sweep
   python -m ablate.evaluate --from-run RUN_ID                    re-score a tracked run from its run.trec

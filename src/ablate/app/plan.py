@@ -116,3 +116,33 @@ class Plan:
 
     def reused(self) -> int:
         return sum(1 for c in self.cells if c.reuse is not None)
+
+
+#: A run name longer than this is cut (MLflow shows names in one table cell).
+MAX_LABEL = 200
+
+
+def cell_labels(cells: Sequence[Sequence[str]], names: Sequence[str]) -> list[str]:
+    """Each cell's label, as the console prints it and MLflow names its run: the cell's ``name`` (its variant), plus
+    the values of the overrides that tell cells of that name apart, keys cut to their last part unless two share it
+    (``C k=1 window=20`` for ``variant=C ++rrf.k=1 retrieval.window=20``). A cell alone under its name is the name."""
+    parsed = [
+        {o.partition("=")[0].lstrip("+~"): o.partition("=")[2] for o in task_cell(cell)} for cell in cells
+    ]
+    by_name: dict[str, list[int]] = {}
+    for i, name in enumerate(names):
+        by_name.setdefault(name, []).append(i)
+    labels = list(names)
+    for name, group in by_name.items():
+        keys = [
+            k
+            for k in dict.fromkeys(k for i in group for k in parsed[i])
+            if k != "variant" and len({parsed[i].get(k) for i in group}) > 1
+        ]
+        last = [k.rsplit(".", 1)[-1] for k in keys]
+        short = {k: (t if last.count(t) == 1 else k) for k, t in zip(keys, last, strict=True)}
+        for i in group:
+            parts = [f"{short[k]}={parsed[i][k]}" for k in keys if k in parsed[i]]
+            label = " ".join([name, *parts])
+            labels[i] = label if len(label) <= MAX_LABEL else label[: MAX_LABEL - 1] + "…"
+    return labels

@@ -14,8 +14,12 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
-from ablate.app.plan import Cell, Plan
+from ablate.app.plan import Cell, Plan, task_cell
+
+if TYPE_CHECKING:
+    from ablate.progress import SweepProgress
 
 
 def look_up(plan: Plan) -> int:
@@ -53,51 +57,78 @@ def look_up(plan: Plan) -> int:
 
 
 def record_planned(
-    cell: Cell, overrides: Sequence[str], sweep_id: str, parent_run_id: str | None, label: str
+    cell: Cell,
+    overrides: Sequence[str],
+    sweep_id: str,
+    parent_run_id: str | None,
+    place: tuple[int, str],
+    progress: SweepProgress,
 ) -> None:
-    """Record the planned reuse of ``cell`` (launched as ``overrides``) under the sweep's parent. A copy that fails
-    ends its run FAILED with the reason (counted as a failed job) and is reported; the sweep goes on."""
+    """Record the planned reuse of ``cell`` (launched as ``overrides``; ``place``: its place as declared and its
+    label, the run's name) under the sweep's parent, and say it in its one line. A copy that fails ends its run
+    FAILED with the reason (counted as a failed job) and is reported; the sweep goes on."""
+    from ablate import record as R
+    from ablate.progress import cell_figures
     from ablate.runner.job import start_tags
     from ablate.runner.reuse import print_reused, record_reuse
     from ablate.tracking import shared_tracker
 
     found = cell.reuse
     assert found is not None and found.source is not None  # only found sources are planned
-    job = replace(cell.job, sweep_id=sweep_id, parent_run_id=parent_run_id, overrides=tuple(overrides))
+    index, label = place
+    job = replace(
+        cell.job,
+        sweep_id=sweep_id,
+        parent_run_id=parent_run_id,
+        overrides=tuple(overrides),
+        run_name=label,
+        sweep_index=index,
+    )
     tracker = shared_tracker(job.output.tracking_uri)
-    print(f"[sweep] {label}: {' '.join(overrides) or '(defaults)'}: reused", file=sys.stderr)
     try:
         run_id = record_reuse(tracker, job, found, start_tags(job))
     except Exception as e:  # noqa: BLE001 - one cell's failure is the sweep's to count, not to crash on
         print(f"error: could not record the reuse of run {found.source.run_id}: {e}", file=sys.stderr)
+        progress.fail(index, label, 0.0)
         return
-    print_reused(job, run_id, found.source, tracker.uri)
+    print_reused(job, run_id, found.source, tracker.uri, brief=True, verbose=job.output.verbose)
+    metrics = found.source.metrics
+    headline = {k: metrics.get(R.metric_key(k)) for k in ("ndcg@10", "recall@10")}
+    progress.cell(
+        index, label, cell_figures({**headline, "correct": metrics.get("answer_correct")}), None, True
+    )
 
 
 def run_cells(
-    plan: Plan, batches: list[list[list[str]]], sweep_dir: str, parent: str | None
+    plan: Plan,
+    batches: list[list[list[str]]],
+    sweep_dir: str,
+    parent: str | None,
+    places: dict[tuple[str, ...], tuple[int, str]],
+    progress: SweepProgress,
 ) -> list[list[list[str]]]:
-    """Record every planned cell of ``batches`` as a reused run under ``parent`` (the sweep's parent run); returns
-    the batches of the cells left to launch (empty batches dropped)."""
+    """Record every planned cell of ``batches`` as a reused run under ``parent`` (the sweep's parent run), named
+    and placed by ``places`` (:attr:`ablate.app.cli.Command.places`), each said on ``progress``; returns the
+    batches of the cells left to launch (empty batches dropped)."""
     total = sum(len(b) for b in batches)
     out: list[list[list[str]]] = []
     position = 0
     for batch in batches:
         left = []
         for overrides in batch:
-            position += 1
             cell = plan.cell(overrides)
             if cell is not None and cell.reuse is not None:
-                record_planned(cell, overrides, sweep_dir, parent, f"cell {position}/{total}")
+                place = places.get(task_cell(overrides), (position, " ".join(overrides)))
+                record_planned(cell, overrides, sweep_dir, parent, place, progress)
             else:
                 left.append(overrides)
+            position += 1
         if left:
             out.append(left)
     launched = sum(len(b) for b in out)
     if launched < total:
-        print(
+        progress.begin(
             f"[sweep] {total - launched} of {total} cells reused finished runs with the same inputs "
-            f"(tracking.reuse=false runs them again); running {launched}",
-            file=sys.stderr,
+            f"(tracking.reuse=false runs them again); running {launched}"
         )
     return out

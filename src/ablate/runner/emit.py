@@ -337,23 +337,82 @@ def latency_note(answers: Any) -> str:
     return text + (f" ({'; '.join(notes)})" if notes else "")
 
 
-def print_run_summary(
-    result: Any, run_id: str, uri: str, experiment: str, stream: IO[str] | None = None, artifacts: str = ""
+#: Accounting counters that say queries were not scored as declared: any of them above zero gets one warning line,
+#: with or without ``-v`` (no query is dropped silently). Every counter is in ``accounting.json`` and the run's
+#: ``queries_*`` metrics; ``-v`` prints them all. An empty result is a problem only for an answerable question (it
+#: scores 0 there); for a no-answer question it is the refusal wanted.
+PROBLEM_COUNTERS: tuple[str, ...] = (
+    "missing_from_run",
+    "excluded_missing",
+    "not_in_query_set",
+    "qrels_not_in_query_set",
+)
+
+
+def accounting_lines(
+    accounting: dict[str, Any], split: str | None, label: str, verbose: bool
+) -> tuple[list[str], list[str]]:
+    """(lines for stdout, warnings for stderr) of a run's query accounting: the counter line only when ``verbose``;
+    one warning when a :data:`PROBLEM_COUNTERS` counter is above zero or an answerable question got an empty
+    result."""
+    counts = {k: v for k, v in accounting.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+    out = [f"queries ({split}): " + ", ".join(f"{k}={v:g}" for k, v in counts.items())] if verbose else []
+    problems = [f"{k}={counts[k]:g}" for k in PROBLEM_COUNTERS if counts.get(k)]
+    by_category = accounting.get("by_category")
+    empty = by_category.get("answerable", {}).get("empty_result", 0) if isinstance(by_category, dict) else 0
+    if empty:
+        problems.append(f"empty_result={empty} (answerable, scored 0)")
+    warn = (
+        [
+            f"warning: {label} ({split}): {', '.join(problems)}: queries not scored as declared (every counter: "
+            "accounting.json and the queries_* metrics of the run; -v prints them)"
+        ]
+        if problems
+        else []
+    )
+    return out, warn
+
+
+def print_accounting(
+    accounting: dict[str, Any], split: str | None, label: str, verbose: bool, stream: IO[str] | None = None
 ) -> None:
+    """:func:`accounting_lines`, printed: the counters on ``stream`` (stdout), the warning on stderr."""
+    out, warn = accounting_lines(accounting, split, label, verbose)
+    for line in out:
+        print(line, file=stream or sys.stdout)
+    for line in warn:
+        print(line, file=sys.stderr)
+
+
+def print_run_summary(
+    result: Any,
+    run_id: str,
+    uri: str,
+    experiment: str,
+    stream: IO[str] | None = None,
+    artifacts: str = "",
+    brief: bool = False,
+    verbose: bool = False,
+    label: str = "",
+) -> None:
+    """What a run prints: its headline table, the answers' line and where the run is; only the accounting (the
+    counters with ``verbose``, a warning when queries were not scored) when ``brief`` (a sweep's cell, whose one
+    line the command prints)."""
     stream = stream or sys.stdout
     ev = result.evaluation
-    acc = ev.accounting
-    cols = [k for k in R.HEADLINE if k in ev.means]
-    row = {"variant": result.variant, **{k: fmt(ev.means[k]) for k in cols}}
-    print(format_table([row], ["variant", *cols]), file=stream)
-    counts = ", ".join(
-        f"{k}={v}" for k, v in acc.items() if isinstance(v, (int, float)) and not isinstance(v, bool)
-    )
-    print(f"queries ({result.split}): {counts}", file=stream)
-    if result.projection_counts is not None and result.projection is not None:
+    if not brief:
+        cols = [k for k in R.HEADLINE if k in ev.means]
+        row = {"variant": result.variant, **{k: fmt(ev.means[k]) for k in cols}}
+        print(format_table([row], ["variant", *cols]), file=stream)
+    print_accounting(ev.accounting, result.split, label or result.variant, verbose, stream)
+    if (
+        result.projection_counts is not None and result.projection is not None
+    ):  # the unit changed: said even for a sweep's cell
         print(
             projection_line(result.projection_counts, result.projection, result.projected_onto), file=stream
         )
+    if brief:
+        return
     if result.answers is not None:
         a = result.answers
         scored = a[a["answerable"]]

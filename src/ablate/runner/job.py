@@ -48,7 +48,9 @@ class JobSpec:
     ``variant_order``: its place in the ablation table; ``config_yaml``: the composed config, attached as an artifact;
     ``param_sources``: config keys that feed a stage parameter (``retrieval.window`` -> ``rrf.window``);
     ``overrides``: this job's command-line overrides; ``sweep_id``/``parent_run_id``: the sweep it belongs to;
-    ``test_confirmed``: the user confirmed a run on the held-out split as the final one (tagged on test runs)."""
+    ``test_confirmed``: the user confirmed a run on the held-out split as the final one (tagged on test runs);
+    ``run_name``: the MLflow run's name (a sweep's cell label, ``C k=1 window=20``; empty: the variant);
+    ``sweep_index``: the cell's place in its sweep as declared (tagged, orders the summary and the report)."""
 
     variant: str
     pipeline: Pipeline
@@ -62,6 +64,8 @@ class JobSpec:
     sweep_id: str | None = None
     parent_run_id: str | None = None
     test_confirmed: bool = False
+    run_name: str = ""
+    sweep_index: int | None = None
 
 
 @dataclass(frozen=True)
@@ -76,10 +80,18 @@ class JobResult:
     metrics: dict[str, float] = field(default_factory=dict)
 
     def headline(self) -> dict[str, Any]:
+        """The run id, the headline metrics and, with a generator, ``correct`` (the answerable questions' mean)."""
         if self.result is None:
-            return {"run_id": self.run_id, **{k: self.metrics.get(R.metric_key(k)) for k in R.HEADLINE}}
+            out = {"run_id": self.run_id, **{k: self.metrics.get(R.metric_key(k)) for k in R.HEADLINE}}
+            if "answer_correct" in self.metrics:
+                out["correct"] = self.metrics["answer_correct"]
+            return out
         means = self.result.evaluation.means
-        return {"run_id": self.run_id, **{k: means.get(k) for k in R.HEADLINE}}
+        out = {"run_id": self.run_id, **{k: means.get(k) for k in R.HEADLINE}}
+        answers = self.result.answers
+        if answers is not None and bool(answers["answerable"].any()):
+            out["correct"] = float(answers[answers["answerable"]]["correct"].mean())
+        return out
 
 
 @functools.cache
@@ -104,6 +116,8 @@ def start_tags(job: JobSpec) -> dict[str, str]:
         tags[R.T_VARIANT_ORDER] = f"{job.variant_order:g}"
     if job.sweep_id:
         tags[R.T_SWEEP] = job.sweep_id
+    if job.sweep_index is not None:
+        tags[R.T_SWEEP_INDEX] = str(job.sweep_index)
     if job.overrides:
         tags[R.T_OVERRIDES] = " ".join(job.overrides)
     if job.param_sources:
@@ -202,10 +216,13 @@ def run_job(
         if found.source is not None:
             source = found.source
             run_id = record_reuse(tracker, job, found, start_tags(job))
-            print_reused(job, run_id, source, tracker.uri, stream=stream)
+            print_reused(
+                job, run_id, source, tracker.uri, stream, job.sweep_id is not None, job.output.verbose
+            )
             _say_exploratory(job, snapshot, stream)
             return JobResult(run_id, None, snapshot, reused_from=source.run_id, metrics=dict(source.metrics))
-    with tracker.run(job.output.experiment, job.variant, start_tags(job), job.parent_run_id) as run_id:
+    name = job.run_name or job.variant
+    with tracker.run(job.output.experiment, name, start_tags(job), job.parent_run_id) as run_id:
         result = run_pipeline(
             snapshot,
             job.corpus.split,
@@ -240,14 +257,12 @@ def run_job(
         tracker.log_files(run_id, artifacts_for(result, snapshot, job.config_yaml, undefined))
         # the record is complete: seal it with its digest, read back from the store (reuse checks it)
         seal(tracker, run_id)
-        print_run_summary(
-            result,
-            run_id,
-            tracker.uri,
-            job.output.experiment,
-            stream=stream,
-            artifacts=tracker.artifact_uri(run_id),
-        )
+        where = (run_id, tracker.uri, job.output.experiment)
+        brief, verbose = (
+            job.sweep_id is not None,
+            job.output.verbose,
+        )  # a sweep's cell: the command's one line
+        print_run_summary(result, *where, stream, tracker.artifact_uri(run_id), brief, verbose, name)
     _say_exploratory(job, snapshot, stream)
     return JobResult(run_id, result, snapshot)
 

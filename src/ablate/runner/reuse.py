@@ -60,6 +60,8 @@ class Job(Protocol):
     @property
     def variant(self) -> str: ...
     @property
+    def run_name(self) -> str: ...
+    @property
     def variant_order(self) -> float | None: ...
     @property
     def pipeline(self) -> Pipeline: ...
@@ -221,7 +223,7 @@ def record_reuse(tracker: Tracker, job: Job, found: Lookup, start_tags: dict[str
         artifacts[R.A_CONFIG] = hashlib.sha256(files[R.A_CONFIG]).hexdigest()
         skip.append(R.A_CONFIG)
     files[R.A_RECORD_DIGEST] = manifest(source.params, source.metrics, artifacts)
-    with tracker.run(job.output.experiment, job.variant, tags, job.parent_run_id) as run_id:
+    with tracker.run(job.output.experiment, job.run_name or job.variant, tags, job.parent_run_id) as run_id:
         tracker.copy_artifacts(source.run_id, run_id, skip=skip)
         tracker.log_files(run_id, files)
         sealed = {R.T_RECORD_DIGEST: digest(files[R.A_RECORD_DIGEST])}
@@ -229,14 +231,30 @@ def record_reuse(tracker: Tracker, job: Job, found: Lookup, start_tags: dict[str
     return run_id
 
 
-def print_reused(job: Job, run_id: str, source: RecordedRun, uri: str, stream: IO[str] | None = None) -> None:
-    """What a reused job prints: the headline row of the reused metrics and where both runs are."""
+def print_reused(
+    job: Job,
+    run_id: str,
+    source: RecordedRun,
+    uri: str,
+    stream: IO[str] | None = None,
+    brief: bool = False,
+    verbose: bool = False,
+) -> None:
+    """What a reused job prints: the headline row of the reused metrics and where both runs are; only the accounting
+    (:func:`ablate.runner.emit.print_accounting`, from the reused ``queries_*`` metrics) when ``brief`` (a sweep's
+    cell, whose one line the command prints)."""
+    from ablate.runner.emit import print_accounting
     from ablate.tables import fmt, format_table
 
     stream = stream or sys.stdout
-    cols = [k for k in R.HEADLINE if R.metric_key(k) in source.metrics]
-    row = {"variant": job.variant, **{k: fmt(source.metrics[R.metric_key(k)]) for k in cols}}
-    print(format_table([row], ["variant", *cols]), file=stream)
+    accounting = {k[len("queries_") :]: v for k, v in source.metrics.items() if k.startswith("queries_")}
+    if not brief:
+        cols = [k for k in R.HEADLINE if R.metric_key(k) in source.metrics]
+        row = {"variant": job.variant, **{k: fmt(source.metrics[R.metric_key(k)]) for k in cols}}
+        print(format_table([row], ["variant", *cols]), file=stream)
+    print_accounting(accounting, source.split, job.run_name or job.variant, verbose, stream)
+    if brief:
+        return
     print(
         f"reused run {source.run_id}: every input is the same (cell key {source.tags.get(R.T_CELL, '')[:12]}) and "
         "its record still matches its digest, so nothing ran again; tracking.reuse=false runs it anew",

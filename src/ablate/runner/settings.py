@@ -187,7 +187,8 @@ class RunSettings:
 
 @dataclass(frozen=True)
 class OutputSpec:
-    """Where a job writes: the MLflow ``tracking_uri`` and ``experiment``, the cache folder, progress lines.
+    """Where a job writes: the MLflow ``tracking_uri`` and ``experiment``, the cache folder, progress lines, and
+    ``verbose`` (``-v``): every query-accounting counter on the console, not only in the run's artifacts.
     ``reuse``: a FINISHED run of the experiment with the same inputs stands for this job instead of running it again
     (:mod:`ablate.runner.reuse`; the command line's ``tracking.reuse`` defaults to true, library callers opt in)."""
 
@@ -197,10 +198,12 @@ class OutputSpec:
     cache_enabled: bool = True
     progress: bool = True
     reuse: bool = False
+    verbose: bool = False
 
     def __post_init__(self) -> None:
         check_bool("cache.enabled", self.cache_enabled)
         check_bool("progress", self.progress)
+        check_bool("verbose", self.verbose)
         check_bool("tracking.reuse", self.reuse)
 
 

@@ -10,15 +10,23 @@ from ablate import record as R
 from ablate.record import RecordedRun
 from ablate.study.compare import varying_params
 from ablate.study.report import heldout_marking, run_labels
+from ablate.study.report.compute import one_sweep_declared
 from ablate.tables import fmt, format_table
 from ablate.tracking import Tracker
 
 
 def ordered_children(tracker: Tracker, parent_run_id: str) -> list[RecordedRun]:
-    """The sweep's child runs in ablation order (``variant.order``), then by name."""
-    return sorted(
-        tracker.children(parent_run_id), key=lambda r: (r.variant_order, r.variant, r.name, r.run_id)
-    )
+    """The sweep's child runs as the sweep was declared (their cells' places, ``ablate.sweep_index``), else (runs
+    without it) in ablation order (``variant.order``), then by name."""
+    return declared_order(tracker.children(parent_run_id))
+
+
+def declared_order(runs: list[RecordedRun]) -> list[RecordedRun]:
+    """``runs`` by their places in the sweep as declared when they are one sweep's and every one has its place,
+    else by ``variant.order`` and name (runs of older sweeps, or of several)."""
+    if one_sweep_declared(runs):
+        return sorted(runs, key=lambda r: (r.sweep_index or 0, r.start_time, r.run_id))
+    return sorted(runs, key=lambda r: (r.variant_order, r.variant, r.name, r.run_id))
 
 
 COMPACT: tuple[str, ...] = ("ndcg@10", "recall@10", "mrr@10", "hit@10")

@@ -53,12 +53,26 @@ def _files_under(root: Path) -> dict[str, Path]:
     return {f.relative_to(root).as_posix(): f for f in sorted(root.rglob("*")) if f.is_file()}
 
 
+#: Loggers of MLflow and of the schema migrations it runs, whose INFO lines ("Creating initial MLflow database
+#: tables...", "Updating database tables") are noise on ablate's console; their warnings and errors still show.
+QUIET_LOGGERS: tuple[str, ...] = ("mlflow", "alembic")
+
+
+def quiet_mlflow() -> None:
+    """MLflow's loggers at WARNING (MLflow sets its own to INFO when imported, so this follows the import)."""
+    import logging
+
+    for name in QUIET_LOGGERS:
+        logging.getLogger(name).setLevel(logging.WARNING)
+
+
 class Tracker:
     """A thin, explicit-run-id wrapper over ``MlflowClient``."""
 
     def __init__(self, uri: str) -> None:
         from mlflow.tracking import MlflowClient
 
+        quiet_mlflow()
         self.uri = uri
         self.client: Any  # an MlflowClient (a _ServerClient around one for a tracking server)
         self._artifact_uris: dict[str, str] = {}

@@ -56,7 +56,15 @@ class AblateSweeper(Sweeper):
         command = self.task_function if isinstance(self.task_function, Command) else None
         if command is not None and command.plan.cells:
             # the parent run exists: the sweep callback's on_multirun_start ran before the sweeper
-            todo = run_cells(command.plan, todo, str(sweep_dir.resolve()), os.environ.get(ENV_PARENT) or None)
+            if command.progress is not None:
+                todo = run_cells(
+                    command.plan,
+                    todo,
+                    str(sweep_dir.resolve()),
+                    os.environ.get(ENV_PARENT) or None,
+                    command.places,
+                    command.progress,
+                )
             launched = sum(len(b) for b in todo)
             command.launched = launched if launched < len(cells) else None
         returns: list[Sequence[JobReturn]] = []
@@ -69,4 +77,6 @@ class AblateSweeper(Sweeper):
                 _ = r.return_value  # a failed job raises here, as with Hydra's basic sweeper
             initial_job_idx += len(batch)
             returns.append(results)
+        if command is not None and command.progress is not None:
+            command.progress.close(launched=initial_job_idx)
         return returns

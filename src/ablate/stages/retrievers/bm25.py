@@ -192,7 +192,7 @@ class BM25Index:
 
     # -- building ----------------------------------------------------------------------------------------------------
     def _build_bm25s(self, corpus_tokens: list[list[str]]) -> None:
-        import bm25s
+        bm25s = import_bm25s()
 
         bm = bm25s.BM25(k1=self.k1, b=self.b, method=self.method)
         bm.index(corpus_tokens, show_progress=False)
@@ -288,7 +288,7 @@ class BM25Index:
         arrays, header = got
         terms: list[str] = header["terms"]
         if self.impl == "bm25s":
-            import bm25s
+            bm25s = import_bm25s()
 
             bm = bm25s.BM25(k1=self.k1, b=self.b, method=self.method)
             bm.scores = {
@@ -373,6 +373,17 @@ class BM25Index:
             idx = top_by_tie_rule(full, depth, self._id_order, keep)
             out.append((idx, full[idx]))
         return out
+
+
+def import_bm25s() -> Any:
+    """The bm25s module, its logger at WARNING: the library sets it to DEBUG when imported, so each index built
+    would print "Building index from tokens" on the console."""
+    import logging
+
+    import bm25s
+
+    logging.getLogger("bm25s").setLevel(logging.WARNING)
+    return bm25s
 
 
 class BM25Retriever:

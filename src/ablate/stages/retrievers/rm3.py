@@ -34,7 +34,7 @@ from ablate.data.types import TIE_RULE, Query, Run
 from ablate.errors import ConfigError
 from ablate.stages.base import Fingerprint, StageContext, check_float, check_int, fingerprint_of
 from ablate.stages.retrievers.base import ChunkTable, check_depth, check_mask, coded_run, top_by_tie_rule
-from ablate.stages.retrievers.bm25 import BM25Retriever
+from ablate.stages.retrievers.bm25 import BM25Retriever, import_bm25s
 
 #: Bump when the feedback or scoring rules of this module change (part of the stage fingerprint).
 CODE_VERSION = "ablate-rm3/1"
@@ -87,7 +87,7 @@ class RM3Retriever(BM25Retriever):
     def prepare(self, context: StageContext) -> None:
         if self._prepared_for == context.snapshot.fingerprint:
             return
-        import bm25s
+        bm25s = import_bm25s()
 
         t0 = time.perf_counter()
         chunks = context.snapshot.chunks

@@ -161,7 +161,7 @@ class SentenceTransformerEncoder:
             from sentence_transformers import SentenceTransformer
 
             t0 = time.perf_counter()
-            with quiet_transformers(not self.show_progress):
+            with quiet_transformers():  # its "Loading weights" bar is not progress of ablate's work
                 m = SentenceTransformer(self.resolved.path, device="cpu", local_files_only=True)
             m.max_seq_length = self.max_seq_length
             self._model = m

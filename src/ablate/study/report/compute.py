@@ -126,23 +126,28 @@ def _label_value(key: str, v: Any) -> str:
 
 
 def run_labels(records: Sequence[RecordedRun], swept: Sequence[str] = ()) -> dict[str, str]:
-    """Unique row labels: the run name, plus the swept params that tell runs of one name apart (short keys:
-    ``C k=1 window=20``), then other params all of them log, then an id prefix."""
-    by_name: dict[str, list[RecordedRun]] = {}
+    """Unique row labels. Runs of one variant: a run named by its sweep's cell (``C k=1 window=20``: a name of its
+    own, unique among them) keeps its name; any other gets its name plus the swept params that tell the variant's
+    runs apart (short keys: ``C k=1 window=20``), then other params all of them log; then an id prefix."""
+    by_variant: dict[str, list[RecordedRun]] = {}
     for r in records:
-        by_name.setdefault(r.name, []).append(r)
+        by_variant.setdefault(r.variant, []).append(r)
     labels: dict[str, str] = {}
-    for name, group in by_name.items():
+    for variant, group in by_variant.items():
         if len(group) == 1:
-            labels[group[0].run_id] = name
+            labels[group[0].run_id] = group[0].name
             continue
+        names = [r.name for r in group]
         common = [k for k in varying_params(group) if all(k in r.params for r in group)]
         keys = [k for k in dict.fromkeys([*swept, *common]) if k != "variant"]
         keys = [k for k in keys if len({repr(norm_value(r.params.get(k))) for r in group}) > 1]
         short = _short_keys(keys)
         for r in group:
+            if r.name != variant and names.count(r.name) == 1:  # a sweep's cell label (plan.cell_labels)
+                labels[r.run_id] = r.name
+                continue
             parts = [f"{short[k]}={_label_value(k, r.params.get(k))}" for k in keys]
-            labels[r.run_id] = " ".join([name, *parts])
+            labels[r.run_id] = " ".join([r.name, *parts])
     counts: dict[str, int] = {}
     for lab in labels.values():
         counts[lab] = counts.get(lab, 0) + 1
@@ -189,6 +194,9 @@ class Plan:
     ordered: list[RunRecord]
     labels: dict[str, str]
     heldout: HeldOutMarking = field(default_factory=lambda: HeldOutMarking({}, {}))
+    #: the runs by variant order and swept values: its first is the default baseline (``ordered`` is the rows'
+    #: order: the sweep's as declared when the runs are one sweep's, else this)
+    ranked: list[RunRecord] = field(default_factory=list)
 
     @property
     def shown(self) -> dict[str, str]:
@@ -251,9 +259,27 @@ def make_plan(records: list[RunRecord], swept: Sequence[str] | None) -> Plan:
     )
     if kind == "sweep":  # the first cell: smallest values of the swept params, in order
         ordered.sort(key=lambda r: tuple(_sort_value(p, r) for p in order_keys))
+    ranked = list(ordered)
+    if one_sweep_declared(records):  # the rows as the sweep was declared; the baseline stays the first ranked
+        ordered = sorted(records, key=lambda r: (r.sweep_index or 0, r.start_time, r.run_id))
     labels = run_labels(ordered, swept_l)
     return Plan(
-        kind, swept_l, factor, columns_params, order_keys, ordered, labels, heldout_marking(ordered, labels)
+        kind,
+        swept_l,
+        factor,
+        columns_params,
+        order_keys,
+        ordered,
+        labels,
+        heldout_marking(ordered, labels),
+        ranked,
+    )
+
+
+def one_sweep_declared(runs: Sequence[RecordedRun]) -> bool:
+    """Whether ``runs`` are cells of one sweep that all carry their place as declared (``ablate.sweep_index``)."""
+    return bool(runs) and (
+        all(r.sweep_index is not None for r in runs) and len({r.tags.get(R.T_SWEEP) for r in runs}) == 1
     )
 
 
@@ -441,7 +467,7 @@ def compute(
         metrics, cols = _at_doc_level(records, metrics)
     tables = {r.run_id: _prepare(r, cols) for r in records}
     plan = make_plan(records, swept)
-    base, warnings = _pick_baseline(plan.ordered, plan.kind, options.baseline, plan.labels)
+    base, warnings = _pick_baseline(plan.ranked, plan.kind, options.baseline, plan.labels)
     warnings = unit + warnings
     warnings += split_warnings(plan.ordered, plan.kind)
     checks = _checks(plan, base, options.force)  # may raise ComparisonRefused
