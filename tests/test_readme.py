@@ -1,4 +1,5 @@
-"""The README cannot drift from the config: every key and default its settings table names is what the config has."""
+"""The README cannot drift from the config: every key and default the settings table (docs/settings.md, linked from
+the README) names is what the config has."""
 
 from __future__ import annotations
 
@@ -11,12 +12,14 @@ from omegaconf import OmegaConf
 
 from ablate.app.paths import CONF_DIR, register_resolvers
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+REPO = Path(__file__).resolve().parents[1]
+README = REPO / "README.md"
+SETTINGS = REPO / "docs" / "settings.md"
 register_resolvers()
 
 
 def _table() -> list[list[str]]:
-    text = README.read_text(encoding="utf-8")
+    text = SETTINGS.read_text(encoding="utf-8")
     section = text.split("## Settings users rely on", 1)[1].split("\n## ", 1)[0]
     rows = [line for line in section.splitlines() if line.startswith("| `")]
     return [[c.strip() for c in line.strip("|").split("|")] for line in rows]
