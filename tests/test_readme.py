@@ -18,6 +18,7 @@ from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
 from ablate.app.paths import CONF_DIR, register_resolvers
+from ablate.study.sweep_summary import ANSWER_COLS
 
 REPO = Path(__file__).resolve().parents[1]
 README = REPO / "README.md"
@@ -186,7 +187,10 @@ def _compare_retrieval_columns(printed: dict[str, dict[str, str]], variants: lis
         assert v in printed, f"the console printed no {v} row: {sorted(printed)}"
         assert v in readme, f"the README's demo table has no {v} row"
         shared = [c for c in printed[v] if c not in ANSWER_COLUMNS]
-        assert set(shared) <= set(readme[v]), f"the console prints {shared}, the README has {list(readme[v])}"
+        columns = ["run", *shared, *ANSWER_COLS, "status"]  # what make demo's console prints, in its order
+        assert list(readme[v]) == columns, (
+            f"the console prints {columns}, the README's table has {list(readme[v])}"
+        )
         for c in shared:
             assert readme[v][c] == printed[v][c], (
                 f"{v} {c}: README says {readme[v][c]}, the demo prints {printed[v][c]}"
