@@ -1,8 +1,16 @@
-"""The README cannot drift from the config: every key and default its settings table names is what the config has."""
+"""The README cannot drift from the code: every key and default the settings table (docs/settings.md, linked from the
+README) names is what the config has; the README's commands run as written and its demo table's retrieval figures are
+what a fresh run prints; the guide's minimal files run; every relative link of README.md and docs/*.md resolves."""
 
 from __future__ import annotations
 
+import json
+import math
+import os
 import re
+import shlex
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -10,13 +18,16 @@ from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
 from ablate.app.paths import CONF_DIR, register_resolvers
+from ablate.study.sweep_summary import ANSWER_COLS
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+REPO = Path(__file__).resolve().parents[1]
+README = REPO / "README.md"
+SETTINGS = REPO / "docs" / "settings.md"
 register_resolvers()
 
 
 def _table() -> list[list[str]]:
-    text = README.read_text(encoding="utf-8")
+    text = SETTINGS.read_text(encoding="utf-8")
     section = text.split("## Settings users rely on", 1)[1].split("\n## ", 1)[0]
     rows = [line for line in section.splitlines() if line.startswith("| `")]
     return [[c.strip() for c in line.strip("|").split("|")] for line in rows]
@@ -88,3 +99,205 @@ def test_every_key_and_default_in_the_readme_is_the_config(row):
         assert _same(value, _value(GENERIC, full)), (
             f"{full}: README says {value}, config {_value(GENERIC, full)}"
         )
+
+
+# --- The README's commands run as written, and its demo table is what they print ------------------------------------
+
+_PLACEHOLDER_RUN_ID = "RUN_ID"
+# Every command line of the README's bash blocks is either run by test_the_readmes_commands_run_as_written (in the
+# README's order, in a fresh folder holding `corpora/` as a clone does) or named here with the reason it is not.
+HEAVY: dict[str, str] = {
+    "make setup demo": "installs a venv and generates 100 answers with the shipped GGUF (`make demo` by hand)",
+    "make test": "this test suite",
+    ". .venv/bin/activate": "the test runs the commands with its own interpreter",
+    "python -m ablate -m variant=A,B,C,D,oracle": "trains the demo reranker: the D row is the slow test below",
+    "python -m ablate -m variant=C rrf.k=1,10,60,100 retrieval.window=20,50,100": (
+        "12 cells; sweeps and their reuse are tests/test_reuse.py"
+    ),
+    "python -m ablate corpus=beir corpus.path=../shared/datasets/scifact corpus.split=test variant=A": (
+        "a whole data set: tests/test_slow_scifact.py"
+    ),
+    "mlflow ui --backend-store-uri sqlite:///$PWD/mlflow.db": "a server that runs until it is stopped",
+    "python -m ablate -m variant=A,B,C,D versions.policy=all,in_force": "trains the demo reranker (D)",
+}
+FIRST_MINUTE = "python -m ablate -m variant=A,B,C,oracle"
+
+
+def _readme_commands() -> list[str]:
+    """Every command line of the README's ```bash blocks, without its trailing comment, in the README's order."""
+    text = README.read_text(encoding="utf-8")
+    commands = []
+    for block in re.findall(r"```bash\n(.*?)```", text, flags=re.S):
+        for line in block.splitlines():
+            line = re.sub(r"\s+#\s.*$", "", line).strip()
+            if line and not line.startswith("#"):
+                commands.append(line)
+    return commands
+
+
+def _env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MLFLOW_")}
+    env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
+    return env
+
+
+def _run(command: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """``command`` as a user types it, ``python`` being this interpreter (the venv's, as after activating it)."""
+    argv = shlex.split(command)
+    assert argv[0] == "python", command
+    return subprocess.run(
+        [sys.executable, *argv[1:]], cwd=cwd, env=_env(), capture_output=True, text=True, timeout=900
+    )
+
+
+def _clone(tmp_path: Path) -> Path:
+    """A folder laid out as a fresh clone is for the README's relative paths (``corpora/demo``)."""
+    root = tmp_path / "clone"
+    root.mkdir()
+    (root / "corpora").symlink_to(REPO / "corpora", target_is_directory=True)
+    return root
+
+
+def _table_rows(text: str) -> dict[str, dict[str, str]]:
+    """The rows of the first markdown/console table in ``text`` whose header starts with ``run``, by the run label's
+    first word (``A``, ``B``, ``C``, ``D``, ``oracle``)."""
+    lines = text.splitlines()
+    start = next(i for i, line in enumerate(lines) if re.match(r"^\|\s*run\s*\|", line))
+    header = [c.strip() for c in lines[start].strip().strip("|").split("|")]
+    rows: dict[str, dict[str, str]] = {}
+    for line in lines[start + 2 :]:
+        if not line.startswith("|") or re.match(r"^\|\s*run\s*\|", line):
+            break  # the table ends (the ablation report's own table may follow at once)
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        rows[cells[0].split()[0]] = dict(zip(header, cells, strict=True))
+    return rows
+
+
+def _readme_demo_table() -> dict[str, dict[str, str]]:
+    text = README.read_text(encoding="utf-8")
+    return _table_rows(text.split("## The demo table", 1)[1].split("\n## ", 1)[0])
+
+
+ANSWER_COLUMNS = {"run", "status", "correct", "citations support", "wrong: gen/retr", "refused n/a"}
+
+
+def _compare_retrieval_columns(printed: dict[str, dict[str, str]], variants: list[str]) -> None:
+    readme = _readme_demo_table()
+    for v in variants:
+        assert v in printed, f"the console printed no {v} row: {sorted(printed)}"
+        assert v in readme, f"the README's demo table has no {v} row"
+        shared = [c for c in printed[v] if c not in ANSWER_COLUMNS]
+        columns = ["run", *shared, *ANSWER_COLS, "status"]  # what make demo's console prints, in its order
+        assert list(readme[v]) == columns, (
+            f"the console prints {columns}, the README's table has {list(readme[v])}"
+        )
+        for c in shared:
+            assert readme[v][c] == printed[v][c], (
+                f"{v} {c}: README says {readme[v][c]}, the demo prints {printed[v][c]}"
+            )
+
+
+def test_every_readme_command_is_run_or_named_as_heavy():
+    commands = _readme_commands()
+    assert FIRST_MINUTE in commands
+    for command in commands:
+        runs = command.startswith("python -m ablate") and command not in HEAVY
+        assert runs or command in HEAVY, (
+            f"README command {command!r} is neither run by this test nor named in HEAVY"
+        )
+    assert not set(HEAVY) - set(commands), (
+        f"HEAVY names commands the README no longer has: {set(HEAVY) - set(commands)}"
+    )
+
+
+def test_the_readmes_commands_run_as_written(tmp_path):
+    """The cheap commands of the README, in its order, in a fresh folder: each exits 0 and says what it should. The
+    first-minute sweep prints the README demo table's retrieval figures."""
+    root = _clone(tmp_path)
+    (root / "run.trec").write_text("q1 Q0 d1 1 2.0 r\nq1 Q0 d2 2 1.0 r\nq2 Q0 d3 1 1.0 r\nq2 Q0 d4 2 0.5 r\n")
+    (root / "qrels.tsv").write_text("q1\t0\td1\t1\nq2\t0\td4\t1\n")
+    run_id = None
+    for command in [c for c in _readme_commands() if c not in HEAVY]:
+        if _PLACEHOLDER_RUN_ID in command:
+            assert run_id, f"{command}: no run before it printed its id"
+            command = command.replace(_PLACEHOLDER_RUN_ID, run_id)
+        out = _run(command, root)
+        assert out.returncode == 0, f"{command} exited {out.returncode}:\n{out.stderr[-3000:]}"
+        found = re.search(r"mlflow run ([0-9a-f]{32})", out.stdout)
+        run_id = found.group(1) if found else run_id
+        if command == FIRST_MINUTE:
+            _compare_retrieval_columns(
+                _table_rows(out.stdout.split("runs on split", 1)[1]), ["A", "B", "C", "oracle"]
+            )
+        elif command.startswith("python -m ablate.evaluate run.trec"):
+            scores = json.loads(out.stdout)
+            assert scores["mrr@10"] == 0.75 and abs(scores["ndcg@10"] - (1 + 1 / math.log2(3)) / 2) < 1e-12
+        elif "--from-run" in command:
+            assert "re-scored equal the logged ones" in out.stdout + out.stderr
+        elif command.startswith("python -m ablate.split"):
+            counts = re.search(r"-> (dev \d+ / test \d+)", out.stdout + out.stderr)
+            assert counts and "verification: no leakage found" in out.stdout + out.stderr, (
+                out.stdout + out.stderr
+            )
+            metrics_page = (REPO / "docs" / "metrics.md").read_text(encoding="utf-8")
+            assert f"on the demo: {counts.group(1)} by document" in metrics_page, counts.group(1)
+        elif command.endswith("--help"):
+            assert "ablate" in out.stdout and "variant" in out.stdout
+    assert run_id is not None
+
+
+@pytest.mark.slow
+def test_the_readmes_d_row_is_what_the_demo_prints(tmp_path):
+    """D's retrieval figures (the trained demo reranker: a few minutes on a cold cache)."""
+    out = _run("python -m ablate -m variant=D", _clone(tmp_path))
+    assert out.returncode == 0, out.stderr[-3000:]
+    _compare_retrieval_columns(_table_rows(out.stdout.split("runs on split", 1)[1]), ["D"])
+
+
+def test_the_one_page_guides_minimal_files_run(tmp_path):
+    """docs/your-data.md's first bash block (the minimal files and a run on them), as a user pastes it."""
+    text = (REPO / "docs" / "your-data.md").read_text(encoding="utf-8")
+    block = re.findall(r"```bash\n(.*?)```", text, flags=re.S)[0]
+    script = block.replace("python -m ablate", f"{shlex.quote(sys.executable)} -m ablate")
+    out = subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", script],
+        cwd=tmp_path,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "queries (test): total=3, answerable=3" in out.stdout, out.stdout
+
+
+# --- Every relative link of README.md and docs/*.md leads somewhere --------------------------------------------------
+
+
+def _anchor(heading: str) -> str:
+    """GitHub's anchor of a heading: lower case, punctuation other than ``-`` and ``_`` dropped, spaces to ``-``."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def _anchors(page: Path) -> set[str]:
+    text = re.sub(r"```.*?```", "", page.read_text(encoding="utf-8"), flags=re.S)
+    return {_anchor(h) for h in re.findall(r"^#+ (.+)$", text, flags=re.M)}
+
+
+PAGES = [README, *sorted((REPO / "docs").glob("*.md"))]
+
+
+@pytest.mark.parametrize("page", PAGES, ids=[str(p.relative_to(REPO)) for p in PAGES])
+def test_every_relative_link_resolves(page):
+    text = re.sub(r"```.*?```", "", page.read_text(encoding="utf-8"), flags=re.S)
+    broken = []
+    for target in re.findall(r"\]\(([^)\s]+)\)", text):
+        if re.match(r"^[a-z][a-z0-9+.-]*:", target):
+            continue  # http:, mailto:, ...
+        path, _, anchor = target.partition("#")
+        dest = (page.parent / path).resolve() if path else page
+        if not dest.exists():
+            broken.append(f"{target} (no file {dest})")
+        elif anchor and dest.suffix == ".md" and anchor not in _anchors(dest):
+            broken.append(f"{target} (no heading #{anchor} in {dest.name})")
+    assert not broken, f"{page.name}: " + "; ".join(broken)

@@ -149,6 +149,25 @@ def test_sweep_summary_answer_columns():
     assert "correct" not in plain
 
 
+def test_sweep_summary_shows_the_enterprise_columns_a_run_logged():
+    """Superseded first@10 and all parts@10 appear once some run logged them; citations support with the answers."""
+    runs = ablation_runs()
+    assert "superseded first@10" not in summary_table(runs) and "all parts@10" not in summary_table(runs)
+    first = dataclasses.replace(runs[0], metrics={**runs[0].metrics, "superseded_first_at_10": 4 / 9})
+    table = summary_table([first, *runs[1:]])
+    header, _, row, other = table.splitlines()[:4]
+    assert "superseded first@10" in header and "all parts@10" not in header
+    assert " 0.444 " in row and " - " in other
+    answered = [
+        dataclasses.replace(
+            with_answers(r, i), metrics={**r.metrics, "answer_correct": 0.5, "answer_citations_support": 0.35}
+        )
+        for i, r in enumerate(runs)
+    ]
+    table = summary_table(answered)
+    assert "citations support" in table.splitlines()[0] and " 0.350 " in table.splitlines()[2]
+
+
 def test_answer_slices_are_means_over_each_tags_answerable_questions():
     import pandas as pd
 

@@ -117,7 +117,7 @@ def help_text() -> str:
                 lines += _section(
                     f"Stage {rows[0][0].split('.')[0]} ({group}/{f.name}; used where it runs):", rows
                 )
-    lines += ["", "Full reference: README.md and docs/architecture.md; what can go wrong: docs/errors.md"]
+    lines += ["", "Settings: docs/settings.md; every page: README.md; what can go wrong: docs/errors.md"]
     return "\n".join(lines)
 
 

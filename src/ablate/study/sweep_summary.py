@@ -32,7 +32,12 @@ def declared_order(runs: list[RecordedRun]) -> list[RecordedRun]:
 COMPACT: tuple[str, ...] = ("ndcg@10", "recall@10", "mrr@10", "hit@10")
 
 
-ANSWER_COLS: tuple[str, ...] = ("correct", "wrong: gen/retr", "refused n/a")
+ANSWER_COLS: tuple[str, ...] = ("correct", "citations support", "wrong: gen/retr", "refused n/a")
+
+# Shown when some run logged them (a corpus with dated version conflicts, with multi-condition questions): the share
+# of conflicting questions that rank a superseded version first, and of multi-condition questions with every part
+# in the top 10 — what nDCG and recall over pooled labels do not show.
+ENTERPRISE: dict[str, str] = {"superseded first@10": "superseded_first@10", "all parts@10": "subq_all@10"}
 
 
 def _answer_cells(m: Mapping[str, float]) -> dict[str, str]:
@@ -44,6 +49,7 @@ def _answer_cells(m: Mapping[str, float]) -> dict[str, str]:
     refused = m.get("answer_correct_refusal_rate")
     return {
         "correct": fmt(m.get("answer_correct")) + ci if "answer_correct" in m else "-",
+        "citations support": fmt(m.get("answer_citations_support")),
         "wrong: gen/retr": (
             f"{int(m['diagnosis_generation_failure_count'])}/{int(m['diagnosis_retrieval_failure_count'])}"
             if "diagnosis_generation_failure_count" in m and "diagnosis_retrieval_failure_count" in m
@@ -55,13 +61,17 @@ def _answer_cells(m: Mapping[str, float]) -> dict[str, str]:
 
 def summary_table(runs: list[RecordedRun]) -> str:
     """One compact row per run: its label (the name, plus the swept values that tell runs apart, and its held-out
-    mark: ``†`` test-tuned), the headline metrics (nDCG@10 with its 95% interval) and its status; the held-out line
+    mark: ``†`` test-tuned), the headline metrics (nDCG@10 with its 95% interval), the :data:`ENTERPRISE` columns
+    some run logged, the answer columns when a run has answers, and its status; the held-out line
     (:func:`ablate.study.report.heldout_marking`) above the table when it has one."""
     plain = run_labels(runs, varying_params(runs))
     heldout = heldout_marking(runs, plain)
     labels = heldout.labels(plain)
     answers = any("answer_correct" in r.metrics for r in runs)
-    cols = ["run", *COMPACT, *(ANSWER_COLS if answers else ()), "status"]
+    enterprise = [
+        c for c, k in ENTERPRISE.items() if any(fmt(r.metrics.get(R.metric_key(k))) != "-" for r in runs)
+    ]
+    cols = ["run", *COMPACT, *enterprise, *(ANSWER_COLS if answers else ()), "status"]
     rows: list[dict[str, Any]] = []
     for r in runs:
         status = f"{r.status} (reused)" if R.T_REUSED_FROM in r.tags else r.status  # ablate.runner.reuse
@@ -75,6 +85,7 @@ def summary_table(runs: list[RecordedRun]) -> str:
                 else ""
             )
             row[h] = fmt(r.metrics.get(key)) + ci
+        row.update({c: fmt(r.metrics.get(R.metric_key(ENTERPRISE[c]))) for c in enterprise})
         if answers:
             row.update(_answer_cells(r.metrics))
         rows.append(row)
