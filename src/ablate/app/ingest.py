@@ -14,8 +14,9 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from ablate.app.entry import run_command
 from ablate.app.parser import OneLineParser
-from ablate.errors import AblateError, InputError
+from ablate.errors import InputError
 from ablate.progress import Progress
 
 #: skipped files named one by one on stderr (the rest are in the report)
@@ -99,12 +100,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
-    try:
-        return run(args)
-    except AblateError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+    return run_command(_parser(), run, argv)
 
 
 if __name__ == "__main__":

@@ -14,14 +14,14 @@ from __future__ import annotations
 import argparse
 import json
 import shlex
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from ablate.app.entry import run_command
 from ablate.app.parser import OneLineParser
 from ablate.app.paths import datasets_dir
 from ablate.cache import atomic_write_bytes
-from ablate.errors import AblateError, InputError
+from ablate.errors import InputError
 
 NEXT_FILE = "NEXT.md"
 
@@ -132,12 +132,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
-    try:
-        return run(args)
-    except AblateError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+    return run_command(_parser(), run, argv)
 
 
 if __name__ == "__main__":

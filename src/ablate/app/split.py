@@ -19,9 +19,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from ablate.app.entry import run_command
 from ablate.app.parser import OneLineParser
 from ablate.app.paths import CONF_DIR, corpora_dir, datasets_dir
-from ablate.errors import AblateError, ConfigError
+from ablate.errors import ConfigError
 from ablate.safenames import inside, name_problem
 from ablate.tables import fmt
 
@@ -230,12 +231,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
-    try:
-        return run(args)
-    except AblateError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+    return run_command(_parser(), run, argv)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,22 @@
+"""The shape of a small entry point (``python -m ablate.split``, ``.init``, ``.ingest``): parse the arguments, run,
+and turn an :class:`~ablate.errors.AblateError` into its one line on stderr and exit 2 (no traceback)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Sequence
+
+from ablate.errors import AblateError
+
+
+def run_command(
+    parser: argparse.ArgumentParser, run: Callable[[argparse.Namespace], int], argv: Sequence[str] | None
+) -> int:
+    """``run(parser.parse_args(argv))``; a refused input is ``error: ...`` on stderr and exit code 2."""
+    args = parser.parse_args(argv)
+    try:
+        return run(args)
+    except AblateError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
