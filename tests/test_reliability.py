@@ -322,7 +322,7 @@ def test_an_interrupt_while_a_sweep_records_reused_cells_ends_its_parent_failed(
 ):
     store = _copy_of(finished_sweep, tmp_path)
     args = [*SMALL_SWEEP, *_base(finished_sweep / "tiny", store, "stop")]
-    stopped = _signal_at(args, tmp_path, _env(finished_sweep / "cache"), ": reused", sig)
+    stopped = _signal_at(args, tmp_path, _env(finished_sweep / "cache"), "(reused)", sig)
     _stopped_cleanly(stopped, sig)
     parents = _sweep_parents(store)
     assert [p.status for p in parents] == ["FINISHED", "FAILED"]  # the first sweep's, then this one's
@@ -410,7 +410,7 @@ def test_evaluate_reproduces_a_runs_own_figures_from_its_run_file(tiny_corpus, t
     # without the identity it cannot know which labels the run could not see: it says so, and scores differently
     assert evaluate([str(trec), str(tiny_corpus / "qrels" / "dev.tsv"), "--unit", "chunk"]) == 0
     out = capsys.readouterr().out
-    assert "pass --from-run RUN_ID or --corpus DIR --split S --identity NAME" in out
+    assert "pass --from-run RUN_ID, or --corpus DIR --split S --identity NAME" in out
 
 
 def test_model_bytes_changed_past_the_first_mib_miss_the_embedding_cache(tmp_path):

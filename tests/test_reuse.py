@@ -18,6 +18,7 @@ import urllib.request
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from hydra import compose, initialize_config_dir
@@ -292,7 +293,7 @@ def test_the_plan_settles_only_the_cells_it_looked_up():
     from ablate.app.plan import Cell, Plan
     from ablate.runner.reuse import Lookup
 
-    job = object()
+    job = SimpleNamespace(variant="A")  # the command labels its cells by their variant
     plan = Plan(
         [
             Cell(("a=1", "hydra.sweep.dir=x"), job, looked_up=True),  # looked up, nothing found
