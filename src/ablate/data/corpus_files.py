@@ -12,6 +12,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from ablate.data.chunking import SECTION_JOIN, section_block
 from ablate.data.qrels import read_qrels, read_text_lines
 from ablate.data.study_template import TEMPLATE_TAG
 from ablate.data.types import Document, Qrels, Query, Section, SubQuestion, Unit
@@ -99,7 +100,7 @@ def load_documents(path: Path) -> dict[str, Document]:
             sections.append(Section(sid=sid, text=str(s.get("text") or ""), title=str(s.get("title") or "")))
         text = obj.get("text")
         if text is None and sections:
-            text = "\n\n".join(f"{s.sid} {s.title + ': ' if s.title else ''}{s.text}" for s in sections)
+            text = SECTION_JOIN.join(section_block(s.sid, s.title, s.text) for s in sections)
         if not isinstance(text, str):
             raise InputError(
                 where, f"document {did!r} has no 'text' (and no 'sections')", 'add a "text" string'

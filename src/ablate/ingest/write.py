@@ -11,14 +11,13 @@
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from ablate.cache import atomic_write_bytes
 from ablate.errors import ConfigError
 from ablate.ingest.build import Result
 from ablate.safenames import inside, name_problem
@@ -70,17 +69,6 @@ def manifest(result: Result, out: Path, earlier: dict[str, Any] | None, tables: 
     ordered: dict[str, Any] = {k: m[k] for k in ("name", "language", "chunker") if k in m}
     ordered.update({k: v for k, v in m.items() if k not in ordered})
     return ordered
-
-
-def _atomic_write(path: Path, text: str) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def _cell(text: object) -> str:
@@ -150,6 +138,6 @@ def write_output(result: Result, out: Path, tables: str, notes: Sequence[str] = 
     written = []
     for name, text in texts.items():
         path = inside(out, name)
-        _atomic_write(path, text)
+        atomic_write_bytes(path, text.encode("utf-8"))
         written.append(path)
     return written
