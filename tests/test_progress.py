@@ -72,3 +72,18 @@ def test_a_sweeps_overall_line_counts_reused_cells_apart_and_estimates_from_the_
         ": 4 run (mean 3.0 s), 1 reused, 1 failed"
     )
     assert len(lines) == 2 + 3  # the start, after each of the 3 cells before the last, the last
+
+
+def test_a_one_cell_sweep_says_cell_not_cells():
+    import io
+
+    from ablate.progress import SweepProgress
+
+    out, err = io.StringIO(), io.StringIO()
+    sweep = SweepProgress(1, out=out, err=err, interval=0.0)
+    sweep.begin()
+    sweep.cell(0, "A", "ndcg@10 0.740", 1.0)
+    sweep.close()
+    lines = err.getvalue().splitlines()
+    assert lines[0] == "[sweep] running 1 of 1 cell"
+    assert lines[-1].startswith("[sweep] 1 cell in ") and lines[-1].endswith(": 1 run (mean 1.0 s)")

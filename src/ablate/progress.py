@@ -185,7 +185,10 @@ class SweepProgress:
         if self.started:
             return
         self.started = True
-        self._say(text or f"[sweep] running {self.total - self.done} of {self.total} cells")
+        self._say(
+            text
+            or f"[sweep] running {self.total - self.done} of {self.total} cell{'s' if self.total != 1 else ''}"
+        )
 
     def cell(self, index: int, label: str, figures: str, seconds: float | None, reused: bool = False) -> None:
         """One cell ended: its line (``[3/12] C k=60 window=20  ndcg@10 0.688  recall@10 0.843  2.1 s``)."""
@@ -223,7 +226,7 @@ class SweepProgress:
         if self.failed:
             parts.append(f"{self.failed} failed")
         self._say(
-            f"[sweep] {self.total} cells in {_duration(elapsed)}: {', '.join(parts) or 'none run'}",
+            f"[sweep] {self.total} cell{'s' if self.total != 1 else ''} in {_duration(elapsed)}: {', '.join(parts) or 'none run'}",
             final=True,
         )
 
