@@ -18,7 +18,7 @@ ROOTS = (SRC / "ablate", SRC / "hydra_plugins")
 #: What everything may import: errors, the content cache, safe names, tables, progress lines.
 BASE = frozenset({"errors", "cache", "safenames", "tables", "progress"})
 #: Entry-point shims (``python -m ablate``, ``python -m ablate.report``, ...): each hands over to app/ at once.
-ENTRY = ("__main__", "encode", "evaluate", "init", "report", "runs", "split", "train_reranker")
+ENTRY = ("__main__", "encode", "evaluate", "init", "label", "report", "runs", "split", "train_reranker")
 #: package -> the packages it may import besides itself (``app -> runner -> stages, evaluation -> data``; study reads
 #: record and tracking; tracking moves the record in and out of MLflow; nothing below app imports app).
 LAYERS: dict[str, frozenset[str]] = {
@@ -28,6 +28,8 @@ LAYERS: dict[str, frozenset[str]] = {
     # documents -> corpus records (readers, sections, metadata); its __main__ is an entry shim
     "ingest": BASE | {"data"},
     "evaluation": BASE | {"data"},
+    # pools, the journal, the grade legend, label versions' workspace; the LLM assessor asks a generator stage
+    "labels": BASE | {"data", "evaluation", "stages"},
     "models": BASE,  # model packaging (e5 conversion, model-file fingerprints): below every stage
     "stages": BASE | {"data", "models"},
     "record": BASE,
@@ -36,7 +38,18 @@ LAYERS: dict[str, frozenset[str]] = {
     "runner": BASE | {"data", "evaluation", "stages", "record", "record_digest", "tracking"},
     "study": BASE | {"evaluation", "record", "tracking"},
     "app": BASE
-    | {"data", "evaluation", "stages", "record", "record_digest", "tracking", "runner", "study", "ingest"},
+    | {
+        "data",
+        "evaluation",
+        "stages",
+        "record",
+        "record_digest",
+        "tracking",
+        "runner",
+        "study",
+        "ingest",
+        "labels",
+    },
     "testing": BASE
     | {"data", "stages", "app"},  # the stage contract builds a stage from its YAML as the CLI does
     **{m: frozenset({"app"}) for m in ENTRY},

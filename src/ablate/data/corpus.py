@@ -23,6 +23,7 @@ import yaml
 
 from ablate.data.chunking import ChunkerSpec, chunk_corpus
 from ablate.data.corpus_files import check_subquestion_evidence, load_documents, load_qrels_tsv, load_queries
+from ablate.data.labelsets import read_label_version
 from ablate.data.language import detect_language
 from ablate.data.projection import (
     DEFAULT_MIN_OVERLAP,
@@ -306,6 +307,55 @@ def native_chunker(manifest: dict[str, Any]) -> ChunkerSpec:
     return ChunkerSpec(**mc)
 
 
+def label_folder(labels: str | Path, corpus: str, labels_dir: str | Path = "labels") -> Path:
+    """The folder of a label version given as ``labels``: a folder (a path with a separator, or one that exists), or
+    a version's name, looked up as ``<labels_dir>/<corpus>/versions/<name>`` (where ``python -m ablate.label commit``
+    writes it)."""
+    p = Path(labels).expanduser()
+    text = str(labels)
+    if p.is_dir() or "/" in text or "\\" in text:
+        return p
+    problem = name_problem(text)
+    if problem:
+        raise ConfigError("corpus.labels", text, f"{problem}; give a label version's name or its folder")
+    folder = inside(Path(labels_dir), corpus, "versions", text)
+    if not folder.is_dir():
+        have = sorted(d.name for d in folder.parent.glob("*") if d.is_dir()) if folder.parent.is_dir() else []
+        known = (
+            f"versions of {corpus}: {', '.join(have)}" if have else f"no version of {corpus} is committed yet"
+        )
+        raise ConfigError(
+            "corpus.labels",
+            text,
+            f"no label version {text!r} in {folder.parent} ({known}); commit one with "
+            "python -m ablate.label commit --version NAME, or give the version's folder",
+        )
+    return folder
+
+
+def _label_version(
+    root: Path, labels: str | Path | None, corpus: str, manifest: dict[str, Any]
+) -> tuple[Path, list[Path], dict[str, Any]]:
+    """``root/qrels`` and its ``*.tsv`` files without ``labels``; else the folder and ``<split>.tsv`` files of the label version ``labels`` (:mod:`ablate.data.labelsets`) and the
+    manifest that records it: ``label_version`` its name, ``label_version_parent`` the one it was made from,
+    ``label_assessors``/``labels_llm_made`` who made its labels."""
+    if labels is None:
+        qdir = root / "qrels"
+        return qdir, sorted(qdir.glob("*.tsv")) if qdir.is_dir() else [], manifest
+    chosen = read_label_version(label_folder(labels, corpus))
+    return (
+        chosen.folder,
+        list(chosen.files),
+        {
+            **manifest,
+            "label_version": chosen.name,
+            "label_version_parent": chosen.parent or str(manifest.get("label_version") or ""),
+            "label_assessors": dict(chosen.assessors),
+            "labels_llm_made": chosen.llm_made,
+        },
+    )
+
+
 def load_corpus(
     path: str | Path,
     chunker: ChunkerSpec | None = None,
@@ -315,6 +365,7 @@ def load_corpus(
     name: str | None = None,
     extra_qrels: Sequence[str] = (),
     min_overlap: float = DEFAULT_MIN_OVERLAP,
+    labels: str | Path | None = None,
 ) -> Snapshot:
     """Load, validate and chunk a corpus folder.
 
@@ -325,8 +376,8 @@ def load_corpus(
 
     Chunk-level labels name the chunks of the corpus's own chunker (corpus.yaml's ``chunker``): they are checked
     against those, and when ``chunker`` makes other chunks they are projected onto them by character overlap
-    (:func:`project_labels`, share ``min_overlap``); the snapshot's ``projection`` says how.
-    """
+    (:func:`project_labels`, share ``min_overlap``); the snapshot's ``projection`` says how. ``labels``: a
+    committed label version read instead of ``qrels/`` (:func:`_label_version`)."""
     root = Path(path).expanduser()
     if not root.is_dir():
         raise InputError(
@@ -339,9 +390,7 @@ def load_corpus(
     for fname in ("corpus.jsonl", "queries.jsonl"):
         if not (root / fname).is_file():
             raise InputError(str(root / fname), "is missing", f"a corpus folder needs {fname} (BEIR layout)")
-    qdir = root / "qrels"
-    qfiles = sorted(qdir.glob("*.tsv")) if qdir.is_dir() else []
-
+    qdir, qfiles, manifest = _label_version(root, labels, corpus_name(root, manifest, name), manifest)
     native = native_chunker(manifest)
     chunker = chunker or native
     unit = qrels_unit or manifest.get("qrels_unit") or "doc"

@@ -60,6 +60,7 @@ class Session:
             file_stamp(corpus.split_file),
             corpus.min_overlap,
             corpus.doc_labels,
+            corpus.labels,
         )
         if key != self._snapshot_key or self._snapshot is None:
             snap = load_corpus(
@@ -69,6 +70,7 @@ class Session:
                 name=corpus.name,
                 extra_qrels=corpus.extra_qrels,
                 min_overlap=corpus.min_overlap,
+                labels=corpus.labels,
             )
             # a leakage-safe split (python -m ablate.split) reassigns questions and labels
             if corpus.split_file:

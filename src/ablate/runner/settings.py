@@ -53,6 +53,9 @@ class CorpusSpec:
     min_overlap: float = DEFAULT_MIN_OVERLAP
     #: eval.unit=doc: score against document labels derived from the original labels (:meth:`Snapshot.doc_view`)
     doc_labels: bool = False
+    #: corpus.labels: a committed label version read instead of qrels/ (:mod:`ablate.data.labelsets`): its folder
+    #: (absolute), or its name, looked up under ./labels/<corpus>/versions/ (resolved against the starting folder)
+    labels: str | None = None
 
     def __post_init__(self) -> None:
         if self.name is not None and (problem := name_problem(self.name)):
@@ -105,6 +108,7 @@ class CorpusSpec:
             else None,
             min_overlap=_projection(eval),
             doc_labels=(eval or {}).get("unit") == "doc",
+            labels=_labels(c.get("labels")),
         )
 
 
@@ -227,6 +231,18 @@ def _projection(eval: Mapping[str, Any] | None) -> float:
     if unknown:
         raise ConfigError(f"eval.projection.{unknown[0]}", proj[unknown[0]], "known keys: min_overlap")
     return check_min_overlap(proj.get("min_overlap", DEFAULT_MIN_OVERLAP))
+
+
+def _labels(v: Any) -> str | None:
+    """``corpus.labels`` as the session loads it: ``None``, a version folder made absolute, or a version's name
+    as ``<cwd>/labels/<name>`` is not yet known (the corpus's name is read with the corpus), kept as the name."""
+    s = _opt_str(v)
+    if s is None:
+        return None
+    p = Path(s).expanduser()
+    if p.is_dir() or "/" in s or "\\" in s:
+        return str(p.resolve())
+    return s
 
 
 def _opt_str(v: Any) -> str | None:

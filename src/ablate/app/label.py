@@ -1,0 +1,65 @@
+"""``python -m ablate.label COMMAND ...``: labels that grow with the runs.
+
+=========  =====================================================================================================
+pool       the unjudged units in the top ``--depth`` of some runs (TREC depth-k pooling): ``labels/<corpus>/pools/``
+serve      judge a pool in the browser; every judgement appended to ``labels/<corpus>/journal.jsonl`` at once
+judge      judge a pool with an LLM (``generator=llama_cpp`` or ``openai``), into the same journal
+validate   how far an LLM assessor agrees with the human labels (Cohen's kappa, the variants' order)
+commit     the journal as a new label version beside the old one (``labels/<corpus>/versions/NAME``)
+=========  =====================================================================================================
+
+Each command is a module ``ablate.app.label_<command>`` with ``add_arguments(parser)`` and ``run(args) -> int``;
+it is imported only when it runs (a browser page's web framework is not loaded to make a pool).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+from collections.abc import Sequence
+
+from ablate.errors import AblateError
+
+COMMANDS: dict[str, str] = {
+    "pool": "pool the unjudged results of runs for judging",
+    "serve": "judge a pool in the browser (a local page on 127.0.0.1)",
+    "judge": "judge a pool with an LLM assessor",
+    "validate": "measure an LLM assessor against the human labels",
+    "commit": "turn the journal into a new label version",
+}
+
+
+def parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(
+        prog="python -m ablate.label",
+        description="Labels that grow with the runs: pool the unjudged, judge them, commit a new label version, "
+        "then re-score both sides with python -m ablate.report --parent ID --labels NAME.",
+    )
+    sub = ap.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for name, help_text in COMMANDS.items():
+        p = sub.add_parser(name, help=help_text, description=help_text)
+        importlib.import_module(f"ablate.app.label_{name}").add_arguments(p)
+    return ap
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    module = importlib.import_module(f"ablate.app.label_{args.command}")
+    try:
+        return int(module.run(args))
+    except AblateError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted: every judgement made so far is in the journal", file=sys.stderr)
+        return 130
+    except Exception as e:  # noqa: BLE001 - one line, like the other entry points
+        if os.environ.get("ABLATE_DEBUG"):
+            raise
+        print(
+            f"error: unexpected {type(e).__name__}: {e} (set ABLATE_DEBUG=1 for the traceback)",
+            file=sys.stderr,
+        )
+        return 1

@@ -1,0 +1,107 @@
+"""What every ``python -m ablate.label`` command shares: the labels folder, the corpus it works on (composed from
+the same settings as ``python -m ablate``: ``corpus=demo_zh``, ``corpus.path=...``), the loaded snapshot, the check
+that a judged pair belongs to it, and its grade legend."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from ablate.data.snapshot import Snapshot
+from ablate.labels.journal import PairCheck
+from ablate.labels.legend import Legend, legend
+from ablate.labels.workspace import DEFAULT_DIR, Workspace
+from ablate.runner.settings import CorpusSpec
+
+
+def add_labels_dir(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--labels-dir",
+        default=DEFAULT_DIR,
+        help="the labels folder: pools, the journal and versions live in <labels-dir>/<corpus>/ (default ./labels)",
+    )
+
+
+def add_overrides(p: argparse.ArgumentParser, example: str = "corpus=demo_zh") -> None:
+    p.add_argument(
+        "overrides",
+        nargs="*",
+        metavar="KEY=VALUE",
+        help=f"settings as for python -m ablate, e.g. {example}",
+    )
+
+
+def compose(overrides: Sequence[str]) -> Any:
+    """The composed config for ``overrides`` (Hydra's compose API on ablate's conf/), errors as one line."""
+    from ablate.app.paths import register_resolvers
+    from ablate.app.precheck import compose_cell, hydra_config_dir
+
+    register_resolvers()
+    with hydra_config_dir():
+        return compose_cell(list(overrides))
+
+
+def plain(cfg: Any, key: str) -> dict[str, Any]:
+    """A block of the composed config as plain data (resolved)."""
+    from ablate.app.config import _plain
+
+    return _plain(cfg, key)
+
+
+def corpus_spec(cfg: Any) -> CorpusSpec:
+    """The corpus settings of a composed config."""
+    return CorpusSpec.from_mapping(plain(cfg, "corpus"), plain(cfg, "versions"), plain(cfg, "eval"))
+
+
+def corpus_from_mapping(block: dict[str, Any], cfg: Any | None = None) -> CorpusSpec:
+    """Corpus settings from a recorded ``corpus`` block (a run's config.yaml, a pool's description)."""
+    versions = plain(cfg, "versions") if cfg is not None else {}
+    evals = plain(cfg, "eval") if cfg is not None else {}
+    return CorpusSpec.from_mapping(block, versions, evals)
+
+
+def overridden(overrides: Sequence[str], key: str) -> bool:
+    """Whether ``overrides`` set ``key`` or a key under it (``corpus=x``, ``corpus.path=...``)."""
+    for o in overrides:
+        k = o.lstrip("+~").partition("=")[0]
+        if k == key or k.startswith(key + "."):
+            return True
+    return False
+
+
+def load(corpus: CorpusSpec) -> Snapshot:
+    """The corpus snapshot, loaded and validated as a run loads it (split file, projection and label version
+    included)."""
+    from ablate.runner.session import shared_session
+
+    return shared_session().snapshot(corpus)
+
+
+def workspace(args: argparse.Namespace, snapshot: Snapshot) -> Workspace:
+    return Workspace(Path(args.labels_dir).expanduser().resolve(), snapshot.name)
+
+
+def pair_check(snapshot: Snapshot) -> PairCheck:
+    """Why a (qid, unit) pair is not one of this corpus's (an unknown question, or a unit that is not one of its
+    documents or chunks at the labels' unit), or ``None``."""
+    queries = set(snapshot.queries)
+    doc_unit = snapshot.qrels_unit == "doc"
+    units = set(snapshot.documents) if doc_unit else {c.chunk_id for c in snapshot.chunks}
+    kind = "document" if doc_unit else "chunk"
+
+    def check(qid: str, unit: str) -> str | None:
+        if qid not in queries:
+            return f"question {qid!r} is not in {snapshot.name}'s queries.jsonl"
+        if unit not in units:
+            return f"{unit!r} is not a {kind} of {snapshot.name} (labels are per {kind})"
+        return None
+
+    return check
+
+
+def grade_legend(snapshot: Snapshot) -> Legend:
+    """The corpus's grade legend: corpus.yaml's ``grades``, else one that follows its labels and language."""
+    used = {g for q in snapshot.qrels.values() for j in q.judgements.values() for g in j.values()}
+    return legend(snapshot.manifest, used, snapshot.language, str(snapshot.root / "corpus.yaml"))

@@ -1,0 +1,159 @@
+"""The journal: every judgement appended as it is made, one JSON object per line.
+
+``labels/<corpus>/journal.jsonl``::
+
+    {"qid": "q025", "unit": "INV-120#check", "grade": 1, "assessor": "human:alice", "time": "2026-12-03T19:40:02Z", "pool": "C-top10"}
+
+``grade`` is an integer of the corpus's grade legend (:mod:`ablate.labels.legend`), or ``null``: the assessor took
+back their latest judgement of that pair (undo). ``assessor`` says who judged: ``human:<name>`` or
+``llm:<model identity>``; ``pool`` names the pool the pair came from (``""`` when none).
+
+Each judgement is one ``write`` of one whole line to a file opened for appending, under an exclusive lock, followed by
+``fsync``: a closed tab, a killed server or a power cut loses at most the judgement being written, and the next start
+reads every line before it. The latest line for a (qid, unit) wins (:func:`latest`).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+from ablate.errors import InputError
+
+FIELDS = ("qid", "unit", "grade", "assessor", "time", "pool")
+HUMAN, LLM = "human", "llm"
+
+#: ``check(qid, unit)`` returns why a pair is not in the corpus, or ``None``.
+PairCheck = Callable[[str, str], str | None]
+
+
+@dataclass(frozen=True)
+class Judgement:
+    qid: str
+    unit: str
+    grade: int | None  # None = the assessor's previous judgement of this pair taken back
+    assessor: str
+    time: str
+    pool: str = ""
+
+    @property
+    def kind(self) -> str:
+        """``human`` or ``llm`` (the assessor's prefix)."""
+        return LLM if self.assessor.startswith(LLM + ":") else HUMAN
+
+
+def now() -> str:
+    """The current time in UTC, ISO 8601 to the second (``2026-12-03T19:40:02Z``)."""
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def judgement(
+    qid: str, unit: str, grade: int | None, assessor: str, pool: str = "", time: str | None = None
+) -> Judgement:
+    return Judgement(qid, unit, grade, assessor, time or now(), pool)
+
+
+def append(path: Path, judgements: Judgement | Sequence[Judgement]) -> None:
+    """Append ``judgements`` to the journal at ``path`` (created with its folder when missing): one write under an
+    exclusive lock, then fsync, so the lines are on disk when this returns."""
+    items = [judgements] if isinstance(judgements, Judgement) else list(judgements)
+    if not items:
+        return
+    data = "".join(json.dumps(asdict(j), ensure_ascii=False) + "\n" for j in items).encode("utf-8")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        view = memoryview(data)
+        while view:
+            n = os.write(fd, view)
+            view = view[n:]
+        os.fsync(fd)
+    finally:
+        os.close(fd)  # closing releases the lock
+
+
+def read(
+    path: Path,
+    check: PairCheck | None = None,
+    grades: Iterable[int] | None = None,
+) -> list[Judgement]:
+    """Every judgement of the journal at ``path`` (none when it does not exist), in order.
+
+    Each line must be a JSON object with the keys of :data:`FIELDS`; ``check`` (when given) must accept its pair and
+    ``grades`` (when given) hold its grade. A bad line raises :class:`InputError` naming ``path:line`` and the fix.
+    A last line without its newline that does not parse is a write cut short by a crash: it is ignored (the
+    judgement it held was never acknowledged)."""
+    if not path.exists():
+        return []
+    raw = path.read_bytes()
+    lines = raw.decode("utf-8", errors="replace").split("\n")
+    torn = not raw.endswith(b"\n")
+    allowed = set(grades) if grades is not None else None
+    out: list[Judgement] = []
+    for i, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        last = i == len(lines)
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as e:
+            if last and torn:
+                break
+            raise InputError(
+                f"{path}:{i}", f"is not a JSON object ({e.msg})", "fix or delete that line"
+            ) from None
+        out.append(_judgement(obj, f"{path}:{i}", check, allowed))
+    return out
+
+
+def _judgement(obj: object, where: str, check: PairCheck | None, allowed: set[int] | None) -> Judgement:
+    fix = 'write {"qid", "unit", "grade", "assessor", "time", "pool"} on each line'
+    if not isinstance(obj, Mapping):
+        raise InputError(where, "is not a JSON object", fix)
+    missing = [k for k in FIELDS if k not in obj]
+    if missing:
+        raise InputError(where, f"has no {', '.join(repr(k) for k in missing)}", fix)
+    extra = sorted(set(obj) - set(FIELDS))
+    if extra:
+        raise InputError(where, f"has unknown key(s) {', '.join(repr(k) for k in extra)}", fix)
+    for k in ("qid", "unit", "assessor", "time", "pool"):
+        if not isinstance(obj[k], str):
+            raise InputError(where, f"{k} is {obj[k]!r}, not a string", fix)
+    qid, unit, grade = obj["qid"], obj["unit"], obj["grade"]
+    if grade is not None and (isinstance(grade, bool) or not isinstance(grade, int)):
+        raise InputError(
+            where, f"grade {grade!r} is not an integer", "give one of the legend's grades, or null (undo)"
+        )
+    if grade is not None and allowed is not None and grade not in allowed:
+        legend = ", ".join(str(g) for g in sorted(allowed, reverse=True))
+        raise InputError(
+            where, f"grade {grade} is not in the corpus's grade legend ({legend})", "give one of those grades"
+        )
+    if not obj["assessor"]:
+        raise InputError(where, "assessor is empty", "name who judged: human:<name> or llm:<model>")
+    if check is not None and (problem := check(qid, unit)):
+        raise InputError(where, problem, "judge pairs of this corpus's pools; fix or delete that line")
+    return Judgement(qid, unit, grade, obj["assessor"], obj["time"], obj["pool"])
+
+
+def latest(judgements: Iterable[Judgement]) -> dict[tuple[str, str], Judgement]:
+    """The standing judgement of each (qid, unit): the last line wins; a pair whose last line is an undo (grade
+    ``None``) falls back to that assessor's judgement before it, else it is unjudged again."""
+    stacks: dict[tuple[str, str], list[Judgement]] = {}
+    for j in judgements:
+        stack = stacks.setdefault((j.qid, j.unit), [])
+        if j.grade is None:
+            # take back this assessor's latest judgement of the pair
+            for k in range(len(stack) - 1, -1, -1):
+                if stack[k].assessor == j.assessor:
+                    del stack[k]
+                    break
+        else:
+            stack.append(j)
+    return {pair: stack[-1] for pair, stack in stacks.items() if stack}

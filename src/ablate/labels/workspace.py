@@ -1,0 +1,79 @@
+"""Where a corpus's growing labels live: ``<labels dir>/<corpus>/`` (``./labels/demo/`` by default).
+
+::
+
+    labels/<corpus>/
+        pools/<name>.tsv        qid, unit, runs, best_rank (python -m ablate.label pool)
+        pools/<name>.json       what the pool was made from (corpus, unit, label version, runs, depth)
+        journal.jsonl           every judgement, one JSON object per line, appended as it is made
+        validation/<assessor>/  validation.md, validation.json, pairs.csv (python -m ablate.label validate)
+        versions/<NAME>/        a committed label version: the qrels files, version.json, CHANGELOG.md
+
+The corpus name and every name given on the command line become folder or file names, so they must be plain names
+(:func:`ablate.safenames.name_problem`) and every path is built through :func:`ablate.safenames.inside`.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from ablate.errors import ConfigError
+from ablate.safenames import PLAIN_NAME_RULE, inside, name_problem
+
+#: The default labels folder, relative to the working directory (like ``./outputs/``).
+DEFAULT_DIR = "labels"
+JOURNAL = "journal.jsonl"
+
+
+def check_name(key: str, name: str) -> str:
+    """``name`` when it is a plain name, else a one-line :class:`ConfigError` naming ``key``."""
+    problem = name_problem(name)
+    if problem:
+        raise ConfigError(key, name, f"{problem}; give {PLAIN_NAME_RULE}")
+    return name
+
+
+def assessor_folder(assessor: str) -> str:
+    """A folder name for an assessor identity (``llm:qwen2.5-coder-1.5b-instruct@ab12...`` -> ``llm-qwen2.5-...``)."""
+    return re.sub(r"[^\w.@+-]+", "-", assessor).strip("-.") or "assessor"
+
+
+@dataclass(frozen=True)
+class Workspace:
+    """The labels folder of one corpus: ``root / corpus``."""
+
+    root: Path
+    corpus: str
+
+    def __post_init__(self) -> None:
+        check_name("corpus.name", self.corpus)
+
+    @property
+    def dir(self) -> Path:
+        return inside(Path(self.root), self.corpus)
+
+    @property
+    def journal(self) -> Path:
+        return self.dir / JOURNAL
+
+    @property
+    def pools(self) -> Path:
+        return self.dir / "pools"
+
+    @property
+    def versions(self) -> Path:
+        return self.dir / "versions"
+
+    def pool(self, name: str) -> Path:
+        """``pools/<name>.tsv``."""
+        return inside(self.pools, check_name("--name", name) + ".tsv")
+
+    def version(self, name: str) -> Path:
+        """``versions/<name>/``."""
+        return inside(self.versions, check_name("--version", name))
+
+    def validation(self, assessor: str) -> Path:
+        """``validation/<assessor folder>/``."""
+        return inside(self.dir / "validation", assessor_folder(assessor))
