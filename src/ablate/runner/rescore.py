@@ -179,10 +179,12 @@ def rescore(
     run_path: str | None = None,
     qrels_path: str | None = None,
     ties: str = "docid-asc",
+    labels: str | Path | None = None,
 ) -> Rescored:
     """Score the tracked run ``run_id`` again as it was scored (see the module docstring). ``run_path`` /
     ``qrels_path``: score another run file or other labels under the run's settings instead (then the record is not
-    what they should equal)."""
+    what they should equal). ``labels``: a label version folder (:mod:`ablate.data.labelsets`) read instead of the
+    one the run recorded, every split and the rest of the run's settings unchanged."""
     from ablate.evaluation.io import read_qrels, read_trec_run
 
     rec = tracker.get_run(run_id)
@@ -193,6 +195,8 @@ def rescore(
         )
     tmp = tempfile.mkdtemp(prefix="ablate-rescore-")
     corpus, settings = recorded_settings(_config(tracker, run_id, tmp))
+    if labels is not None:
+        corpus = replace(corpus, labels=str(Path(labels).expanduser().resolve()))
     snapshot = shared_session().snapshot(corpus)
     notes = []
     if rec.tags.get(R.T_SNAPSHOT) not in (None, snapshot.fingerprint):
