@@ -30,7 +30,7 @@ from ablate.evaluation.scoring import score_run
 from ablate.runner.access import Access, Resolver
 from ablate.runner.answers import answer_questions
 from ablate.runner.candidates import CandidateSource
-from ablate.runner.funnel import funnel
+from ablate.runner.funnel import funnel_per_query, summarise
 from ablate.runner.scoring import ScoringInputs, scoring_inputs
 from ablate.runner.session import Session
 from ablate.runner.settings import RunSettings
@@ -103,6 +103,9 @@ class RunResult:
     slices: dict[str, dict[str, float]] = field(default_factory=dict)
     answers: pd.DataFrame | None = None  # one row per question when the pipeline has a generator
     funnel: dict[str, dict[str, float]] = field(default_factory=dict)  # stage -> recall of the gold evidence
+    #: the funnel per answerable question and stage (:func:`ablate.runner.funnel.funnel_per_query`); ``funnel`` is
+    #: its mean
+    funnel_per_query: pd.DataFrame | None = None
     #: the same ranking scored at the document level against the ORIGINAL labels (a run over a chosen chunker whose
     #: unit is chunk): what runs over different chunkers are compared by
     doc_evaluation: EvalResult | None = None
@@ -321,9 +324,10 @@ def run_pipeline(
     perm = inputs.permissions
     perm["leaks"] = resolver.leaks(run)
     top_k = bound.generator.context_k if bound.generator is not None else 10
-    stage_funnel = funnel(
+    per_question_funnel = funnel_per_query(
         lists, scores.evaluation, inputs.labels, snapshot.chunk_to_doc, settings.eval.relevance_level, top_k
     )
+    stage_funnel = summarise(per_question_funnel, list(lists), top_k)
 
     counters = _counters(source, bound, before, cache, cache_before)
     timings.update(source.timings)
@@ -346,6 +350,7 @@ def run_pipeline(
         slices=scores.slices,
         answers=scores.answers,
         funnel=stage_funnel,
+        funnel_per_query=per_question_funnel,
         doc_evaluation=doc_evaluation(snapshot, split, access, settings, run) if doc_scores else None,
         **_projection_fields(snapshot, split),
     )

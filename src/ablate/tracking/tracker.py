@@ -292,6 +292,14 @@ class Tracker:
                     p.write_text(content, encoding="utf-8")
             _retry(self.client.log_artifacts, run_id, tmp)
 
+    def log_table(self, run_id: str, frame: Any, name: str) -> None:
+        """Log a pandas table with MLflow's ``log_table`` as the run's artifact ``name`` (a ``.json``: pandas'
+        ``orient="split"`` JSON, numbers to 10 decimals, NaN as null; MLflow's ``load_table`` reads it back) and
+        list it in the run's tag ``mlflow.loggedArtifacts`` (type ``table``), which MLflow's artifact compare view
+        reads to line runs up row by row. Once per run and name: MLflow appends to a table already logged."""
+        self._wrote(run_id)
+        _retry(self.client.log_table, run_id, frame, name)
+
     def copy_artifacts(self, src_run_id: str, dst_run_id: str, skip: Sequence[str] = ()) -> None:
         """Give ``dst_run_id`` every artifact of ``src_run_id`` (same relative paths) but those named in ``skip`` and
         the whole values of ``dst_run_id``'s own tags this tracker kept (:meth:`_log_whole`).
@@ -300,8 +308,10 @@ class Tracker:
         (copied where the file system refuses a link): artifacts are written once and never changed, so the two
         runs share the bytes, and deleting either run's folder leaves the other whole. A file the caller is about to
         write for the new run must be in ``skip``: writing through a link would change the source run's file too.
-        Otherwise the artifacts are downloaded to a temp folder and logged through MLflow."""
+        Otherwise the artifacts are downloaded to a temp folder and logged through MLflow. The tables among them
+        (:meth:`log_table`) stay tables: the source's ``mlflow.loggedArtifacts`` tag is set on ``dst_run_id``."""
         self._wrote(dst_run_id)
+        self._copy_tables_tag(src_run_id, dst_run_id, skip)
         skipped = set(skip) | self._own_files.get(dst_run_id, set())
         src, dst = self.local_artifact_root(src_run_id), self.local_artifact_root(dst_run_id)
         if src is not None and dst is not None and src.is_dir():
@@ -322,6 +332,23 @@ class Tracker:
             for rel in skipped:
                 (local / rel).unlink(missing_ok=True)
             _retry(self.client.log_artifacts, dst_run_id, str(local))
+
+    def _copy_tables_tag(self, src_run_id: str, dst_run_id: str, skip: Sequence[str]) -> None:
+        """Set the source's ``mlflow.loggedArtifacts`` (the tables it logged), those in ``skip`` left out."""
+        import json
+
+        from mlflow.utils.mlflow_tags import MLFLOW_LOGGED_ARTIFACTS
+
+        src = self.get_run(src_run_id)
+        raw = src.tags.get(MLFLOW_LOGGED_ARTIFACTS) if src is not None else None
+        if not raw:
+            return
+        try:
+            listed = [t for t in json.loads(raw) if isinstance(t, dict) and t.get("path") not in set(skip)]
+        except ValueError:
+            return
+        if listed:
+            _retry(self.client.set_tag, dst_run_id, MLFLOW_LOGGED_ARTIFACTS, json.dumps(listed))
 
     # -- reading back -----------------------------------------------------------------------------------------------
     @contextlib.contextmanager
