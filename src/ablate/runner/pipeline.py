@@ -299,9 +299,8 @@ def run_pipeline(
     source = CandidateSource(snapshot, cache, session, show_progress)
     access = access if access is not None else Access(identity=identity)
     resolver = Resolver(snapshot, access)
-    inputs = scoring_inputs(
-        snapshot, split, access, resolver=resolver
-    )  # the labels as asked: before any work
+    # the labels as asked: before any work
+    inputs = scoring_inputs(snapshot, split, access, resolver=resolver)
     work = relabelled(snapshot, resolver)
     bound = pipeline.bind(work, split)
     before = session.stage_stats(bound.stages)
@@ -327,7 +326,6 @@ def run_pipeline(
     per_question_funnel = funnel_per_query(
         lists, scores.evaluation, inputs.labels, snapshot.chunk_to_doc, settings.eval.relevance_level, top_k
     )
-    stage_funnel = summarise(per_question_funnel, list(lists), top_k)
 
     counters = _counters(source, bound, before, cache, cache_before)
     timings.update(source.timings)
@@ -349,7 +347,7 @@ def run_pipeline(
         threshold_choice=choice,
         slices=scores.slices,
         answers=scores.answers,
-        funnel=stage_funnel,
+        funnel=summarise(per_question_funnel, list(lists), top_k),
         funnel_per_query=per_question_funnel,
         doc_evaluation=doc_evaluation(snapshot, split, access, settings, run) if doc_scores else None,
         **_projection_fields(snapshot, split),
