@@ -8,7 +8,7 @@ The rules (the section's text says them too):
   ``hit@K`` in ``per_query.csv`` is 1 (a run without that column: its main metric above 0). Compared on the questions
   both runs score as answerable. *Fixed*: the baseline misses it and the run hits it; *broken*: the reverse.
 * **Answers** (both runs had a generator): a question is *correct* when its ``answer_correct`` is at least 0.5 (with
-  ``generator.repeats`` > 1: a majority of the repeats right); compared on the questions both runs score. Fixed and
+  ``generator.repeats`` > 1: at least half of the repeats right); compared on the questions both runs score. Fixed and
   broken as above.
 * **Lost at** (a broken question, from the run's ``funnel_per_query.csv``: the rank of the best-placed relevant unit
   in each stage's list): the chain is the candidates (any retriever's list), then each later stage in order (fusion,
@@ -43,11 +43,10 @@ COLUMNS = ("run_id", "run", "judged_by", "change", "qid", "baseline", "value", "
 @dataclass
 class PerQuestionSection:
     """The per-question rows (``per_question.csv``: one per run, judgement and changed question), the Markdown
-    section and the console line."""
+    section (in ``ablation.md``; the console keeps its narrow table) and the counts."""
 
     table: pd.DataFrame
     markdown: str
-    console: str
     counts: dict[str, dict[str, int]] = field(default_factory=dict)  # run id -> {"hit@10 fixed": n, ...}
 
 
@@ -154,7 +153,6 @@ def per_question_section(
     base_hits, base_correct = hits(base.per_query, judge, metric_col), correct(base.per_query)
     rows: list[dict[str, object]] = []
     lines: list[str] = []
-    console: list[str] = []
     counts: dict[str, dict[str, int]] = {}
     for r in runs:
         if r.run_id == base.run_id:
@@ -168,7 +166,7 @@ def per_question_section(
         run_correct = correct(r.per_query)
         if base_correct is not None and run_correct is not None:
             judged.append(("answer correct", base_correct, run_correct, None, True))
-        parts, short = [], []
+        parts = []
         for name, b, v, cutoff, ctx in judged:
             fixed, broken = changes(b, v)
             if funnel is None:
@@ -201,21 +199,14 @@ def per_question_section(
                 f" ({_ids(broken, where)}; lost at: {_tally(where)})" if broken else ""
             )
             parts.append(text)
-            short.append(f"{name} +{len(fixed)}/-{len(broken)}")
         lines.append(f"- **{label}**: " + ". ".join(parts))
         if funnel is None and not doc_level:
             lines.append(
                 f"  - {label} has no {R.A_FUNNEL_PER_QUERY} (logged before ablate recorded it): stage unknown"
             )
-        console.append(f"{label} {', '.join(short)}")
     table = pd.DataFrame(rows, columns=list(COLUMNS))
     markdown = _markdown(labels.get(base.run_id, base.name), judge, k, base_correct is not None, lines)
-    line = (
-        f"per question vs the baseline (fixed/broken; lost-at stages in ablation.md): {'; '.join(console)}"
-        if console
-        else ""
-    )
-    return PerQuestionSection(table, markdown, line, counts)
+    return PerQuestionSection(table, markdown, counts)
 
 
 def _markdown(base: str, judge: str, k: str, answers: bool, lines: list[str]) -> str:
@@ -226,7 +217,7 @@ def _markdown(base: str, judge: str, k: str, answers: bool, lines: list[str]) ->
     )
     if answers:
         rule += (
-            " Answers: *correct* when answer_correct >= 0.5 (a majority of the repeats), on the questions both runs "
+            " Answers: *correct* when answer_correct >= 0.5 (at least half of the repeats), on the questions both runs "
             "score; fixed and broken the same way."
         )
     rule += (

@@ -219,8 +219,6 @@ def render(
     console = _console(csv_rows, metrics[0], footnotes, warnings, skipped, plan.heldout)
     if answers is not None:
         console += "\n" + answers.console
-    if c.per_question is not None and c.per_question.console:
-        console += "\n" + c.per_question.console
     figures = _figures(plan, c.cis, metrics, c.cols, base, cache) if options.plots else {}
     return Report(
         kind=plan.kind,
