@@ -121,6 +121,20 @@ def test_every_child_logs_its_per_question_table_under_one_name_and_it_equals_pe
         )
 
 
+def test_a_table_logged_again_is_not_appended_to(mlflow_uri, tmp_path):
+    """A retried log_table (the store was locked after MLflow wrote the file) must not append the rows again."""
+    t = Tracker(mlflow_uri)
+    frame = pd.DataFrame({"qid": ["q1", "q2"], "hit@10": [1.0, 0.0]})
+    with t.run("perq-table-twice", "twice") as run_id:
+        t.log_table(run_id, frame, R.A_PER_QUERY_TABLE)
+        t.log_table(run_id, frame, R.A_PER_QUERY_TABLE)
+    raw = json.loads(_artifact(t, run_id, R.A_PER_QUERY_TABLE, tmp_path).read_text())
+    assert raw == {"columns": ["qid", "hit@10"], "data": [["q1", 1.0], ["q2", 0.0]]}
+    run = t.get_run(run_id)
+    assert run is not None
+    assert json.loads(run.tags["mlflow.loggedArtifacts"]) == [{"path": R.A_PER_QUERY_TABLE, "type": "table"}]
+
+
 def test_the_per_question_funnel_averages_to_the_logged_funnel(demo, tmp_path):
     _, _, t, parents = demo
     for c in t.children(parents["gen"]):

@@ -53,6 +53,22 @@ def _files_under(root: Path) -> dict[str, Path]:
     return {f.relative_to(root).as_posix(): f for f in sorted(root.rglob("*")) if f.is_file()}
 
 
+#: MLflow's tag listing a run's tables (``mlflow.utils.mlflow_tags.MLFLOW_LOGGED_ARTIFACTS``), which its artifact
+#: compare view reads.
+LOGGED_TABLES_TAG = "mlflow.loggedArtifacts"
+
+
+def _tables(tags: Mapping[str, str]) -> list[dict[str, Any]]:
+    """The tables a run's tag ``mlflow.loggedArtifacts`` lists (none when it is absent or unreadable)."""
+    import json
+
+    try:
+        listed = json.loads(tags.get(LOGGED_TABLES_TAG) or "[]")
+    except ValueError:
+        return []
+    return [t for t in listed if isinstance(t, dict)] if isinstance(listed, list) else []
+
+
 #: Loggers of MLflow and of the schema migrations it runs, whose INFO lines ("Creating initial MLflow database
 #: tables...", "Updating database tables") are noise on ablate's console; their warnings and errors still show.
 QUIET_LOGGERS: tuple[str, ...] = ("mlflow", "alembic")
@@ -296,9 +312,18 @@ class Tracker:
         """Log a pandas table with MLflow's ``log_table`` as the run's artifact ``name`` (a ``.json``: pandas'
         ``orient="split"`` JSON, numbers to 10 decimals, NaN as null; MLflow's ``load_table`` reads it back) and
         list it in the run's tag ``mlflow.loggedArtifacts`` (type ``table``), which MLflow's artifact compare view
-        reads to line runs up row by row. Once per run and name: MLflow appends to a table already logged."""
+        reads to line runs up row by row. Once per run and name: MLflow appends to a table already logged, so an
+        attempt retried on a locked store after the file was written (MLflow writes the file, then the tag) only
+        sets the tag."""
         self._wrote(run_id)
-        _retry(self.client.log_table, run_id, frame, name)
+
+        def attempt() -> None:
+            if self.has_artifact(run_id, name):
+                self._list_tables(run_id, [{"path": name, "type": "table"}])
+            else:
+                self.client.log_table(run_id, frame, name)
+
+        _retry(attempt)
 
     def copy_artifacts(self, src_run_id: str, dst_run_id: str, skip: Sequence[str] = ()) -> None:
         """Give ``dst_run_id`` every artifact of ``src_run_id`` (same relative paths) but those named in ``skip`` and
@@ -334,21 +359,22 @@ class Tracker:
             _retry(self.client.log_artifacts, dst_run_id, str(local))
 
     def _copy_tables_tag(self, src_run_id: str, dst_run_id: str, skip: Sequence[str]) -> None:
-        """Set the source's ``mlflow.loggedArtifacts`` (the tables it logged), those in ``skip`` left out."""
+        """List on ``dst_run_id`` the tables ``src_run_id`` logged (its ``mlflow.loggedArtifacts``), but those in
+        ``skip``."""
+        src = self.get_run(src_run_id)
+        listed = [t for t in _tables(src.tags if src is not None else {}) if t.get("path") not in set(skip)]
+        if listed:
+            _retry(self._list_tables, dst_run_id, listed)
+
+    def _list_tables(self, run_id: str, tables: Sequence[Mapping[str, Any]]) -> None:
+        """Add ``tables`` (``{"path": ..., "type": "table"}``) to the run's ``mlflow.loggedArtifacts``, as MLflow's
+        ``log_table`` does."""
         import json
 
-        from mlflow.utils.mlflow_tags import MLFLOW_LOGGED_ARTIFACTS
-
-        src = self.get_run(src_run_id)
-        raw = src.tags.get(MLFLOW_LOGGED_ARTIFACTS) if src is not None else None
-        if not raw:
-            return
-        try:
-            listed = [t for t in json.loads(raw) if isinstance(t, dict) and t.get("path") not in set(skip)]
-        except ValueError:
-            return
-        if listed:
-            _retry(self.client.set_tag, dst_run_id, MLFLOW_LOGGED_ARTIFACTS, json.dumps(listed))
+        current = _tables(dict(self.client.get_run(run_id).data.tags))
+        new = current + [dict(t) for t in tables if dict(t) not in current]
+        if new != current:
+            self.client.set_tag(run_id, LOGGED_TABLES_TAG, json.dumps(new))
 
     # -- reading back -----------------------------------------------------------------------------------------------
     @contextlib.contextmanager
