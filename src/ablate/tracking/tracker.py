@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import json
 import math
 import os
 import shutil
@@ -60,8 +61,6 @@ LOGGED_TABLES_TAG = "mlflow.loggedArtifacts"
 
 def _tables(tags: Mapping[str, str]) -> list[dict[str, Any]]:
     """The tables a run's tag ``mlflow.loggedArtifacts`` lists (none when it is absent or unreadable)."""
-    import json
-
     try:
         listed = json.loads(tags.get(LOGGED_TABLES_TAG) or "[]")
     except ValueError:
@@ -369,8 +368,6 @@ class Tracker:
     def _list_tables(self, run_id: str, tables: Sequence[Mapping[str, Any]]) -> None:
         """Add ``tables`` (``{"path": ..., "type": "table"}``) to the run's ``mlflow.loggedArtifacts``, as MLflow's
         ``log_table`` does."""
-        import json
-
         current = _tables(dict(self.client.get_run(run_id).data.tags))
         new = current + [dict(t) for t in tables if dict(t) not in current]
         if new != current:
