@@ -95,7 +95,7 @@ def lost_at(rows: pd.DataFrame, retrievers: Sequence[str], cutoff: int | None, c
     if cutoff is None:
         cutoff = int(rows["topk"].iloc[0])
     rank = pd.to_numeric(rows["first_rank"], errors="coerce")
-    held = (rank <= cutoff).fillna(False).to_numpy()
+    held = (rank <= cutoff).to_numpy()  # NaN (not in the list): False
     stages = rows["stage"].astype(str).tolist()
     is_cand = [s in retrievers for s in stages]
     chain: list[tuple[str, bool]] = [("candidates", any(h for h, c in zip(held, is_cand, strict=True) if c))]
@@ -105,11 +105,8 @@ def lost_at(rows: pd.DataFrame, retrievers: Sequence[str], cutoff: int | None, c
     last = max((i for i, (_, h) in enumerate(chain) if h), default=None)
     if last is None:
         found = pd.to_numeric(rows["found"], errors="coerce").fillna(0).to_numpy()
-        return (
-            NOT_RETRIEVED
-            if not any(f > 0 for f, c in zip(found, is_cand, strict=True) if c)
-            else (f"candidates below {cutoff}")
-        )
+        retrieved = any(f > 0 for f, c in zip(found, is_cand, strict=True) if c)
+        return f"candidates below {cutoff}" if retrieved else NOT_RETRIEVED
     if last == len(chain) - 1:
         return IN_CONTEXT if context else f"{UNKNOWN} (held in the first {cutoff} of the final ranking)"
     return chain[last + 1][0]
