@@ -213,6 +213,37 @@ A_SUMMARY = "summary.md"
 A_ANSWERS = "answers.csv"
 A_PROMPT = "prompt.txt"
 A_FUNNEL = "funnel.csv"
+#: The per-question table logged with MLflow's ``log_table`` under this one name on every run (a reused run carries
+#: it too), so MLflow's artifact compare view lines runs up question by question: ``qid``, ``category``,
+#: ``persona``, ``tags``, the :data:`PER_QUERY_TABLE_METRICS` columns and, with a generator, the
+#: :data:`PER_QUERY_TABLE_ANSWERS` columns (those the run has), values as in ``per_query.csv``.
+A_PER_QUERY_TABLE = "per_query_table.json"
+PER_QUERY_TABLE_KEYS: tuple[str, ...] = ("category", "persona", "tags")
+PER_QUERY_TABLE_METRICS: tuple[str, ...] = ("ndcg@10", "recall@10", "hit@10", "rr@10", "judged@10")
+PER_QUERY_TABLE_ANSWERS: tuple[str, ...] = (
+    "answer_correct",
+    "answer_f1",
+    "answer_refused",
+    "answer_citations_support",
+    "answer_diagnosis",
+)
+#: The funnel per question (ablate.runner.funnel): one row per answerable question and stage, in stage order; the
+#: mean of a stage's ``recall`` (``topk_recall``) over its questions is the logged ``funnel/<i>_<stage>_recall``
+#: (``_topkrecall``). The report reads it to say at which stage a question lost its evidence.
+A_FUNNEL_PER_QUERY = "funnel_per_query.csv"
+FUNNEL_PER_QUERY_COLUMNS: tuple[str, ...] = (
+    "qid",
+    "position",
+    "stage",
+    "depth",
+    "relevant",
+    "found",
+    "recall",
+    "first_rank",
+    "topk",
+    "topk_found",
+    "topk_recall",
+)
 #: what the tag ``ablate.record_digest`` covers, item by item (ablate.record_digest): what changed, when it no
 #: longer matches
 A_RECORD_DIGEST = "record_digest.json"

@@ -245,9 +245,10 @@ def split_defined(metrics: dict[str, float]) -> tuple[dict[str, float], list[str
     return defined, undefined
 
 
-def artifacts_for(
-    result: Any, snapshot: Any, config_yaml: str, undefined: list[str] | None = None
-) -> dict[str, str]:
+def per_query_frame(result: Any, snapshot: Any) -> Any:
+    """The run's per-question table as ``per_query.csv`` holds it (index ``qid``): the question's tags, persona and
+    date, its retrieval scores, with a generator its ``answer_*`` scores, with a chosen chunker its ``doc_*``
+    scores."""
     ev = result.evaluation
     pq = ev.per_query.copy()
     if (
@@ -276,6 +277,29 @@ def artifacts_for(
     pq.insert(
         2, "as_of", [snapshot.queries[q].as_of or "" if q in snapshot.queries else "" for q in pq.index]
     )
+    return pq
+
+
+def per_query_table(pq: Any) -> Any:
+    """What the run logs with MLflow's ``log_table`` as ``per_query_table.json`` (:data:`ablate.record.A_PER_QUERY_TABLE`):
+    the columns of :func:`per_query_frame`'s table worth comparing question by question across runs, ``qid`` first
+    (:data:`ablate.record.PER_QUERY_TABLE_KEYS`, ``..._METRICS``, ``..._ANSWERS``; those the run has)."""
+    cols = [
+        c
+        for c in (*R.PER_QUERY_TABLE_KEYS, *R.PER_QUERY_TABLE_METRICS, *R.PER_QUERY_TABLE_ANSWERS)
+        if c in pq.columns
+    ]
+    table = pq[cols].copy()
+    table.insert(0, "qid", [str(q) for q in pq.index])
+    return table.reset_index(drop=True)
+
+
+def artifacts_for(
+    result: Any, snapshot: Any, config_yaml: str, undefined: list[str] | None = None
+) -> dict[str, str]:
+    """Every file the run logs as an artifact, ``{name: text}`` (names from :mod:`ablate.record`)."""
+    ev = result.evaluation
+    pq = per_query_frame(result, snapshot)
     files = {
         R.A_CONFIG: config_yaml,
         R.A_RUN: result.run.to_trec(tag=result.variant),
@@ -312,6 +336,8 @@ def artifacts_for(
             ),
         ]
         files[R.A_FUNNEL] = "\n".join(rows) + "\n"
+    if result.funnel_per_query is not None:
+        files[R.A_FUNNEL_PER_QUERY] = result.funnel_per_query.to_csv(index=False)
     return files
 
 

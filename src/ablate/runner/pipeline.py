@@ -30,7 +30,7 @@ from ablate.evaluation.scoring import score_run
 from ablate.runner.access import Access, Resolver
 from ablate.runner.answers import answer_questions
 from ablate.runner.candidates import CandidateSource
-from ablate.runner.funnel import funnel
+from ablate.runner.funnel import funnel_per_query, summarise
 from ablate.runner.scoring import ScoringInputs, scoring_inputs
 from ablate.runner.session import Session
 from ablate.runner.settings import RunSettings
@@ -103,6 +103,9 @@ class RunResult:
     slices: dict[str, dict[str, float]] = field(default_factory=dict)
     answers: pd.DataFrame | None = None  # one row per question when the pipeline has a generator
     funnel: dict[str, dict[str, float]] = field(default_factory=dict)  # stage -> recall of the gold evidence
+    #: the funnel per answerable question and stage (:func:`ablate.runner.funnel.funnel_per_query`); ``funnel`` is
+    #: its mean
+    funnel_per_query: pd.DataFrame | None = None
     #: the same ranking scored at the document level against the ORIGINAL labels (a run over a chosen chunker whose
     #: unit is chunk): what runs over different chunkers are compared by
     doc_evaluation: EvalResult | None = None
@@ -296,9 +299,8 @@ def run_pipeline(
     source = CandidateSource(snapshot, cache, session, show_progress)
     access = access if access is not None else Access(identity=identity)
     resolver = Resolver(snapshot, access)
-    inputs = scoring_inputs(
-        snapshot, split, access, resolver=resolver
-    )  # the labels as asked: before any work
+    # the labels as asked: before any work
+    inputs = scoring_inputs(snapshot, split, access, resolver=resolver)
     work = relabelled(snapshot, resolver)
     bound = pipeline.bind(work, split)
     before = session.stage_stats(bound.stages)
@@ -321,7 +323,7 @@ def run_pipeline(
     perm = inputs.permissions
     perm["leaks"] = resolver.leaks(run)
     top_k = bound.generator.context_k if bound.generator is not None else 10
-    stage_funnel = funnel(
+    per_question_funnel = funnel_per_query(
         lists, scores.evaluation, inputs.labels, snapshot.chunk_to_doc, settings.eval.relevance_level, top_k
     )
 
@@ -345,7 +347,8 @@ def run_pipeline(
         threshold_choice=choice,
         slices=scores.slices,
         answers=scores.answers,
-        funnel=stage_funnel,
+        funnel=summarise(per_question_funnel, list(lists), top_k),
+        funnel_per_query=per_question_funnel,
         doc_evaluation=doc_evaluation(snapshot, split, access, settings, run) if doc_scores else None,
         **_projection_fields(snapshot, split),
     )

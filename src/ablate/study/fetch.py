@@ -30,6 +30,9 @@ class RunRecord(RecordedRun):
     per-query metric columns (``ndcg@10``, ``rr@10``, ...); optional ``tags`` (``;``-separated question types)."""
 
     per_query: pd.DataFrame = field(default_factory=pd.DataFrame)
+    #: the run's ``funnel_per_query.csv`` (one row per answerable question and stage); None for a run that did not
+    #: log it (logged before ablate recorded it)
+    funnel_per_query: pd.DataFrame | None = None
 
 
 @dataclass
@@ -87,6 +90,14 @@ def read_per_query(tracker: Tracker, run: RecordedRun, tmp: str) -> pd.DataFrame
     if "tags" in pq.columns:
         pq["tags"] = pq["tags"].fillna("")
     return pq.set_index("qid")
+
+
+def read_funnel_per_query(tracker: Tracker, run: RecordedRun, tmp: str) -> pd.DataFrame | None:
+    """The run's ``funnel_per_query.csv``, None when it has none (a run logged before ablate recorded it)."""
+    path = tracker.download_artifact(run.run_id, R.A_FUNNEL_PER_QUERY, inside(Path(tmp), run.run_id))
+    if path is None:
+        return None
+    return pd.read_csv(path, dtype={"qid": str, "stage": str})
 
 
 def swept_from_overrides(overrides: str, sources: dict[str, str] | None = None) -> list[str]:
@@ -190,6 +201,7 @@ def fetch_runs(
                     metrics=r.metrics,
                     tags=r.tags,
                     per_query=read_per_query(tracker, r, tmp),
+                    funnel_per_query=read_funnel_per_query(tracker, r, tmp),
                 )
             )
     if not records:

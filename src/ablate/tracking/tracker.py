@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import json
 import math
 import os
 import shutil
@@ -51,6 +52,20 @@ def _files_under(root: Path) -> dict[str, Path]:
     if not root.is_dir():
         return {}
     return {f.relative_to(root).as_posix(): f for f in sorted(root.rglob("*")) if f.is_file()}
+
+
+#: MLflow's tag listing a run's tables (``mlflow.utils.mlflow_tags.MLFLOW_LOGGED_ARTIFACTS``), which its artifact
+#: compare view reads.
+LOGGED_TABLES_TAG = "mlflow.loggedArtifacts"
+
+
+def _tables(tags: Mapping[str, str]) -> list[dict[str, Any]]:
+    """The tables a run's tag ``mlflow.loggedArtifacts`` lists (none when it is absent or unreadable)."""
+    try:
+        listed = json.loads(tags.get(LOGGED_TABLES_TAG) or "[]")
+    except ValueError:
+        return []
+    return [t for t in listed if isinstance(t, dict)] if isinstance(listed, list) else []
 
 
 #: Loggers of MLflow and of the schema migrations it runs, whose INFO lines ("Creating initial MLflow database
@@ -292,6 +307,23 @@ class Tracker:
                     p.write_text(content, encoding="utf-8")
             _retry(self.client.log_artifacts, run_id, tmp)
 
+    def log_table(self, run_id: str, frame: Any, name: str) -> None:
+        """Log a pandas table with MLflow's ``log_table`` as the run's artifact ``name`` (a ``.json``: pandas'
+        ``orient="split"`` JSON, numbers to 10 decimals, NaN as null; MLflow's ``load_table`` reads it back) and
+        list it in the run's tag ``mlflow.loggedArtifacts`` (type ``table``), which MLflow's artifact compare view
+        reads to line runs up row by row. Once per run and name: MLflow appends to a table already logged, so an
+        attempt retried on a locked store after the file was written (MLflow writes the file, then the tag) only
+        sets the tag."""
+        self._wrote(run_id)
+
+        def attempt() -> None:
+            if self.has_artifact(run_id, name):
+                self._list_tables(run_id, [{"path": name, "type": "table"}])
+            else:
+                self.client.log_table(run_id, frame, name)
+
+        _retry(attempt)
+
     def copy_artifacts(self, src_run_id: str, dst_run_id: str, skip: Sequence[str] = ()) -> None:
         """Give ``dst_run_id`` every artifact of ``src_run_id`` (same relative paths) but those named in ``skip`` and
         the whole values of ``dst_run_id``'s own tags this tracker kept (:meth:`_log_whole`).
@@ -300,8 +332,10 @@ class Tracker:
         (copied where the file system refuses a link): artifacts are written once and never changed, so the two
         runs share the bytes, and deleting either run's folder leaves the other whole. A file the caller is about to
         write for the new run must be in ``skip``: writing through a link would change the source run's file too.
-        Otherwise the artifacts are downloaded to a temp folder and logged through MLflow."""
+        Otherwise the artifacts are downloaded to a temp folder and logged through MLflow. The tables among them
+        (:meth:`log_table`) stay tables: the source's ``mlflow.loggedArtifacts`` tag is set on ``dst_run_id``."""
         self._wrote(dst_run_id)
+        self._copy_tables_tag(src_run_id, dst_run_id, skip)
         skipped = set(skip) | self._own_files.get(dst_run_id, set())
         src, dst = self.local_artifact_root(src_run_id), self.local_artifact_root(dst_run_id)
         if src is not None and dst is not None and src.is_dir():
@@ -322,6 +356,22 @@ class Tracker:
             for rel in skipped:
                 (local / rel).unlink(missing_ok=True)
             _retry(self.client.log_artifacts, dst_run_id, str(local))
+
+    def _copy_tables_tag(self, src_run_id: str, dst_run_id: str, skip: Sequence[str]) -> None:
+        """List on ``dst_run_id`` the tables ``src_run_id`` logged (its ``mlflow.loggedArtifacts``), but those in
+        ``skip``."""
+        src = self.get_run(src_run_id)
+        listed = [t for t in _tables(src.tags if src is not None else {}) if t.get("path") not in set(skip)]
+        if listed:
+            _retry(self._list_tables, dst_run_id, listed)
+
+    def _list_tables(self, run_id: str, tables: Sequence[Mapping[str, Any]]) -> None:
+        """Add ``tables`` (``{"path": ..., "type": "table"}``) to the run's ``mlflow.loggedArtifacts``, as MLflow's
+        ``log_table`` does."""
+        current = _tables(dict(self.client.get_run(run_id).data.tags))
+        new = current + [dict(t) for t in tables if dict(t) not in current]
+        if new != current:
+            self.client.set_tag(run_id, LOGGED_TABLES_TAG, json.dumps(new))
 
     # -- reading back -----------------------------------------------------------------------------------------------
     @contextlib.contextmanager

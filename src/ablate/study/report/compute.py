@@ -22,6 +22,7 @@ from ablate.study.answers import AnswerSection, answer_section
 from ablate.study.compare import ComparisonCheck, check_comparison, norm_value, varying_params
 from ablate.study.fetch import ReportError, RunRecord
 from ablate.study.options import ReportOptions
+from ablate.study.per_question import PerQuestionSection, per_question_section
 from ablate.study.report.heldout import HeldOutMarking, heldout_marking, split_warnings
 from ablate.study.slices import scored_ids
 
@@ -438,6 +439,8 @@ class Computed:
     family: int
     answers: AnswerSection | None
     warnings: list[str] = field(default_factory=list)
+    #: the questions each run fixed and broke against the baseline, and where the broken ones lost their evidence
+    per_question: PerQuestionSection | None = None
 
 
 def compute(
@@ -501,4 +504,5 @@ def compute(
         family,
         answers,
         warnings,
+        per_question_section(plan.ordered, plan.shown, base, metrics[0], cols[0]),
     )

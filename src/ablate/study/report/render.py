@@ -51,6 +51,8 @@ class Report:
     console: str = ""  # the narrow table printed at the end of a sweep (the full one is in the files)
     answers: AnswerSection | None = None  # runs with a generator: correctness, refusals, the diagnosis split
     heldout: HeldOutMarking | None = None  # dev-tuned / test-tuned rows and the line above the table
+    #: per_question.csv: each run's fixed and broken questions against the baseline, with where the evidence was lost
+    per_question: pd.DataFrame | None = None
 
     def files(self) -> dict[str, str | bytes]:
         files: dict[str, str | bytes] = {
@@ -61,6 +63,8 @@ class Report:
         }
         if self.answers is not None:
             files["answers.csv"] = self.answers.table.to_csv(index=False)
+        if self.per_question is not None:
+            files["per_question.csv"] = self.per_question.to_csv(index=False)
         return {**files, **self.plots}
 
     def write(self, out: str | os.PathLike[str]) -> list[Path]:
@@ -190,7 +194,8 @@ def render(
     cache: Cache | None = None,
 ) -> Report:
     """The report's files and console text from its numbers, in the order a reader meets them: the header, the
-    held-out line, the table, its flags, the warnings and left-out runs, the answer section; the slices, the
+    held-out line, the table, its flags, the warnings and left-out runs, the answer section, the per-question
+    section (fixed and broken questions against the baseline); the slices, the
     narrow console table and the figures."""
     plan, base, metrics, warnings, answers = c.plan, c.base, c.metrics, c.warnings, c.answers
     csv_rows, md_rows, footnotes = _rows(c)
@@ -206,6 +211,8 @@ def render(
             parts.append(f"{title_}:\n\n" + "\n".join(f"- {x}" for x in lines))
     if answers is not None:
         parts.append(answers.markdown.rstrip("\n"))
+    if c.per_question is not None:
+        parts.append(c.per_question.markdown.rstrip("\n"))
     slice_table, slices_md = slices(
         plan.ordered, c.tables, metrics, c.cols, plan.shown, base, options.contrast
     )
@@ -229,6 +236,7 @@ def render(
         console=console,
         answers=answers,
         heldout=plan.heldout,
+        per_question=c.per_question.table if c.per_question is not None else None,
     )
 
 
