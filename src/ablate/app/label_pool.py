@@ -24,10 +24,18 @@ from collections.abc import Sequence
 from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ablate import record as R
-from ablate.app.label_common import add_labels_dir, add_overrides, compose, corpus_spec, load, overridden, workspace
+from ablate.app.label_common import (
+    add_labels_dir,
+    add_overrides,
+    compose,
+    corpus_spec,
+    load,
+    overridden,
+    workspace,
+)
 from ablate.data.snapshot import Snapshot
 from ablate.errors import AblateError, ConfigError
 from ablate.evaluation.judged import mostly_unjudged
@@ -37,7 +45,9 @@ from ablate.labels.journal import now
 from ablate.labels.pool import Pooled, check_depth, pool
 from ablate.labels.workspace import check_name
 from ablate.record import RecordedRun
-from ablate.tracking import Tracker
+
+if TYPE_CHECKING:
+    from ablate.tracking import Tracker
 
 #: A default pool name lists the runs' labels when there are at most this many, else it is ``pool-<time>``.
 NAMED_RUNS = 4
@@ -49,11 +59,16 @@ class PoolRefused(AblateError):
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     which = p.add_mutually_exclusive_group()
-    which.add_argument("--parent", help="a sweep's parent run id: pool its child runs (default: the latest sweep)")
+    which.add_argument(
+        "--parent", help="a sweep's parent run id: pool its child runs (default: the latest sweep)"
+    )
     which.add_argument("--runs", help="run ids separated by commas")
     which.add_argument("--experiment", help="pool every finished run of this experiment")
     p.add_argument(
-        "--depth", type=int, default=10, help="pool the first DEPTH units of each run per question (default 10)"
+        "--depth",
+        type=int,
+        default=10,
+        help="pool the first DEPTH units of each run per question (default 10)",
     )
     p.add_argument(
         "--name",
@@ -66,15 +81,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ablate.evaluation.io import read_trec_run
-    from ablate.runner.rescore import _config, on_snapshot, recorded_settings
-    from ablate.study.fetch import check_store, latest_parent
-    from ablate.tracking import check_uri, resolve_tracking_uri
-
     depth = check_depth(args.depth)
     if args.name is not None:
         check_name("--name", args.name)
     _check_overrides(args.overrides)
+    # imported once the arguments are read: they import MLflow, pandas and the scoring code
+    from ablate.evaluation.io import read_trec_run
+    from ablate.runner.rescore import _config, on_snapshot, recorded_settings
+    from ablate.study.fetch import check_store, latest_parent
+    from ablate.tracking import Tracker, check_uri, resolve_tracking_uri
+
     uri = resolve_tracking_uri(args.tracking_uri)
     check_store(uri)
     check_uri(uri, "--tracking-uri", writes=False)
@@ -131,7 +147,9 @@ def run(args: argparse.Namespace) -> int:
 
 
 # -- which runs ----------------------------------------------------------------------------------------------------
-def _select(tracker: Tracker, args: argparse.Namespace, latest_parent: Any) -> tuple[list[RecordedRun], list[str]]:
+def _select(
+    tracker: Tracker, args: argparse.Namespace, latest_parent: Any
+) -> tuple[list[RecordedRun], list[str]]:
     """The finished runs to pool and lines about the unfinished ones left out (``--runs``: an unfinished run is
     refused, it was named)."""
     if args.runs is not None:
@@ -142,9 +160,13 @@ def _select(tracker: Tracker, args: argparse.Namespace, latest_parent: Any) -> t
         for rid in dict.fromkeys(ids):
             r = tracker.get_run(rid)
             if r is None:
-                raise PoolRefused(f"--runs: no run {rid!r} in {tracker.uri}. Fix: pass run ids of this store (--tracking-uri)")
+                raise PoolRefused(
+                    f"--runs: no run {rid!r} in {tracker.uri}. Fix: pass run ids of this store (--tracking-uri)"
+                )
             if r.status != "FINISHED":
-                raise PoolRefused(f"--runs: run {r.name} ({rid}) is {r.status}: it has no whole ranking. Fix: leave it out")
+                raise PoolRefused(
+                    f"--runs: run {r.name} ({rid}) is {r.status}: it has no whole ranking. Fix: leave it out"
+                )
             runs.append(r)
         return [_ablate_run(r, tracker) for r in runs], []
     if args.experiment is not None:
@@ -175,7 +197,9 @@ def _select(tracker: Tracker, args: argparse.Namespace, latest_parent: Any) -> t
     left_out = [f"{r.name} ({r.run_id}): {r.status}" for r in found if r.status != "FINISHED"]
     if not runs:
         raise PoolRefused(f"{where} has no finished run. Fix: re-run the failed jobs")
-    runs.sort(key=lambda r: (r.sweep_index if r.sweep_index is not None else 1 << 30, r.variant_order, r.start_time))
+    runs.sort(
+        key=lambda r: (r.sweep_index if r.sweep_index is not None else 1 << 30, r.variant_order, r.start_time)
+    )
     return [_ablate_run(r, tracker) for r in runs], left_out
 
 
@@ -205,7 +229,7 @@ def _check_overrides(overrides: Sequence[str]) -> None:
             raise ConfigError(
                 o.partition("=")[0],
                 o.partition("=")[2],
-                "pool reads every setting from the runs' config.yaml; only corpus=... is accepted, to check it",
+                "drop it: pool reads every setting from the runs' config.yaml (only corpus=... is accepted, to check it)",
             )
 
 
@@ -235,7 +259,11 @@ def _check_together(runs: Sequence[RecordedRun]) -> None:
                 "chunkers at the document level"
             )
     facts = (
-        ("corpora", lambda r: f"{r.params.get(R.P_CORPUS_NAME)} ({r.params.get('corpus.path')})", "one corpus"),
+        (
+            "corpora",
+            lambda r: f"{r.params.get(R.P_CORPUS_NAME)} ({r.params.get('corpus.path')})",
+            "one corpus",
+        ),
         ("splits", lambda r: str(r.split), "one split (corpus.split)"),
         (
             "label versions",
@@ -330,7 +358,10 @@ def _summary(meta: poolfile.PoolMeta, pooled: Pooled, path: Path | None, left_ou
     lines.append(format_table(rows, list(rows[0])))
     for lab, s in pooled.shares.items():
         if mostly_unjudged(s.share):
-            lines.append("WARNING: " + judged_warning(lab, s.share, k, "judge this pool, then re-score on the new labels"))
+            lines.append(
+                "WARNING: "
+                + judged_warning(lab, s.share, k, "judge this pool, then re-score on the new labels")
+            )
     if path is None:
         lines.append(f"pool: empty: the labels judge every unit in the top {k} of every run; nothing written")
         return "\n".join(lines)

@@ -46,7 +46,9 @@ class Pooled:
 
 def check_depth(depth: int) -> int:
     if isinstance(depth, bool) or not isinstance(depth, int) or depth < 1:
-        raise ConfigError("--depth", depth, "give the number of top units of each run to pool, e.g. --depth 10")
+        raise ConfigError(
+            "--depth", depth, "give the number of top units of each run to pool, e.g. --depth 10"
+        )
     return depth
 
 
@@ -87,8 +89,6 @@ def pool(
                 if rank < best:
                     found[(qid, unit)] = (rank, runs)
         shares[label] = RunShare(units, hits)
-    entries = [
-        PoolEntry(qid, unit, tuple(runs), best) for (qid, unit), (best, runs) in found.items()
-    ]
+    entries = [PoolEntry(qid, unit, tuple(runs), best) for (qid, unit), (best, runs) in found.items()]
     entries.sort(key=lambda e: (e.qid, e.best_rank, e.unit))
     return Pooled(entries, shares)
