@@ -155,7 +155,8 @@ def test_the_pool_equals_an_independent_computation_from_run_trec_and_the_labels
         assert f"| {name} " in out and f"{share:.3f}" in out
         warned = f"WARNING: {name}: only {share:.0%} of its top {DEPTH} is judged" in out
         assert warned == (share < MIN_JUDGED_SHARE)
-    assert f"python -m ablate.label serve --pool {path}" in out
+    assert f"python -m ablate.label serve --pool labels/demo/pools/A-B-C-top{DEPTH}.tsv" in out
+    assert f"python -m ablate.report --parent {swept.parent} --labels NAME" in out
     # a pool is never overwritten: the same name is refused, the default name takes the next free one
     before = path.read_bytes()
     again = swept.run("ablate.label", "pool", "--parent", swept.parent, "--name", f"A-B-C-top{DEPTH}")

@@ -142,7 +142,11 @@ def run(args: argparse.Namespace) -> int:
     )
     if pooled.entries:
         poolfile.write(path, poolfile.Pool(meta, pooled.entries))
-    print(_summary(meta, pooled, path if pooled.entries else None, left_out))
+    parents = {r.tags.get(R.T_PARENT) for r in runs}
+    rescore = (
+        f"--parent {parents.pop()}" if len(parents) == 1 and None not in parents else "--parent SWEEP_RUN_ID"
+    )
+    print(_summary(meta, pooled, _shown(path) if pooled.entries else None, left_out, rescore))
     return 0
 
 
@@ -336,7 +340,17 @@ def _default_name(labels: list[str], depth: int) -> str:
     return name
 
 
-def _summary(meta: poolfile.PoolMeta, pooled: Pooled, path: Path | None, left_out: Sequence[str]) -> str:
+def _shown(path: Path) -> Path:
+    """``path`` relative to the working folder when it is inside it (what a user types next), else whole."""
+    try:
+        return path.relative_to(Path.cwd())
+    except ValueError:
+        return path
+
+
+def _summary(
+    meta: poolfile.PoolMeta, pooled: Pooled, path: Path | None, left_out: Sequence[str], rescore: str
+) -> str:
     from ablate.tables import format_table
 
     k = meta.depth
@@ -371,6 +385,6 @@ def _summary(meta: poolfile.PoolMeta, pooled: Pooled, path: Path | None, left_ou
     lines.append(
         f"next: judge them in the browser:   python -m ablate.label serve --pool {path}\n"
         f"      or with an LLM assessor:     python -m ablate.label judge --pool {path} generator=llama_cpp\n"
-        f"      then: python -m ablate.label commit --version NAME; python -m ablate.report --parent ID --labels NAME"
+        f"      then: python -m ablate.label commit --version NAME; python -m ablate.report {rescore} --labels NAME"
     )
     return "\n".join(lines)
