@@ -113,7 +113,7 @@ def run(args: argparse.Namespace) -> int:
         corpus = replace(corpus, doc_labels=False)  # the labels as written, at their own unit
         _check_corpus(args.overrides, corpus.path, runs[0])
         snapshot = load(corpus)
-        _check_snapshot(snapshot, runs, labels)
+        _check_snapshot(snapshot, runs)
         unit_of = _unit_of(snapshot)
         rankings: dict[str, dict[str, list[str]]] = {}
         for r in runs:
@@ -125,7 +125,7 @@ def run(args: argparse.Namespace) -> int:
     qrels = snapshot.split_qrels(split)
     pooled = pool(rankings, {q: set(j) for q, j in qrels.judgements.items()}, depth)
     ws = workspace(args, snapshot)
-    name, path = _where(ws, args.name, list(labels.values()), depth)
+    _, path = _where(ws, args.name, list(labels.values()), depth)
     meta = poolfile.PoolMeta(
         corpus=snapshot.name,
         corpus_path=str(snapshot.root),
@@ -289,7 +289,7 @@ def _check_together(runs: Sequence[RecordedRun]) -> None:
             raise PoolRefused(f"the runs are of different {what} ({listed}). Fix: pool runs of {fix}")
 
 
-def _check_snapshot(snapshot: Snapshot, runs: Sequence[RecordedRun], labels: dict[str, str]) -> None:
+def _check_snapshot(snapshot: Snapshot, runs: Sequence[RecordedRun]) -> None:
     """The corpus as loaded now must be the one the runs were made on, with the labels at their own unit."""
     if snapshot.projection is not None:
         raise PoolRefused(
