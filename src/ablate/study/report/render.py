@@ -23,6 +23,7 @@ from ablate.study.plots import funnel_plots
 from ablate.study.plots import plots as make_plots
 from ablate.study.report.compute import Computed, Plan, compute
 from ablate.study.report.heldout import HeldOutMarking
+from ablate.study.report.judged import labels_note
 from ablate.study.slices import slices
 from ablate.tables import fmt, format_table
 
@@ -209,6 +210,8 @@ def render(
     for title_, lines in (("Warnings", warnings), ("Left out", skipped)):
         if lines:
             parts.append(f"{title_}:\n\n" + "\n".join(f"- {x}" for x in lines))
+    note = labels_note(plan.ordered, plan.shown, metrics)
+    parts.append(note.markdown)
     if answers is not None:
         parts.append(answers.markdown.rstrip("\n"))
     if c.per_question is not None:
@@ -217,6 +220,7 @@ def render(
         plan.ordered, c.tables, metrics, c.cols, plan.shown, base, options.contrast
     )
     console = _console(csv_rows, metrics[0], footnotes, warnings, skipped, plan.heldout)
+    console += "".join(f"\n  warning: {w}" for w in note.warnings)
     if answers is not None:
         console += "\n" + answers.console
     figures = _figures(plan, c.cis, metrics, c.cols, base, cache) if options.plots else {}
