@@ -21,6 +21,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 import tempfile
 from collections import Counter
@@ -152,13 +153,12 @@ def check_version_name(ws: Workspace, name: str, current: str) -> Path:
 
 
 def _next_name(ws: Workspace, name: str) -> str:
-    stem, n = name, 2
-    head, sep, tail = name.rpartition("-v")
-    if sep and tail.isdigit():
-        stem, n = head, int(tail) + 1
-    while ws.version(f"{stem}-v{n}").exists():
+    """A free name after ``name``: its trailing number plus one (``v2`` -> ``v3``), else ``name-2``, ..."""
+    m = re.fullmatch(r"(.*?)(\d+)", name)
+    stem, n = (m.group(1), int(m.group(2)) + 1) if m else (name + "-", 2)
+    while ws.version(f"{stem}{n}").exists() or f"{stem}{n}" == name:
         n += 1
-    return f"{stem}-v{n}"
+    return f"{stem}{n}"
 
 
 def validation_report(ws: Workspace, assessor: str) -> Path | None:
