@@ -13,7 +13,7 @@ import pytest
 import pytrec_eval
 
 from ablate.tracking import Tracker
-from labels_loop import cli, demo_sweep, unjudged_pairs, write_journal
+from labels_loop import SWEEP, cli, demo_sweep, unjudged_pairs, write_journal
 
 EXP = "relabel"
 
@@ -246,3 +246,44 @@ def test_an_unknown_label_version_is_refused_before_anything_is_logged(relabelle
     assert p.returncode == 2 and p.stderr.count("error:") == 1 and "Traceback" not in p.stderr
     assert "--labels='nope' is not valid" in p.stderr and "versions of demo: v3" in p.stderr
     assert len(t.find_runs([exp])) == n
+
+
+def test_a_rescore_of_a_test_run_is_not_a_new_test_run(relabelled):
+    """The held-out guard judges runs that ran on test; a re-score on new labels keeps its run's verdict and
+    configuration fingerprint, so it is neither tagged a test reuse nor warned about."""
+    cwd, uri = relabelled["cwd"], relabelled["uri"]
+    exp = "relabel-test"
+    p = cli(
+        "ablate",
+        ["-m", "variant=A", "corpus.split=test", *SWEEP, f"tracking.uri={uri}", f"tracking.experiment={exp}"],
+        cwd,
+    )
+    assert p.returncode == 0, p.stderr[-3000:]
+    t = Tracker(uri)
+    (parent,) = [r for r in t.find_runs([t.experiment_id(exp, create=False)]) if r.tags.get("ablate.role")]
+    (old,) = t.children(parent.run_id)
+    assert old.tags["ablate.heldout"] == "first" and old.tags["ablate.split"] == "test"
+    p = cli(
+        "ablate.report",
+        [
+            "--parent",
+            parent.run_id,
+            "--labels",
+            "v3",
+            "--tracking-uri",
+            uri,
+            "--no-log",
+            "--out",
+            str(cwd / "t"),
+        ],
+        cwd,
+    )
+    assert p.returncode == 0, p.stderr
+    assert "held-out test split was already run" not in p.stderr
+    (new,) = [
+        r
+        for r in t.find_runs([t.experiment_id(exp, create=False)])
+        if r.tags.get("ablate.rescored_from") == old.run_id
+    ]
+    assert new.tags["ablate.heldout"] == "first" and "ablate.test_reuse" not in new.tags
+    assert new.tags["ablate.config_fp"] == old.tags["ablate.config_fp"]
