@@ -32,6 +32,7 @@ class Case:
     base: bool = True  # add the tiny-corpus / store arguments
     code: int | None = None  # the exit code, where the case pins it (else any non-zero)
     absent: str | None = None  # a path (in the case's folder) the refusal must not create
+    runs: Callable[[str], dict[str, str]] | None = None  # logs runs the case needs in the store; more {names}
 
 
 def _edit(name: str, text: str | bytes) -> Callable[[Path], None]:
@@ -70,6 +71,30 @@ def _all(*steps: Callable[[Path], None]) -> Callable[[Path], None]:
             step(root)
 
     return apply
+
+
+def _journal(pair: str, assessor: str = "human:a") -> Callable[[Path], None]:
+    """A journal of one judgement (``'"qid", "unit", grade'``) in the case's ./labels/tiny/."""
+    qid, unit, grade = (x.strip().strip('"') for x in pair.split(","))
+    line = {"qid": qid, "unit": unit, "grade": int(grade), "assessor": assessor, "time": "t", "pool": ""}
+    return _edit("../labels/tiny/journal.jsonl", json.dumps(line) + "\n")
+
+
+def _a_sweep_of(corpus: str) -> Callable[[str], dict[str, str]]:
+    """A finished sweep parent with one finished child run on ``corpus`` in the store: ``{parent}``."""
+
+    def log(store: str) -> dict[str, str]:
+        from ablate.tracking import Tracker
+
+        t = Tracker(f"sqlite:///{store}")
+        exp = f"catalogue-sweep-{corpus}"
+        parent = t.start(exp, "sweep", tags={"ablate.role": "sweep-parent"})
+        with t.run(exp, "A", parent_run_id=parent) as rid:
+            t.log_params(rid, {"corpus.name": corpus})
+        t.end(parent)
+        return {"parent": parent}
+
+    return log
 
 
 GOOD_QUERIES = "".join(json.dumps(q, ensure_ascii=False) + "\n" for q in TINY_QUERIES)
@@ -536,6 +561,102 @@ CASES = [
         base=False,
         code=2,
     ),
+    # -- python -m ablate.label commit, python -m ablate.report --labels ----------------------------------------------
+    Case(
+        "commit-version-exists",
+        ["commit", "--version", "v2", "corpus=beir", "corpus.path={corpus}"],
+        "--version='v2' is not valid; ",
+        _all(_journal('"q1", "INV-120#p0", 1'), _edit("../labels/tiny/versions/v2/version.json", "{}")),
+        module="ablate.label",
+        base=False,
+        code=2,
+    ),
+    Case(
+        "commit-current-version",
+        ["commit", "--version", "tiny-v1", "corpus=beir", "corpus.path={corpus}"],
+        "it is the current label version of tiny",
+        _journal('"q1", "INV-120#p0", 1'),
+        module="ablate.label",
+        base=False,
+        code=2,
+        absent="labels/tiny/versions",
+    ),
+    Case(
+        "commit-unknown-qid",
+        ["commit", "--version", "v2", "corpus=beir", "corpus.path={corpus}"],
+        "journal.jsonl:1: question 'q99' is not in tiny's queries.jsonl",
+        _journal('"q99", "INV-102#p0", 1'),
+        module="ablate.label",
+        base=False,
+        code=2,
+        absent="labels/tiny/versions",
+    ),
+    Case(
+        "commit-unknown-unit",
+        ["commit", "--version", "v2", "corpus=beir", "corpus.path={corpus}"],
+        "journal.jsonl:1: 'NOPE#p0' is not a chunk of tiny",
+        _journal('"q1", "NOPE#p0", 1'),
+        module="ablate.label",
+        base=False,
+        code=2,
+        absent="labels/tiny/versions",
+    ),
+    Case(
+        "commit-grade-outside-legend",
+        ["commit", "--version", "v2", "corpus=beir", "corpus.path={corpus}"],
+        "journal.jsonl:1: grade 3 is not in the corpus's grade legend (2, 1, 0)",
+        _journal('"q1", "INV-120#p0", 3'),
+        module="ablate.label",
+        base=False,
+        code=2,
+        absent="labels/tiny/versions",
+    ),
+    Case(
+        "commit-llm-unvalidated",
+        ["commit", "--version", "v2", "corpus=beir", "corpus.path={corpus}"],
+        "1 standing judgement(s) by llm:m have no validation report for tiny",
+        _journal('"q1", "INV-120#p0", 1', "llm:m"),
+        module="ablate.label",
+        base=False,
+        code=2,
+        absent="labels/tiny/versions",
+    ),
+    Case(
+        "commit-empty-journal",
+        ["commit", "--version", "v2", "corpus=beir", "corpus.path={corpus}"],
+        "journal.jsonl: holds no judgement to commit",
+        module="ablate.label",
+        base=False,
+        code=2,
+        absent="labels/tiny/versions",
+    ),
+    Case(
+        "commit-nothing-new",
+        ["commit", "--version", "v2", "corpus=beir", "corpus.path={corpus}"],
+        "adds nothing to tiny-v1",
+        _journal('"q1", "INV-102#p0", 2'),
+        module="ablate.label",
+        base=False,
+        code=2,
+        absent="labels/tiny/versions",
+    ),
+    Case(
+        "report-labels-no-parent",
+        ["--labels", "v2", "--tracking-uri", "sqlite:///{store}"],
+        "--labels='v2' is not valid; name the sweep to re-score with --parent",
+        module="ablate.report",
+        base=False,
+        code=2,
+    ),
+    Case(
+        "report-labels-unknown",
+        ["--parent", "{parent}", "--labels", "nope", "--tracking-uri", "sqlite:///{store}"],
+        "--labels='nope' is not valid; no label version 'nope'",
+        module="ablate.report",
+        base=False,
+        code=2,
+        runs=_a_sweep_of("tiny"),
+    ),
     Case(
         "label-pool-depth",
         ["pool", "--depth", "0", "--tracking-uri", "sqlite:///{store}"],
@@ -574,6 +695,8 @@ def _run(
     afile.write_text("x")
     (tmp / case.id / "x.trec").write_text("q1 Q0 INV-102#p0 1 1.0 run\n")
     fill = {"corpus": str(root), "store": store, "file": str(afile), "dir": str(tmp / case.id), "http": http}
+    if case.runs is not None:
+        fill.update(case.runs(store))
     args = [a.format(**fill) for a in case.args]
     if case.module == "ablate" and case.base:
         args = [

@@ -49,8 +49,21 @@ P_VERSIONS_POLICY = "versions.policy"
 PARAM_COMPONENTS = {P_AS_OF: "dates", P_VERSIONS_POLICY: "dates"}
 #: Where ``corpus.language`` came from (declared / setting / detected); the language itself is ``corpus.language``.
 P_LANGUAGE_SOURCE = "corpus.language_source"
-#: Params that never change a run's rankings or scores (prefixes end with "."): bookkeeping for comparisons.
-BOOKKEEPING_PARAMS: tuple[str, ...] = (P_VARIANT, "stats.", "corpus.path", P_SPLIT, P_LANGUAGE_SOURCE)
+#: On a run whose labels are a committed label version (``corpus.labels``; its name is the tag ``ablate.label_version``):
+#: the version it was made from and how many of its labels an LLM made (:mod:`ablate.data.labelsets`).
+P_LABELS_PARENT = "labels.parent"
+P_LABELS_LLM_MADE = "labels.llm_made"
+#: Params that never change a run's rankings or scores (prefixes end with "."): bookkeeping for comparisons. (The
+#: labels' provenance is bookkeeping too: runs on other labels are told apart by ``ablate.qrels_hash``.)
+BOOKKEEPING_PARAMS: tuple[str, ...] = (
+    P_VARIANT,
+    "stats.",
+    "corpus.path",
+    P_SPLIT,
+    P_LANGUAGE_SOURCE,
+    P_LABELS_PARENT,
+    P_LABELS_LLM_MADE,
+)
 #: Params ending so say where another param's value came from (``dense.model_source``: ``setting`` / ``language:zh``):
 #: bookkeeping too, since the value itself is what ran.
 SOURCE_PARAM_SUFFIX = "_source"
@@ -115,6 +128,13 @@ T_RECORD_DIGEST = "ablate.record_digest"
 T_ORIGINAL = "ablate.original"
 T_FAILED_CHILDREN = "ablate.failed_children"
 T_REPORT_BASELINE = "ablate.report_baseline"
+#: On a run re-scored on a new label version (``python -m ablate.report --parent ID --labels NAME``,
+#: :mod:`ablate.runner.relabel`): the run it re-scores (its run.trec and answers.csv, nothing retrieved again); on
+#: the new sweep parent: the old sweep parent.
+T_RESCORED_FROM = "ablate.rescored_from"
+#: On a re-scored run and its sweep parent: sha256 over the label version's ``<split>.tsv`` files (a version of the
+#: same name in another labels folder is another version: never taken for this one's re-scores).
+T_LABELS_SHA = "ablate.labels_sha256"
 
 # -- metrics --------------------------------------------------------------------------------------------------------
 #: The headline metrics (library keys) shown in console tables.

@@ -13,6 +13,7 @@ import argparse
 import os
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 from ablate.errors import AblateError, ConfigError
 from ablate.study.options import DEFAULT_CONTRAST, DEFAULT_METRICS, PAIRED_TESTS
@@ -29,7 +30,7 @@ def _contrast(text: str) -> tuple[str, str] | None:
     return parts[0], parts[1]
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(
         prog="python -m ablate.report",
         description="Ablation table, slices and plots from tracked runs, logged to the sweep's parent run.",
@@ -66,7 +67,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         default=",".join(DEFAULT_CONTRAST),
         help="two question tags compared side by side in the slices (default exact-id,paraphrase; 'none' for no contrast)",
     )
-    args = ap.parse_args(argv)
+    ap.add_argument(
+        "--labels",
+        help="re-score every run of the sweep (--parent) on this label version (python -m ablate.label commit): "
+        "logged as new runs under a new sweep parent, the old runs untouched, and both versions side by side",
+    )
+    ap.add_argument(
+        "--labels-dir",
+        default="labels",
+        help="where --labels NAME is looked up: <labels-dir>/<corpus>/versions/NAME (default ./labels)",
+    )
+    return ap
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parser().parse_args(argv)
     # Imported once the arguments are read: the report's modules import MLflow, pandas, scipy and matplotlib.
     from ablate.study.fetch import check_store
     from ablate.study.report import ReportOptions, ReportRequest, attach_report
@@ -87,10 +102,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             force=args.force,
             contrast=_contrast(args.contrast),
         )
+        tracker = Tracker(uri)
+        if args.labels is not None:
+            return _relabel(tracker, args, options)
         request = ReportRequest(
             args.parent, args.experiment, args.out, options, log=not args.no_log, full=args.full
         )
-        attach_report(Tracker(uri), request)
+        attach_report(tracker, request)
     except AblateError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -102,4 +120,40 @@ def main(argv: Sequence[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 1
+    return 0
+
+
+def _relabel(tracker: Any, args: argparse.Namespace, options: Any) -> int:
+    """``--parent ID --labels NAME``: re-score the sweep on the label version (:mod:`ablate.runner.relabel`), report
+    the new sweep like any other, with both versions side by side beside it
+    (:mod:`ablate.study.report.relabelled`)."""
+    from ablate.runner.relabel import relabel_sweep, resolve_target
+    from ablate.study.fetch import fetch_runs
+    from ablate.study.report import ReportRequest, attach_report
+    from ablate.study.report.compute import check_metrics
+    from ablate.study.report.relabelled import side_by_side
+
+    if args.parent is None:
+        raise ConfigError(
+            "--labels",
+            args.labels,
+            "name the sweep to re-score with --parent SWEEP_RUN_ID (--experiment is not one)",
+        )
+    check_metrics(options.metrics)
+    target = resolve_target(tracker, args.parent, args.labels, args.labels_dir)
+    done = relabel_sweep(tracker, target)
+    old, _ = fetch_runs(tracker, target.parent.run_id)
+    new, source = fetch_runs(tracker, done.parent)
+    side = side_by_side(old, new, list(options.metrics), source.title)
+    request = ReportRequest(
+        done.parent,
+        None,
+        args.out,
+        options,
+        log=not args.no_log,
+        full=args.full,
+        extra_files=side.files(),
+    )
+    attach_report(tracker, request)
+    print(side.console)
     return 0

@@ -129,6 +129,20 @@ class Snapshot:
     def label_version(self) -> str:
         return str(self.manifest.get("label_version") or "")
 
+    @property
+    def label_provenance(self) -> dict[str, Any]:
+        """Labels loaded from a committed label version (``corpus.labels``): the version it was made from
+        (``label_version_parent``), who made its labels (``label_assessors``) and how many an LLM made
+        (``labels_llm_made``); empty for a corpus's own ``qrels/``."""
+        m = self.manifest
+        if "label_version_parent" not in m:
+            return {}
+        return {
+            "label_version_parent": str(m.get("label_version_parent") or ""),
+            "label_assessors": dict(m.get("label_assessors") or {}),
+            "labels_llm_made": int(m.get("labels_llm_made") or 0),
+        }
+
     def source_qrels(self, split: str) -> Qrels:
         """The split's labels as written (before any projection): what a document-level score and a comparison
         across chunkers rest on. Without a projection, :meth:`split_qrels` itself."""
@@ -212,6 +226,7 @@ class Snapshot:
                 for s, q in self.qrels.items()
             },
             "label_version": self.label_version,
+            **self.label_provenance,
             **({"label_projection": self.projection.record()} if self.projection is not None else {}),
         }
 

@@ -51,11 +51,21 @@ def params_for(
     )
     if snapshot.projection is not None:  # labels carried onto other chunks: how (the counts are metrics)
         params.update(R.flatten(snapshot.projection.record(), R.P_PROJECTION))
+    params.update(label_params(snapshot))
     params.update(R.flatten(settings.eval.as_dict(), "eval"))
     params["abstain.threshold"] = settings.abstain_threshold
     params["stats.bootstrap"] = settings.bootstrap
     params["stats.seed"] = settings.seed
     return params
+
+
+def label_params(snapshot: Snapshot) -> dict[str, Any]:
+    """Labels from a committed label version (its name is the tag ``ablate.label_version``): the version it was made
+    from and how many of its labels an LLM made; nothing for a corpus's own ``qrels/``."""
+    prov = snapshot.label_provenance
+    if not prov:
+        return {}
+    return {R.P_LABELS_PARENT: prov["label_version_parent"], R.P_LABELS_LLM_MADE: prov["labels_llm_made"]}
 
 
 #: Cache kind of the per-run bootstrap intervals (keyed by the per-query values, the settings and the stats code).
@@ -245,16 +255,13 @@ def split_defined(metrics: dict[str, float]) -> tuple[dict[str, float], list[str
     return defined, undefined
 
 
-def per_query_frame(result: Any, snapshot: Any) -> Any:
-    """The run's per-question table as ``per_query.csv`` holds it (index ``qid``): the question's tags, persona and
-    date, its retrieval scores, with a generator its ``answer_*`` scores, with a chosen chunker its ``doc_*``
-    scores."""
-    ev = result.evaluation
+def per_query_frame(ev: EvalResult, answers: Any, doc_evaluation: EvalResult | None, snapshot: Any) -> Any:
+    """The run's ``per_query.csv`` table (index ``qid``): the per-question metrics, the answer scores (with a
+    generator), the document-level scores (a chosen chunker) and each question's tags, persona and date. A re-score on
+    new labels (:mod:`ablate.runner.relabel`) writes the same table."""
     pq = ev.per_query.copy()
-    if (
-        result.answers is not None
-    ):  # the answer scores join the per-question table (the report reads them there)
-        a = result.answers
+    if answers is not None:  # the answer scores join the per-question table (the report reads them there)
+        a = answers
         for col in ("correct", "em", "f1", "refused", "citations_support", "diagnosis"):
             pq[f"answer_{col}"] = a[col].reindex(pq.index)
         for col in ("parts_covered", "parts_all"):  # questions with answer_parts only (NaN elsewhere)
@@ -264,9 +271,9 @@ def per_query_frame(result: Any, snapshot: Any) -> Any:
             bool
         )  # no-answer, or no gold answer
         pq.loc[unscored.to_numpy(), ["answer_correct", "answer_em", "answer_f1"]] = float("nan")
-    if result.doc_evaluation is not None:  # document-level scores beside the chunk-level ones
-        dq = result.doc_evaluation.per_query
-        for col in _doc_columns(result.doc_evaluation):
+    if doc_evaluation is not None:  # document-level scores beside the chunk-level ones
+        dq = doc_evaluation.per_query
+        for col in _doc_columns(doc_evaluation):
             pq[R.DOC_PREFIX + col] = dq[col].reindex(pq.index)
     pq.insert(
         0, "tags", [";".join(snapshot.queries[q].tags) if q in snapshot.queries else "" for q in pq.index]
@@ -299,7 +306,7 @@ def artifacts_for(
 ) -> dict[str, str]:
     """Every file the run logs as an artifact, ``{name: text}`` (names from :mod:`ablate.record`)."""
     ev = result.evaluation
-    pq = per_query_frame(result, snapshot)
+    pq = per_query_frame(ev, result.answers, result.doc_evaluation, snapshot)
     files = {
         R.A_CONFIG: config_yaml,
         R.A_RUN: result.run.to_trec(tag=result.variant),
@@ -317,7 +324,7 @@ def artifacts_for(
             default=str,
         ),
         R.A_UNJUDGED: ev.unjudged_csv(),
-        R.A_SLICES: _slices_csv(result.slices),
+        R.A_SLICES: slices_csv(result.slices),
     }
     if result.abstention is not None:
         abst = {"applied": asdict(result.abstention)}
@@ -341,7 +348,7 @@ def artifacts_for(
     return files
 
 
-def _slices_csv(slices: dict[str, dict[str, float]]) -> str:
+def slices_csv(slices: dict[str, dict[str, float]]) -> str:
     import pandas as pd
 
     if not slices:

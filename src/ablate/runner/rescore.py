@@ -173,6 +173,35 @@ def _costs(params: Mapping[str, str]) -> AnswerCosts | None:
     return AnswerCosts(int(repeats or 1), number("price_in_per_1k"), number("price_out_per_1k"))
 
 
+def _label_free(files: Mapping[str, Any]) -> dict[str, str]:
+    """A snapshot's file hashes without its label files (``qrels/*``)."""
+    return {str(k): str(v) for k, v in files.items() if not str(k).startswith("qrels/")}
+
+
+def _corpus_changed(
+    tracker: Tracker, run_id: str, logged: str | None, snapshot: Snapshot, tmp: str, new_labels: bool
+) -> bool:
+    """Whether the corpus differs from the one the run was scored on. With new labels (``labels=``) the snapshot
+    fingerprint always differs (it covers the label files), so the run's ``corpus_manifest.json`` is compared
+    without its label files: documents, questions, corpus.yaml and the chunker."""
+    if logged is None or logged == snapshot.fingerprint:
+        return False
+    if not new_labels:
+        return True
+    got = tracker.download_artifact(run_id, R.A_MANIFEST, tmp)
+    if got is None:
+        return True
+    try:
+        manifest = json.loads(Path(got).read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return True
+    chunker = json.loads(json.dumps(snapshot.chunker.params(), default=str))
+    return (
+        _label_free(manifest.get("files") or {}) != _label_free(snapshot.files)
+        or manifest.get("chunker") != chunker
+    )
+
+
 def rescore(
     tracker: Tracker,
     run_id: str,
@@ -199,7 +228,7 @@ def rescore(
         corpus = replace(corpus, labels=str(Path(labels).expanduser().resolve()))
     snapshot = shared_session().snapshot(corpus)
     notes = []
-    if rec.tags.get(R.T_SNAPSHOT) not in (None, snapshot.fingerprint):
+    if _corpus_changed(tracker, run_id, rec.tags.get(R.T_SNAPSHOT), snapshot, tmp, labels is not None):
         notes.append(
             f"note: the corpus folder {snapshot.root} changed since the run (snapshot {snapshot.fingerprint[:12]}, "
             f"the run's {rec.tags.get(R.T_SNAPSHOT, '')[:12]}): re-scored on the corpus as it is now"

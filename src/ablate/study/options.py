@@ -6,7 +6,7 @@ to report and where a :class:`ReportRequest`."""
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -52,7 +52,8 @@ class ReportRequest:
     latest sweep parent. ``out``: the folder (default ``<sweep dir>/report``, else ``./reports/<parent>``; never an
     earlier report's folder). ``log``: also log the files to the parent run (``report/``, or ``report-<n>`` beside an
     earlier one). ``full``: print the whole Markdown table instead of the narrow one. ``cache``: where figures and
-    paired tests are kept by content."""
+    paired tests are kept by content. ``extra_files``: more files (name -> text) written and logged beside the
+    report's (the label versions side by side of ``--labels``)."""
 
     parent_run_id: str | None = None
     experiment: str | None = None
@@ -61,3 +62,4 @@ class ReportRequest:
     log: bool = True
     full: bool = False
     cache: Cache | None = None
+    extra_files: Mapping[str, str] = field(default_factory=dict)

@@ -82,13 +82,18 @@ def attach_report(tracker: Tracker, request: ReportRequest, stream: IO[str] | No
     )
     out_dir = fresh_folder(Path(request.out) if request.out is not None else default_out(source))
     report.write(out_dir)
+    for name, text in request.extra_files.items():
+        (out_dir / name).write_text(text, encoding="utf-8")
     where = ""
     if request.log and source.parent_run_id:
         folder = _artifact_folder(tracker, source.parent_run_id)
-        tracker.log_files(source.parent_run_id, {f"{folder}/{k}": v for k, v in report.files().items()})
+        files = {**report.files(), **request.extra_files}
+        tracker.log_files(source.parent_run_id, {f"{folder}/{k}": v for k, v in files.items()})
         tracker.set_tags(source.parent_run_id, {R.T_REPORT_BASELINE: report.baseline})
         where = f"; logged to MLflow run {source.parent_run_id} under {folder}/"
     stream = stream or sys.stdout
     print(report.markdown if request.full else report.console, file=stream)
     print(f"full report (all metrics, flags, slices, plots): {out_dir}/ablation.md{where}", file=stream)
+    for name in request.extra_files:
+        print(f"  and {out_dir / name}", file=stream)
     return report

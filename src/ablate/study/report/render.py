@@ -24,6 +24,7 @@ from ablate.study.plots import plots as make_plots
 from ablate.study.report.compute import Computed, Plan, compute
 from ablate.study.report.heldout import HeldOutMarking
 from ablate.study.report.judged import labels_note
+from ablate.study.report.relabelled import llm_made_line
 from ablate.study.slices import slices
 from ablate.tables import fmt, format_table
 
@@ -204,6 +205,8 @@ def render(
         plan, base, title, options.test, options.n_resamples, options.seed, options.bootstrap, c.family
     )
     above = [plan.heldout.warning] if plan.heldout.warning else []  # the held-out line: above the table
+    llm = llm_made_line(plan.ordered)  # LLM-made labels: said in the header
+    header += f"\n- {llm}" if llm else ""
     parts = [header, *above, format_table(md_rows, list(md_rows[0].keys()))]
     if footnotes:
         parts.append("Flags:\n\n" + "\n".join(f"{i}. {f}" for i, f in enumerate(footnotes, 1)))

@@ -1,0 +1,289 @@
+"""python -m ablate.report --parent ID --labels NAME: every run of a demo sweep re-scored from its logged run.trec on a
+committed label version, logged as new runs under a new sweep parent, the old runs untouched, both versions side by
+side. Each re-scored metric is checked against pytrec_eval on the same run.trec and the new qrels (linear gain)."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import pytrec_eval
+
+from ablate.tracking import Tracker
+from labels_loop import SWEEP, cli, demo_sweep, unjudged_pairs, write_journal
+
+EXP = "relabel"
+
+
+def _artifacts(t: Tracker, run_id: str) -> dict[str, bytes]:
+    with t.artifact_files(run_id) as files:
+        return {k: v.read_bytes() for k, v in files.items()}
+
+
+@pytest.fixture(scope="module")
+def relabelled(tmp_path_factory):
+    cwd = tmp_path_factory.mktemp("relabel")
+    uri, parent, runs = demo_sweep(cwd, EXP)
+    t = Tracker(uri)
+    pairs = unjudged_pairs(uri, runs["C"], cwd / "dl") + unjudged_pairs(uri, runs["A"], cwd / "dl")
+    pairs = list(dict.fromkeys(pairs))
+    write_journal(
+        cwd / "labels" / "demo" / "journal.jsonl",
+        [(q, u, i % 3, "human:alice") for i, (q, u) in enumerate(pairs[:60])],
+    )
+    p = cli("ablate.label", ["commit", "--version", "v3"], cwd)
+    assert p.returncode == 0, p.stderr
+    before = {rid: t.get_run(rid) for rid in runs.values()}
+    files_before = {rid: _artifacts(t, rid) for rid in runs.values()}
+    out = cwd / "out"
+    args = [
+        "--parent",
+        parent,
+        "--labels",
+        "v3",
+        "--tracking-uri",
+        uri,
+        "--out",
+        str(out),
+        "--resamples",
+        "200",
+    ]
+    p = cli("ablate.report", args, cwd)
+    assert p.returncode == 0, p.stderr[-3000:]
+    new_parent = [
+        r
+        for r in t.find_runs([t.experiment_id(EXP, create=False)])
+        if r.tags.get("ablate.rescored_from") == parent
+    ]
+    assert len(new_parent) == 1
+    return {
+        "cwd": cwd,
+        "uri": uri,
+        "parent": parent,
+        "runs": runs,
+        "before": before,
+        "files_before": files_before,
+        "new_parent": new_parent[0],
+        "new": {r.name: r for r in t.children(new_parent[0].run_id)},
+        "out": out,
+        "stdout": p.stdout,
+        "stderr": p.stderr,
+        "args": args,
+        "qrels": cwd / "labels" / "demo" / "versions" / "v3" / "dev.tsv",
+    }
+
+
+def _ranking(path: Path) -> dict[str, dict[str, float]]:
+    """run.trec as ablate reads it (score descending, ties by id ascending), given distinct decreasing scores."""
+    rows = [line.split() for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    by_q: dict[str, list[tuple[float, str]]] = {}
+    for q, _, doc, _, score, _ in rows:
+        by_q.setdefault(q, []).append((float(score), doc))
+    out = {}
+    for q, hits in by_q.items():
+        ordered = sorted(hits, key=lambda h: (-h[0], h[1]))
+        out[q] = {doc: float(len(ordered) - i) for i, (_, doc) in enumerate(ordered)}
+    return out
+
+
+def _cut(run: dict[str, dict[str, float]], k: int) -> dict[str, dict[str, float]]:
+    return {q: dict(sorted(d.items(), key=lambda x: -x[1])[:k]) for q, d in run.items()}
+
+
+def test_each_rescored_metric_equals_pytrec_eval_on_the_new_qrels(relabelled, tmp_path):
+    t = Tracker(relabelled["uri"])
+    qrels = pd.read_csv(relabelled["qrels"], sep="\t", dtype={"query-id": str, "corpus-id": str})
+    judgements: dict[str, dict[str, int]] = {}
+    for q, u, g in zip(qrels["query-id"], qrels["corpus-id"], qrels["score"], strict=True):
+        judgements.setdefault(q, {})[u] = int(g)
+    changed = 0
+    for name, new in relabelled["new"].items():
+        run = _ranking(Path(t.download_artifact(new.run_id, "run.trec", tmp_path / name)))
+        pq = pd.read_csv(
+            t.download_artifact(new.run_id, "per_query.csv", tmp_path / name), dtype={"qid": str}
+        )
+        pq = pq.set_index("qid")
+        qj = {q: judgements[q] for q in pq.index if q in judgements}
+        ref = pytrec_eval.RelevanceEvaluator(qj, {"ndcg_cut.10", "recall.10"}).evaluate(
+            {q: d for q, d in run.items() if q in qj}
+        )
+        rr = pytrec_eval.RelevanceEvaluator(qj, {"recip_rank"}).evaluate(
+            _cut({q: d for q, d in run.items() if q in qj}, 10)
+        )
+        answerable = pq.index[pq["category"] == "answerable"]
+        assert len(answerable) >= 17
+        for q in answerable:
+            assert pq.loc[q, "ndcg@10"] == pytest.approx(ref.get(q, {}).get("ndcg_cut_10", 0.0), abs=1e-9), (
+                name,
+                q,
+            )
+            assert pq.loc[q, "recall@10"] == pytest.approx(ref.get(q, {}).get("recall_10", 0.0), abs=1e-9)
+            assert pq.loc[q, "rr@10"] == pytest.approx(rr.get(q, {}).get("recip_rank", 0.0), abs=1e-9)
+        # the logged means are the means of those over the answerable questions
+        for metric, key, src in (
+            ("ndcg_at_10", "ndcg_cut_10", ref),
+            ("recall_at_10", "recall_10", ref),
+            ("mrr_at_10", "recip_rank", rr),
+        ):
+            expected = sum(src.get(q, {}).get(key, 0.0) for q in answerable) / len(answerable)
+            assert new.metrics[metric] == pytest.approx(expected, abs=1e-9), (name, metric)
+        old = relabelled["before"][relabelled["runs"][name]]
+        changed += not math.isclose(old.metrics["ndcg_at_10"], new.metrics["ndcg_at_10"], abs_tol=1e-12)
+    assert changed >= 2  # the new labels changed the scores
+
+
+def test_the_old_runs_are_untouched(relabelled):
+    t = Tracker(relabelled["uri"])
+    for rid, before in relabelled["before"].items():
+        now = t.get_run(rid)
+        assert now is not None
+        assert dict(now.metrics) == dict(before.metrics)
+        assert dict(now.params) == dict(before.params) and dict(now.tags) == dict(before.tags)
+        assert _artifacts(t, rid) == relabelled["files_before"][rid]
+
+
+def test_the_new_runs_carry_the_label_version_and_where_they_came_from(relabelled):
+    t = Tracker(relabelled["uri"])
+    parent = relabelled["new_parent"]
+    old_parent = t.get_run(relabelled["parent"])
+    assert parent.name == f"{old_parent.name} @ labels v3" and parent.status == "FINISHED"
+    assert parent.tags["ablate.role"] == "sweep-parent" and parent.tags["ablate.label_version"] == "v3"
+    assert parent.experiment_id == old_parent.experiment_id
+    assert sorted(relabelled["new"]) == ["A", "B", "C"]
+    for name, new in relabelled["new"].items():
+        old = relabelled["before"][relabelled["runs"][name]]
+        assert new.status == "FINISHED" and new.experiment_id == old.experiment_id
+        assert new.tags["ablate.rescored_from"] == old.run_id
+        assert (
+            new.tags["ablate.label_version"] == "v3" and old.tags["ablate.label_version"] == "demo-labels-v2"
+        )
+        assert new.tags["ablate.qrels_hash"] != old.tags["ablate.qrels_hash"]
+        for same in (
+            "ablate.variant",
+            "ablate.sweep_index",
+            "ablate.split",
+            "ablate.fp.eval",
+            "ablate.index_snapshot",
+        ):
+            assert new.tags[same] == old.tags[same], same
+        assert "ablate.cell" not in new.tags and "ablate.original" not in new.tags  # never reused as a run
+        assert new.params["labels.parent"] == "demo-labels-v2" and new.params["labels.llm_made"] == "0"
+        assert {k: v for k, v in new.params.items() if not k.startswith("labels.")} == dict(old.params)
+        assert not [k for k in new.metrics if k.startswith(("time_", "funnel/"))]
+        new_files = _artifacts(t, new.run_id)
+        assert new_files["run.trec"] == relabelled["files_before"][old.run_id]["run.trec"]
+        assert {"per_query.csv", "unjudged.csv", "config.yaml", "corpus_manifest.json"} <= set(new_files)
+    # no retrieval re-run and no note that the corpus changed (only the labels did)
+    assert "changed since the run" not in relabelled["stderr"]
+
+
+def test_the_new_runs_give_their_metrics_back_from_their_record(relabelled):
+    new = relabelled["new"]["C"]
+    p = cli(
+        "ablate.evaluate",
+        ["--from-run", new.run_id, "--tracking-uri", relabelled["uri"], "--json"],
+        relabelled["cwd"],
+    )
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert json.loads(p.stdout)["check"]["different"] == []
+
+
+def test_the_report_shows_both_versions_side_by_side(relabelled, tmp_path):
+    t = Tracker(relabelled["uri"])
+    out: Path = relabelled["out"]
+    md = (out / "labels_compare.md").read_text(encoding="utf-8")
+    assert "labels: demo-labels-v2 -> v3" in md and "Kendall's tau-b" in md
+    assert "order by ndcg@10: " in md
+    table = pd.read_csv(out / "labels_compare.csv")
+    assert list(table["run"]) == ["A", "B", "C"]
+    for _, row in table.iterrows():
+        old = relabelled["before"][relabelled["runs"][row["run"]]]
+        new = relabelled["new"][row["run"]]
+        assert row["ndcg@10 old"] == pytest.approx(old.metrics["ndcg_at_10"])
+        assert row["ndcg@10 new"] == pytest.approx(new.metrics["ndcg_at_10"])
+        assert row["judged@10 old"] == pytest.approx(old.metrics["judged_at_10"])
+        assert row["judged@10 new"] == pytest.approx(new.metrics["judged_at_10"])
+    c = table[table["run"] == "C"].iloc[0]
+    assert c["judged@10 new"] > c["judged@10 old"]  # the journal judged C's unjudged results
+    # logged to the new parent, beside the ablation report of the new runs
+    pid = relabelled["new_parent"].run_id
+    assert t.download_artifact(pid, "report/labels_compare.md", tmp_path) is not None
+    assert t.download_artifact(pid, "report/ablation.md", tmp_path) is not None
+    assert "order by ndcg@10" in relabelled["stdout"]
+    # the new sweep parent reports like any sweep
+    p = cli(
+        "ablate.report",
+        ["--parent", pid, "--tracking-uri", relabelled["uri"], "--no-log", "--out", str(tmp_path / "r")],
+        relabelled["cwd"],
+    )
+    assert p.returncode == 0, p.stderr
+    assert "| C " in p.stdout
+
+
+def test_running_it_again_reuses_the_rescored_runs(relabelled):
+    t = Tracker(relabelled["uri"])
+    exp = t.experiment_id(EXP, create=False)
+    n = len(t.find_runs([exp]))
+    p = cli(
+        "ablate.report",
+        [*relabelled["args"][:-4], "--no-log", "--out", str(relabelled["cwd"] / "again")],
+        relabelled["cwd"],
+    )
+    assert p.returncode == 0, p.stderr
+    assert "0 re-scored, 3 already re-scored (reused)" in p.stdout
+    assert len(t.find_runs([exp])) == n
+
+
+def test_an_unknown_label_version_is_refused_before_anything_is_logged(relabelled):
+    t = Tracker(relabelled["uri"])
+    exp = t.experiment_id(EXP, create=False)
+    n = len(t.find_runs([exp]))
+    args = ["--parent", relabelled["parent"], "--labels", "nope", "--tracking-uri", relabelled["uri"]]
+    p = cli("ablate.report", args, relabelled["cwd"])
+    assert p.returncode == 2 and p.stderr.count("error:") == 1 and "Traceback" not in p.stderr
+    assert "--labels='nope' is not valid" in p.stderr and "versions of demo: v3" in p.stderr
+    assert len(t.find_runs([exp])) == n
+
+
+def test_a_rescore_of_a_test_run_is_not_a_new_test_run(relabelled):
+    """The held-out guard judges runs that ran on test; a re-score on new labels keeps its run's verdict and
+    configuration fingerprint, so it is neither tagged a test reuse nor warned about."""
+    cwd, uri = relabelled["cwd"], relabelled["uri"]
+    exp = "relabel-test"
+    p = cli(
+        "ablate",
+        ["-m", "variant=A", "corpus.split=test", *SWEEP, f"tracking.uri={uri}", f"tracking.experiment={exp}"],
+        cwd,
+    )
+    assert p.returncode == 0, p.stderr[-3000:]
+    t = Tracker(uri)
+    (parent,) = [r for r in t.find_runs([t.experiment_id(exp, create=False)]) if r.tags.get("ablate.role")]
+    (old,) = t.children(parent.run_id)
+    assert old.tags["ablate.heldout"] == "first" and old.tags["ablate.split"] == "test"
+    p = cli(
+        "ablate.report",
+        [
+            "--parent",
+            parent.run_id,
+            "--labels",
+            "v3",
+            "--tracking-uri",
+            uri,
+            "--no-log",
+            "--out",
+            str(cwd / "t"),
+        ],
+        cwd,
+    )
+    assert p.returncode == 0, p.stderr
+    assert "held-out test split was already run" not in p.stderr
+    (new,) = [
+        r
+        for r in t.find_runs([t.experiment_id(exp, create=False)])
+        if r.tags.get("ablate.rescored_from") == old.run_id
+    ]
+    assert new.tags["ablate.heldout"] == "first" and "ablate.test_reuse" not in new.tags
+    assert new.tags["ablate.config_fp"] == old.tags["ablate.config_fp"]
