@@ -49,7 +49,9 @@ def assessor_name(given: str | None) -> str:
     if name.startswith("human:"):
         name = name[len("human:") :]
     if name.startswith("llm:"):
-        raise ConfigError("--assessor", given, "serve records people: give your name (llm: is the judge command's)")
+        raise ConfigError(
+            "--assessor", given, "serve records people: give your name (llm: is the judge command's)"
+        )
     return "human:" + check_name("--assessor", name)
 
 
@@ -71,7 +73,9 @@ def pool_corpus(pool_path: Path, meta: poolfile.PoolMeta, overrides: list[str]) 
     cfg = label_common.compose(overrides)
     if label_common.overridden(overrides, "corpus"):
         given = label_common.plain(cfg, "corpus")
-        differ = sorted(k for k in set(given) | set(meta.corpus_config) if given.get(k) != meta.corpus_config.get(k))
+        differ = sorted(
+            k for k in set(given) | set(meta.corpus_config) if given.get(k) != meta.corpus_config.get(k)
+        )
         if differ:
             k = differ[0]
             raise InputError(
@@ -101,7 +105,9 @@ def check_pool(pool_path: Path, pool: poolfile.Pool, snapshot: Snapshot) -> None
     check = label_common.pair_check(snapshot)
     for line, e in enumerate(pool.entries, 2):
         if problem := check(e.qid, e.unit):
-            raise InputError(f"{pool_path}:{line}", problem, "make the pool again with python -m ablate.label pool")
+            raise InputError(
+                f"{pool_path}:{line}", problem, "make the pool again with python -m ablate.label pool"
+            )
 
 
 def passage(snapshot: Snapshot, unit: str) -> PassageText:
@@ -113,17 +119,20 @@ def passage(snapshot: Snapshot, unit: str) -> PassageText:
     doc = snapshot.documents[chunk.doc_id]
     sid = unit.partition("#")[2]
     section = next((s for s in doc.sections if s.sid == sid), None)
+    clause: str | None = sid or None
+    clause_title: str | None = None
     if section is not None:
-        text, clause, clause_title = section.text, section.sid, section.title or None
+        text, clause_title = section.text, section.title or None
     else:
         text = doc.text[chunk.span[0] : chunk.span[1]] if chunk.span else chunk.text
-        clause, clause_title = sid or None, None
     return PassageText(
         unit, doc.title, text, chunk.version or doc.version, doc.effective_date, clause, clause_title
     )
 
 
-def page_data(pool_path: Path, pool: poolfile.Pool, snapshot: Snapshot, journal_path: Path, assessor: str) -> PageData:
+def page_data(
+    pool_path: Path, pool: poolfile.Pool, snapshot: Snapshot, journal_path: Path, assessor: str
+) -> PageData:
     queries = {e.qid: snapshot.queries[e.qid] for e in pool.entries}
     questions = {qid: QuestionText(qid, q.text, q.persona, q.as_of) for qid, q in queries.items()}
     wanted = {e.unit for e in pool.entries}
@@ -160,7 +169,9 @@ def run(args: argparse.Namespace) -> int:
         server = make_server(HOST, args.port, app, threaded=True)
     except OSError as e:
         raise ConfigError(
-            "--port", args.port, f"{HOST}:{args.port} cannot be served ({e.strerror}); give another, or 0 for any free one"
+            "--port",
+            args.port,
+            f"{HOST}:{args.port} cannot be served ({e.strerror}); give another, or 0 for any free one",
         ) from None
     order = ordered(pool.entries)
     progress = Progress(data, order)
@@ -170,10 +181,12 @@ def run(args: argparse.Namespace) -> int:
         f"judgements go to {ws.journal}",
         flush=True,
     )
-    print(f"open http://{HOST}:{server.server_port}/ (Ctrl-C stops; each judgement is saved as it is made)", flush=True)
+    print(
+        f"open http://{HOST}:{server.server_port}/ (Ctrl-C stops; each judgement is saved as it is made)",
+        flush=True,
+    )
     try:
         server.serve_forever()
     finally:
         server.server_close()
     return 0
-

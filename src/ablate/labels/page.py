@@ -128,9 +128,7 @@ class Progress:
     def __init__(self, data: PageData, order: Sequence[PoolEntry]) -> None:
         pairs = {(e.qid, e.unit) for e in order}
         mine = [
-            j
-            for j in journal.read(data.journal)
-            if j.assessor == data.assessor and (j.qid, j.unit) in pairs
+            j for j in journal.read(data.journal) if j.assessor == data.assessor and (j.qid, j.unit) in pairs
         ]
         self.grade = {pair: j.grade for pair, j in journal.latest(mine).items()}
         stack: list[tuple[str, str]] = []
