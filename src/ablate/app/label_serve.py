@@ -17,7 +17,7 @@ from typing import Any
 
 from ablate.app import label_common
 from ablate.data.snapshot import Snapshot
-from ablate.errors import ConfigError, InputError
+from ablate.errors import AblateError, ConfigError, InputError
 from ablate.labels import journal, poolfile
 from ablate.labels.page import PageData, PassageText, QuestionText
 from ablate.labels.workspace import check_name
@@ -77,12 +77,18 @@ def pool_corpus(pool_path: Path, meta: poolfile.PoolMeta, overrides: list[str]) 
             k for k in set(given) | set(meta.corpus_config) if given.get(k) != meta.corpus_config.get(k)
         )
         if differ:
+            fix = "Fix: drop the corpus settings: a pool is judged on the corpus it was made on"
+            gpath = str(given.get("path") or "")
+            gname = given.get("name") or Path(gpath).name
+            if gname != meta.corpus or Path(gpath).resolve() != Path(meta.corpus_path).resolve():
+                raise AblateError(
+                    f"pool {pool_path} was made on corpus {meta.corpus} ({meta.corpus_path}), "
+                    f"not {gname} ({gpath}). {fix}"
+                )
             k = differ[0]
-            raise InputError(
-                str(pool_path),
-                f"pool {pool_path} was made on corpus {meta.corpus} ({meta.corpus_path}); the settings give "
-                f"corpus.{k}={given.get(k)!r}, the pool's is {meta.corpus_config.get(k)!r}",
-                "drop the corpus settings: a pool is judged on the corpus it was made on",
+            raise AblateError(
+                f"pool {pool_path} was made on corpus {meta.corpus} with corpus.{k}="
+                f"{meta.corpus_config.get(k)!r}, not {given.get(k)!r}. {fix}"
             )
     return cfg
 
