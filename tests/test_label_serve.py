@@ -322,7 +322,7 @@ def test_killed_server_loses_no_acknowledged_judgement_and_resumes(tmp_path: Pat
     assert 'id="all-done">4<' in get(base + "/")
 
 
-def test_serve_refuses_a_bad_journal_line_and_a_pool_of_another_corpus(tmp_path: Path) -> None:
+def test_serve_refuses_a_bad_journal_line_a_busy_port_and_a_pool_of_another_corpus(tmp_path: Path) -> None:
     labels = tmp_path / "labels"
     pool_path = make_pool(labels)
     e = poolfile.read(pool_path).entries[0]
@@ -343,6 +343,15 @@ def test_serve_refuses_a_bad_journal_line_and_a_pool_of_another_corpus(tmp_path:
     )
     assert r.stdout == ""
     path.unlink()
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        r = subprocess.run(serve_cmd(pool_path, labels, port), capture_output=True, text=True, cwd=REPO)
+    assert r.returncode == 2 and r.stderr.strip() == (
+        f"error: --port={port} is not valid; 127.0.0.1:{port} cannot be served (Address already in use); "
+        "give another, or 0 for any free one"
+    )
     r = subprocess.run(
         serve_cmd(pool_path, labels, free_port(), "corpus=demo_zh"), capture_output=True, text=True, cwd=REPO
     )

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import getpass
 import logging
+import socket
 from pathlib import Path
 from typing import Any
 
@@ -154,6 +155,23 @@ def page_data(
     )
 
 
+def listen(port: int) -> socket.socket:
+    """A socket listening on ``HOST:port`` (werkzeug serves on it); a port in use is a one-line error."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((HOST, port))
+        sock.listen(128)
+    except OSError as e:
+        sock.close()
+        raise ConfigError(
+            "--port",
+            port,
+            f"{HOST}:{port} cannot be served ({e.strerror}); give another, or 0 for any free one",
+        ) from None
+    return sock
+
+
 def run(args: argparse.Namespace) -> int:
     from werkzeug.serving import make_server
 
@@ -171,14 +189,8 @@ def run(args: argparse.Namespace) -> int:
     journal.read(ws.journal, label_common.pair_check(snapshot), data.legend.values)
     app = create_app(data)
     logging.getLogger("werkzeug").setLevel(logging.WARNING)  # no line per request: the journal is the record
-    try:
-        server = make_server(HOST, args.port, app, threaded=True)
-    except OSError as e:
-        raise ConfigError(
-            "--port",
-            args.port,
-            f"{HOST}:{args.port} cannot be served ({e.strerror}); give another, or 0 for any free one",
-        ) from None
+    sock = listen(args.port)
+    server = make_server(HOST, 0, app, threaded=True, fd=sock.fileno())
     order = ordered(pool.entries)
     progress = Progress(data, order)
     left = sum(not progress.done(e) for e in order)
@@ -188,11 +200,12 @@ def run(args: argparse.Namespace) -> int:
         flush=True,
     )
     print(
-        f"open http://{HOST}:{server.server_port}/ (Ctrl-C stops; each judgement is saved as it is made)",
+        f"open http://{HOST}:{server.port}/ (Ctrl-C stops; each judgement is saved as it is made)",
         flush=True,
     )
     try:
         server.serve_forever()
     finally:
         server.server_close()
+        sock.close()
     return 0
