@@ -272,7 +272,11 @@ def servers() -> Iterator[list[subprocess.Popen]]:
     yield procs
     for p in procs:
         if p.poll() is None:
-            p.kill()
+            p.terminate()  # chromium closes its own child processes
+            try:
+                p.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                p.kill()
         p.communicate(timeout=30)
 
 
