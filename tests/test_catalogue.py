@@ -99,6 +99,36 @@ def _a_sweep_of(corpus: str) -> Callable[[str], dict[str, str]]:
 
 GOOD_QUERIES = "".join(json.dumps(q, ensure_ascii=False) + "\n" for q in TINY_QUERIES)
 
+SERVE = ["serve", "--labels-dir", "{dir}/labels", "--port", "0", "--pool"]
+
+
+def _serve_pool(journal_line: dict | None) -> Callable[[Path], None]:
+    """A pool of the tiny corpus in ``<case>/labels/tiny/pools/p.tsv``; with ``journal_line``, a journal whose one
+    line is a good judgement with those fields changed."""
+
+    def apply(root: Path) -> None:
+        from ablate.labels import poolfile
+
+        block = {"name": None, "path": str(root), "split": "dev", "identity": "employee", "as_of": None,
+                 "chunker": None, "language": None, "split_file": None, "labels": None}  # fmt: skip
+        meta = poolfile.PoolMeta("tiny", str(root), "chunk", "tiny-v1", "0" * 64, 10, corpus_config=block)
+        labels = root.parent / "labels" / "tiny"
+        entries = [poolfile.PoolEntry("q2", "INV-102#p0", ("C",), 1)]
+        poolfile.write(labels / "pools" / "p.tsv", poolfile.Pool(meta, entries))
+        if journal_line is not None:
+            line = {
+                "qid": "q2",
+                "unit": "INV-102#p0",
+                "grade": 1,
+                "assessor": "human:a",
+                "time": "t",
+                "pool": "p",
+            }
+            _edit("../labels/tiny/journal.jsonl", json.dumps(line | journal_line) + "\n")(root)
+
+    return apply
+
+
 CASES = [
     # -- config: groups, keys, values --------------------------------------------------------------------------------
     Case("unknown-variant", ["variant=E"], "variant='E' is not valid; valid options: A, B, C, D, oracle"),
@@ -681,6 +711,53 @@ CASES = [
         "is not a folder",
         module="ablate.train_reranker",
         base=False,
+    ),
+    # python -m ablate.label serve: checked before the page is served
+    Case(
+        "serve-journal-grade",
+        [*SERVE, "{dir}/labels/tiny/pools/p.tsv"],
+        "journal.jsonl:1: grade 7 is not in the corpus's grade legend (2, 1, 0)",
+        setup=_serve_pool({"grade": 7}),
+        module="ablate.label",
+        base=False,
+        code=2,
+    ),
+    Case(
+        "serve-journal-unknown-unit",
+        [*SERVE, "{dir}/labels/tiny/pools/p.tsv"],
+        "journal.jsonl:1: 'NOPE#p0' is not a chunk of tiny",
+        setup=_serve_pool({"unit": "NOPE#p0"}),
+        module="ablate.label",
+        base=False,
+        code=2,
+    ),
+    Case(
+        "serve-pool-other-corpus",
+        [*SERVE, "{dir}/labels/tiny/pools/p.tsv", "corpus=demo"],
+        "p.tsv was made on corpus tiny (",
+        setup=_serve_pool(None),
+        module="ablate.label",
+        base=False,
+        code=2,
+        absent="labels/tiny/journal.jsonl",
+    ),
+    Case(
+        "serve-no-pool",
+        [*SERVE, "{dir}/labels/tiny/pools/none.tsv"],
+        "none.tsv: no such pool file",
+        module="ablate.label",
+        base=False,
+        code=2,
+    ),
+    Case(
+        "serve-assessor",
+        [*SERVE, "{dir}/labels/tiny/pools/p.tsv", "--assessor", "../x"],
+        "--assessor='../x' is not valid",
+        setup=_serve_pool(None),
+        module="ablate.label",
+        base=False,
+        code=2,
+        absent="labels/tiny/journal.jsonl",
     ),
 ]
 
