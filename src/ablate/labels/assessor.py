@@ -28,10 +28,8 @@ template or mapping are another assessor's.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
-import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -124,7 +122,7 @@ def parse_mapping(text: str | None, grades: Sequence[int], key: str = "--map") -
     missing = [s for s in SCORES if s not in out]
     if missing:
         raise ConfigError(key, text, f"score(s) {', '.join(map(str, missing))} not mapped; {fix}")
-    if any(out[a] < out[b] for a, b in zip(SCORES, SCORES[1:])):
+    if any(out[a] < out[b] for a, b in zip(SCORES, SCORES[1:], strict=False)):
         raise ConfigError(key, text, f"a higher score is mapped to a lower grade; {fix}")
     return out
 
@@ -235,10 +233,6 @@ def time_per_judgement(verdicts: Iterable[Verdict]) -> float | None:
     return sum(times) / len(times) if times else None
 
 
-def started() -> float:
-    return time.perf_counter()
-
-
 # ------------------------------------------------------------------------------------------------------- the gate
 VALIDATION_JSON = "validation.json"
 
@@ -263,7 +257,3 @@ def validated(workspace: Workspace, assessor: str) -> Path | None:
     if not isinstance(data.get("n"), int) or data["n"] < 1:
         return None
     return path
-
-
-def digest(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
