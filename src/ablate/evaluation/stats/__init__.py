@@ -10,8 +10,10 @@ a few points.
 
 One module per concept: :mod:`~ablate.evaluation.stats.bootstrap` (intervals), :mod:`~ablate.evaluation.stats.paired`
 (paired tests), :mod:`~ablate.evaluation.stats.holm` (multiple comparisons), :mod:`~ablate.evaluation.stats.wilson`
-(proportions), on the shared :mod:`~ablate.evaluation.stats.checks` and :mod:`~ablate.evaluation.stats.resampling`;
-:mod:`~ablate.evaluation.stats.kept` keeps intervals in a cache by content. Import the names from this package.
+(proportions), :mod:`~ablate.evaluation.stats.agreement` (two assessors' grades of the same pairs: Cohen's kappa
+with intervals over questions, the confusion matrix, Kendall's tau of the runs' order), on the shared
+:mod:`~ablate.evaluation.stats.checks` and :mod:`~ablate.evaluation.stats.resampling`; :mod:`~ablate.evaluation.stats.kept`
+keeps intervals in a cache by content. Import the names from this package.
 
 Conventions shared by all functions:
 
@@ -44,6 +46,22 @@ References
 
 from __future__ import annotations
 
+from ablate.evaluation.stats.agreement import (
+    AgreementReport,
+    Confusion,
+    Kappa,
+    OrderAgreement,
+    agreement_json,
+    agreement_markdown,
+    agreement_report,
+    binary,
+    cohen_kappa,
+    confusion,
+    kappa_interval,
+    kendall_tau,
+    kendall_tau_orders,
+    order_agreement,
+)
 from ablate.evaluation.stats.bootstrap import bootstrap_ci, bootstrap_cis
 from ablate.evaluation.stats.checks import (
     BOOTSTRAP_METHODS,
@@ -65,6 +83,20 @@ from ablate.evaluation.stats.paired import (
 from ablate.evaluation.stats.wilson import wilson_interval
 
 __all__ = [
+    "AgreementReport",
+    "Confusion",
+    "Kappa",
+    "OrderAgreement",
+    "agreement_report",
+    "binary",
+    "cohen_kappa",
+    "confusion",
+    "kappa_interval",
+    "kendall_tau",
+    "kendall_tau_orders",
+    "order_agreement",
+    "agreement_markdown",
+    "agreement_json",
     "BOOTSTRAP_METHODS",
     "NAN_POLICIES",
     "Interval",
