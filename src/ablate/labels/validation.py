@@ -37,7 +37,7 @@ import numpy as np
 
 from ablate.cache import atomic_write_bytes
 from ablate.errors import ConfigError
-from ablate.labels._agreement import cohen_kappa, confusion, kappa_interval, kendall_tau
+from ablate.evaluation.stats.agreement import cohen_kappa, confusion, kappa_interval, kendall_tau
 from ablate.labels.assessor import VALIDATION_JSON
 
 PAIRS_CSV = "pairs.csv"
@@ -126,8 +126,8 @@ def agreement(
         relevance_level=relevance_level,
         graded=_kappa(h, a, qids, legend, seed),
         binary=_kappa(hb, ab, qids, [0, 1], seed),
-        confusion=confusion(h, a, labels=legend),
-        binary_confusion=confusion(hb, ab, labels=[0, 1]),
+        confusion=[list(r) for r in confusion(h, a, labels=legend).counts],
+        binary_confusion=[list(r) for r in confusion(hb, ab, labels=[0, 1]).counts],
     )
 
 
