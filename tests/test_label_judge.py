@@ -327,9 +327,9 @@ def test_qwen_judges_a_small_pool_end_to_end(tmp_path):
     )  # a travel-booking clause does not name a vendor
 
 
-@pytest.mark.slow
 def test_smollm2_wiring_counts_what_it_cannot_parse(tmp_path):
-    """The 135M SmolLM2 rarely ends with a score: whatever it writes, an output without one is no judgement."""
+    """The 135M SmolLM2 (one pair, ~10 s) rarely ends with a score: whatever it writes, an output without one is no
+    judgement."""
     pool = _pool(tmp_path / "labels" / "demo" / "pools" / "s.tsv", DEMO, [("q025", "INV-120#header")])
     cache = Path(os.environ.get("ABLATE_CACHE_DIR") or tmp_path / "cache")
     p = _cli(
