@@ -56,6 +56,19 @@ def _remove(name: str) -> Callable[[Path], None]:
     return apply
 
 
+def _judge_pool(root: Path) -> None:
+    """A pool of two pairs of the tiny corpus, as python -m ablate.label pool records one."""
+    from ablate.labels import poolfile
+
+    block = {"name": "tiny", "path": str(root), "split": "dev", "identity": None, "as_of": None}
+    meta = poolfile.PoolMeta("tiny", str(root), "chunk", "tiny-v1", "", 10, "dev", corpus_config=block)
+    entries = [
+        poolfile.PoolEntry("q1", "INV-102#p0", ("A",), 1),
+        poolfile.PoolEntry("q2", "POL-1#4.2-a", ("A",), 2),
+    ]
+    poolfile.write(root / "pool.tsv", poolfile.Pool(meta, entries))
+
+
 def _half_gguf(target: Path) -> None:
     """The first half of the shipped SmolLM2 GGUF: a download cut short."""
     from ablate.cache import Cache
@@ -758,6 +771,64 @@ CASES = [
         base=False,
         code=2,
         absent="labels/tiny/journal.jsonl",
+    ),
+    # python -m ablate.label judge / validate (the LLM assessor)
+    Case(
+        "judge-no-generator",
+        ["judge", "--pool", "{corpus}/pool.tsv"],
+        "judge needs a generator to judge with: give generator=llama_cpp",
+        setup=_judge_pool,
+        module="ablate.label",
+        base=False,
+        code=2,
+        absent="labels",
+    ),
+    Case(
+        "judge-map-malformed",
+        ["judge", "--pool", "{corpus}/pool.tsv", "--map", "3:2,2:1", "generator=llama_cpp"],
+        "--map='3:2,2:1' is not valid; score(s) 1, 0 not mapped",
+        setup=_judge_pool,
+        module="ablate.label",
+        base=False,
+        code=2,
+        absent="labels",
+    ),
+    Case(
+        "judge-pool-other-corpus",
+        ["judge", "--pool", "{corpus}/pool.tsv", "generator=llama_cpp", "corpus=demo"],
+        "was made on corpus 'tiny', not 'demo'",
+        setup=_judge_pool,
+        module="ablate.label",
+        base=False,
+        code=2,
+        absent="labels",
+    ),
+    Case(
+        "validate-no-generator",
+        ["validate", "--holes", "0.2"],
+        "validate needs a generator to judge with",
+        module="ablate.label",
+        base=False,
+        code=2,
+        absent="labels",
+    ),
+    Case(
+        "validate-holes-range",
+        ["validate", "--holes", "1.5", "generator=llama_cpp"],
+        "--holes=1.5 is not valid; give the share of judged pairs to re-judge, in (0, 1]",
+        module="ablate.label",
+        base=False,
+        code=2,
+        absent="labels",
+    ),
+    Case(
+        "validate-parent-unknown",
+        ["validate", "generator=llama_cpp", "--parent", "0" * 32, "--tracking-uri", "sqlite:///{store}"],
+        "no finished run of a sweep with that id",
+        module="ablate.label",
+        base=False,
+        code=2,
+        absent="labels",
     ),
 ]
 

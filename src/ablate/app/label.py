@@ -45,7 +45,13 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = parser().parse_args(argv)
+    ap = parser()
+    args, extra = ap.parse_known_args(argv)
+    # KEY=VALUE settings after an option (``--holes 0.2 corpus=demo_zh``): argparse leaves them over
+    if extra and hasattr(args, "overrides") and all("=" in x and not x.startswith("-") for x in extra):
+        args.overrides = [*args.overrides, *extra]
+    elif extra:
+        ap.error(f"unrecognized arguments: {' '.join(extra)}")
     module = importlib.import_module(f"ablate.app.label_{args.command}")
     try:
         return int(module.run(args))

@@ -1,0 +1,306 @@
+"""Validating an LLM assessor against the human labels (``python -m ablate.label validate``).
+
+**Holes.** A seeded share of the split's judged pairs is set aside (:func:`holes`), stratified by grade: each grade
+of the human labels gives ``round(share * its pairs)`` of them, at least one, so every grade is represented; the
+draw is ``numpy.random.default_rng(seed)`` over the pairs sorted by (qid, unit), so the same labels, share and seed
+give the same holes. The assessor re-judges them blind.
+
+**Agreement.** Cohen's kappa between the human grade and the assessor's (mapped) grade of each hole, on the graded
+labels and on the binary ones (relevant: grade >= the relevance level the metrics use), each with a 95% bootstrap
+interval that resamples **questions** (a question's pairs move together), the confusion matrix and the raw share
+graded alike. An unparseable output is no judgement: the pair is counted and listed, and left out of kappa.
+
+**Runs.** With a sweep, each run is re-scored on two label versions that differ only in the holes: the human labels,
+and the same labels with the holes' grades replaced by the assessor's (:func:`write_version`); the table of each
+run's main metrics under both and Kendall's tau-b of the runs' order by each metric say whether the assessor's
+labels would change a conclusion.
+
+The report (``labels/<corpus>/validation/<assessor>/``): ``validation.md``, ``validation.json`` (what
+:func:`ablate.labels.assessor.validated` reads) and ``pairs.csv`` (``qid, unit, human, assessor``: the pairs kappa
+is computed on).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+import re
+import shutil
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ablate.cache import atomic_write_bytes
+from ablate.errors import ConfigError
+from ablate.evaluation.stats.agreement import cohen_kappa, confusion, kappa_interval, kendall_tau
+from ablate.labels.assessor import VALIDATION_JSON
+
+PAIRS_CSV = "pairs.csv"
+VALIDATION_MD = "validation.md"
+#: Bootstrap resamples of the kappa intervals.
+RESAMPLES = 1000
+CONFIDENCE = 0.95
+
+
+@dataclass(frozen=True)
+class Hole:
+    qid: str
+    unit: str
+    human: int
+
+
+def check_share(share: float, key: str = "--holes") -> float:
+    if not (isinstance(share, float | int) and 0 < share <= 1):
+        raise ConfigError(key, share, "give the share of judged pairs to re-judge, in (0, 1], e.g. 0.2")
+    return float(share)
+
+
+def holes(judgements: Mapping[str, Mapping[str, int]], share: float, seed: int) -> list[Hole]:
+    """A seeded share of the judged pairs, stratified by grade (module docstring), sorted by (qid, unit)."""
+    share = check_share(share)
+    by_grade: dict[int, list[Hole]] = {}
+    for qid in sorted(judgements):
+        for unit in sorted(judgements[qid]):
+            g = int(judgements[qid][unit])
+            by_grade.setdefault(g, []).append(Hole(qid, unit, g))
+    rng = np.random.default_rng(seed)
+    out: list[Hole] = []
+    for g in sorted(by_grade, reverse=True):
+        pairs = by_grade[g]
+        n = min(len(pairs), max(1, round(share * len(pairs))))
+        out += [pairs[i] for i in sorted(rng.choice(len(pairs), size=n, replace=False).tolist())]
+    return sorted(out, key=lambda h: (h.qid, h.unit))
+
+
+# ------------------------------------------------------------------------------------------------------ agreement
+@dataclass(frozen=True)
+class Kappa:
+    kappa: float
+    low: float
+    high: float
+    agree: float
+
+
+@dataclass(frozen=True)
+class Agreement:
+    n: int
+    n_questions: int
+    labels: tuple[int, ...]
+    relevance_level: int
+    graded: Kappa
+    binary: Kappa
+    confusion: list[list[int]]
+    binary_confusion: list[list[int]]
+
+
+def _kappa(
+    h: Sequence[int], a: Sequence[int], qids: Sequence[str], labels: Sequence[int], seed: int
+) -> Kappa:
+    k, low, high = kappa_interval(
+        h, a, groups=qids, labels=labels, n_resamples=RESAMPLES, confidence=CONFIDENCE, seed=seed
+    )
+    agree = sum(x == y for x, y in zip(h, a, strict=True)) / len(h) if h else math.nan
+    return Kappa(k, low, high, agree)
+
+
+def agreement(
+    pairs: Sequence[tuple[str, str, int, int]], labels: Sequence[int], relevance_level: int, seed: int
+) -> Agreement:
+    """Kappa (graded and binary, intervals over questions) and confusion matrices of ``(qid, unit, human,
+    assessor)`` pairs over the legend ``labels``."""
+    qids = [p[0] for p in pairs]
+    h = [p[2] for p in pairs]
+    a = [p[3] for p in pairs]
+    legend = sorted(set(labels))
+    hb = [int(x >= relevance_level) for x in h]
+    ab = [int(x >= relevance_level) for x in a]
+    return Agreement(
+        n=len(pairs),
+        n_questions=len(set(qids)),
+        labels=tuple(legend),
+        relevance_level=relevance_level,
+        graded=_kappa(h, a, qids, legend, seed),
+        binary=_kappa(hb, ab, qids, [0, 1], seed),
+        confusion=[list(r) for r in confusion(h, a, labels=legend).counts],
+        binary_confusion=[list(r) for r in confusion(hb, ab, labels=[0, 1]).counts],
+    )
+
+
+def check_kappa(pairs: Sequence[tuple[str, str, int, int]], labels: Sequence[int]) -> float:
+    """Cohen's kappa of the graded pairs (the point estimate alone)."""
+    return cohen_kappa([p[2] for p in pairs], [p[3] for p in pairs], labels=sorted(set(labels)))
+
+
+# ----------------------------------------------------------------------------------------------------------- runs
+@dataclass(frozen=True)
+class RunRow:
+    """One run of the sweep: its label, id and metrics under the human labels and under the assessor's."""
+
+    label: str
+    run_id: str
+    human: dict[str, float]
+    assessor: dict[str, float]
+
+
+def taus(rows: Sequence[RunRow], metrics: Sequence[str]) -> dict[str, float]:
+    """Kendall's tau-b of the runs' order under the two label versions, per metric."""
+    out = {}
+    for m in metrics:
+        h = {r.label: r.human[m] for r in rows if m in r.human and m in r.assessor}
+        a = {r.label: r.assessor[m] for r in rows if m in r.human and m in r.assessor}
+        out[m] = kendall_tau(h, a)
+    return out
+
+
+def write_version(
+    folder: Path,
+    name: str,
+    sources: Sequence[Path],
+    grades: Mapping[tuple[str, str], int],
+    corpus: str,
+    parent: str,
+    assessor: str = "",
+) -> Path:
+    """A label version folder (:mod:`ablate.data.labelsets`) at ``folder``: a copy of each label file of
+    ``sources`` with the grade of each pair in ``grades`` replaced (every other line as it was), and its
+    ``version.json``. Replaced lines are counted as ``assessor``'s."""
+    if folder.exists():
+        shutil.rmtree(folder)
+    folder.mkdir(parents=True)
+    replaced = 0
+    for src in sources:
+        lines = []
+        for line in src.read_text(encoding="utf-8").splitlines(keepends=True):
+            parts = re.split(r"(\s+)", line.rstrip("\r\n"))
+            words = parts[::2]
+            if len(words) >= 3 and (words[0], words[-2]) in grades:
+                parts[-1] = str(grades[(words[0], words[-2])])
+                line = "".join(parts) + "\n"
+                replaced += 1
+            lines.append(line)
+        (folder / src.name).write_text("".join(lines), encoding="utf-8")
+    meta = {
+        "name": name,
+        "parent": parent,
+        "corpus": corpus,
+        "assessors": {assessor: replaced} if assessor and replaced else {},
+        "llm_made": replaced if assessor.startswith("llm:") else 0,
+        "note": "made by python -m ablate.label validate to re-score runs; not a committed version",
+    }
+    (folder / "version.json").write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
+    return folder
+
+
+# --------------------------------------------------------------------------------------------------------- report
+def _fmt(v: float | None) -> str:
+    return "-" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.3f}"
+
+
+def _kappa_cell(k: Kappa) -> str:
+    if math.isnan(k.kappa):
+        return "undefined (one shared grade only) | - "
+    return f"{_fmt(k.kappa)} | {_fmt(k.low)} to {_fmt(k.high)}"
+
+
+def _matrix(labels: Sequence[int], counts: Sequence[Sequence[int]]) -> str:
+    head = "| human \\ assessor | " + " | ".join(map(str, labels)) + " | total |"
+    rule = "|---" * (len(labels) + 2) + "|"
+    rows = [
+        f"| {g} | " + " | ".join(map(str, row)) + f" | {sum(row)} |"
+        for g, row in zip(labels, counts, strict=True)
+    ]
+    totals = [sum(col) for col in zip(*counts, strict=True)]
+    rows.append("| total | " + " | ".join(map(str, totals)) + f" | {sum(totals)} |")
+    return "\n".join([head, rule, *rows])
+
+
+def render_markdown(
+    report: Mapping[str, Any], ag: Agreement, rows: Sequence[RunRow], metrics: Sequence[str]
+) -> str:
+    """``validation.md``: what was validated, kappa, confusion matrices, unparseable outputs, the runs' table."""
+    pct = f"{CONFIDENCE:.0%}"
+    legend = ", ".join(f"{g} {t}" for g, t in report["legend"].items())
+    parts = [
+        f"# Validation of {report['assessor']} on {report['corpus']}",
+        f"Assessor: `{report['assessor']}` (model {report['details']['model']}, template "
+        f"`{Path(report['details']['template']).name}` sha256 {report['details']['template_sha256'][:12]}, "
+        f"max_tokens {report['details']['params'].get('max_tokens')}, temperature "
+        f"{report['details']['params'].get('temperature')}).",
+        f"Labels: {report['corpus']} version {report['label_version'] or '(corpus qrels)'}, split "
+        f"{report['split']}; legend {legend}. Holes: {report['holes']:.0%} of the split's "
+        f"{report['judged_pairs']} judged pairs, stratified by grade, seed {report['seed']}: "
+        f"{report['n_holes']} pairs re-judged blind.",
+        f"Mapping of the assessor's 0-3 scale to the legend: `{report['mapping']}`.",
+        f"Judged: {report['n']} pairs on {ag.n_questions} questions; unparseable outputs (no judgement, left out): "
+        f"{report['unparseable']}. Time per judgement: {_fmt(report['time_per_judgement_s'])} s (generation "
+        "time when made; cached judgements keep theirs).",
+        f"Command: `{report['command']}`",
+        "## Agreement",
+        f"Cohen's kappa, {pct} bootstrap percentile intervals over {RESAMPLES} resamples of questions (a "
+        "question's pairs move together), seed as above. 'agree': share of pairs graded alike.",
+        "| labels | Cohen's kappa | interval | agree |\n|---|---|---|---|\n"
+        f"| graded ({', '.join(map(str, ag.labels))}) | {_kappa_cell(ag.graded)} | {ag.graded.agree:.1%} |\n"
+        f"| binary (relevant: grade >= {ag.relevance_level}) | {_kappa_cell(ag.binary)} | {ag.binary.agree:.1%} |",
+        "## Confusion (rows human, columns assessor)",
+        _matrix(ag.labels, ag.confusion),
+        f"Binary (1 = grade >= {ag.relevance_level}):",
+        _matrix((0, 1), ag.binary_confusion),
+    ]
+    if report["unparseable_pairs"]:
+        lines = [f"- {u['qid']} {u['unit']}: {u['output'][:120]!r}" for u in report["unparseable_pairs"]]
+        parts += ["## Unparseable outputs", "\n".join(lines)]
+    parts.append("## Runs under human and assessor labels")
+    if not rows:
+        parts.append(
+            "Not measured: this needs a sweep. Run validate with --parent SWEEP_RUN_ID to re-score each of its runs "
+            "on the human labels and on the labels where the holes take the assessor's grades."
+        )
+    else:
+        cols = [f"{m} {side}" for m in metrics for side in ("human", "assessor")]
+        table = ["| run | " + " | ".join(cols) + " |", "|---" * (len(cols) + 1) + "|"]
+        for r in rows:
+            cells = [_fmt(getattr(r, side).get(m)) for m in metrics for side in ("human", "assessor")]
+            table.append(f"| {r.label} | " + " | ".join(cells) + " |")
+        tau = report["tau"]
+        parts += [
+            f"Sweep {report['parent']}: each run re-scored from its run.trec on the two label versions (they differ "
+            "only in the holes).",
+            "\n".join(table),
+            "Kendall's tau-b of the runs' order: " + ", ".join(f"{m} {_fmt(tau[m])}" for m in metrics) + ".",
+        ]
+    return "\n\n".join(parts) + "\n"
+
+
+def _finite(v: Any) -> Any:
+    if isinstance(v, float) and math.isnan(v):
+        return None
+    if isinstance(v, dict):
+        return {k: _finite(x) for k, x in v.items()}
+    if isinstance(v, list | tuple):
+        return [_finite(x) for x in v]
+    return v
+
+
+def write_report(
+    folder: Path,
+    report: dict[str, Any],
+    ag: Agreement,
+    pairs: Sequence[tuple[str, str, int, int]],
+    markdown: str,
+) -> None:
+    """``pairs.csv``, ``validation.md`` then ``validation.json`` (last: the gate reads it) in ``folder``."""
+    folder.mkdir(parents=True, exist_ok=True)
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(("qid", "unit", "human", "assessor"))
+    w.writerows(pairs)
+    atomic_write_bytes(folder / PAIRS_CSV, buf.getvalue().encode("utf-8"))
+    atomic_write_bytes(folder / VALIDATION_MD, markdown.encode("utf-8"))
+    data = {**report, "agreement": asdict(ag)}
+    text = json.dumps(_finite(data), indent=2, ensure_ascii=False) + "\n"
+    atomic_write_bytes(folder / VALIDATION_JSON, text.encode("utf-8"))
