@@ -301,6 +301,13 @@ def per_query_table(pq: Any) -> Any:
     return table.reset_index(drop=True)
 
 
+def question_table(result: Any, snapshot: Any) -> Any:
+    """:func:`per_query_table` of a pipeline result (what :mod:`ablate.runner.job` logs with ``log_table``)."""
+    return per_query_table(
+        per_query_frame(result.evaluation, result.answers, result.doc_evaluation, snapshot)
+    )
+
+
 def artifacts_for(
     result: Any, snapshot: Any, config_yaml: str, undefined: list[str] | None = None
 ) -> dict[str, str]:

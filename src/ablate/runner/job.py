@@ -24,9 +24,8 @@ from ablate.runner.emit import (
     artifacts_for,
     metrics_for,
     params_for,
-    per_query_frame,
-    per_query_table,
     print_run_summary,
+    question_table,
     split_defined,
 )
 from ablate.runner.heldout import (
@@ -264,13 +263,7 @@ def run_job(
         tracker.log_run(run_id, params=params, metrics=metrics, tags=tags)  # one log_batch: one transaction
         tracker.log_files(run_id, artifacts_for(result, snapshot, job.config_yaml, undefined))
         # the per-question table under one name on every run: MLflow's compare view lines runs up by question
-        tracker.log_table(
-            run_id,
-            per_query_table(
-                per_query_frame(result.evaluation, result.answers, result.doc_evaluation, snapshot)
-            ),
-            R.A_PER_QUERY_TABLE,
-        )
+        tracker.log_table(run_id, question_table(result, snapshot), R.A_PER_QUERY_TABLE)
         # the record is complete: seal it with its digest, read back from the store (reuse checks it)
         seal(tracker, run_id)
         where = (run_id, tracker.uri, job.output.experiment)
