@@ -115,7 +115,7 @@ def main() -> None:
         "",
         "Commands:",
         "",
-        *[f"- {label}: `{data['command']}`" for label, data in reports.items()],
+        *[f"- {label}: `{str(data['command']).replace(str(REPO) + '/', '')}`" for label, data in reports.items()],
         "",
     ]
     for label, data in reports.items():

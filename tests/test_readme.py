@@ -119,6 +119,17 @@ HEAVY: dict[str, str] = {
     ),
     "mlflow ui --backend-store-uri sqlite:///$PWD/mlflow.db": "a server that runs until it is stopped",
     "python -m ablate -m variant=A,B,C,D versions.policy=all,in_force": "trains the demo reranker (D)",
+    "python -m ablate.label serve --pool labels/demo/pools/A-B-C-top10.tsv": (
+        "a server until it is stopped: tests/test_label_serve.py drives it in headless Chromium"
+    ),
+    "python -m ablate.label validate generator=llama_cpp --holes 0.2 --seed 0": (
+        "an LLM judgement per held-back label: tests/test_label_judge.py, experiments/label_validation.py"
+    ),
+    "python -m ablate.label judge --pool labels/demo/pools/A-B-C-top10.tsv generator=llama_cpp": (
+        "an LLM judgement per pooled pair (271): tests/test_label_judge.py judges a small pool"
+    ),
+    "python -m ablate.label commit --version v3": "needs judgements in the journal: tests/test_label_commit.py",
+    "python -m ablate.report --parent RUN_ID --labels v3": "needs the version v3: tests/test_report_labels.py",
 }
 FIRST_MINUTE = "python -m ablate -m variant=A,B,C,oracle"
 
@@ -241,6 +252,13 @@ def test_the_readmes_commands_run_as_written(tmp_path):
             )
             metrics_page = (REPO / "docs" / "metrics.md").read_text(encoding="utf-8")
             assert f"on the demo: {counts.group(1)} by document" in metrics_page, counts.group(1)
+        elif command.startswith("python -m ablate.label pool"):
+            readme = README.read_text(encoding="utf-8")
+            pooled = re.search(r"^pool: (\d+) \(question, chunk\) pairs over (\d+) questions", out.stdout, re.M)
+            assert pooled, out.stdout
+            assert f"`pool` finds {pooled.group(1)} unjudged (question, chunk) pairs over the {pooled.group(2)}" in (
+                " ".join(readme.split())
+            )
         elif command.endswith("--help"):
             assert "ablate" in out.stdout and "variant" in out.stdout
     assert run_id is not None
