@@ -26,7 +26,7 @@ demo: ## the main job: A, B, C, D, Oracle on the embedded demo corpus with the s
 	$(BIN)/python -m ablate -m variant=A,B,C,D,oracle generator=llama_cpp
 
 test: ## the default test suite (slow tests excluded)
-	$(BIN)/python -m pytest -q --durations=15
+	$(BIN)/python -m pytest -q --durations=30
 
 test-slow: ## whole-dataset and browser checks
 	$(BIN)/python -m pytest -q -m slow

@@ -115,7 +115,10 @@ def main() -> None:
         "",
         "Commands:",
         "",
-        *[f"- {label}: `{str(data['command']).replace(str(REPO) + '/', '')}`" for label, data in reports.items()],
+        *[
+            f"- {label}: `{str(data['command']).replace(str(REPO) + '/', '')}`"
+            for label, data in reports.items()
+        ],
         "",
     ]
     for label, data in reports.items():

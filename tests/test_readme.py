@@ -254,10 +254,13 @@ def test_the_readmes_commands_run_as_written(tmp_path):
             assert f"on the demo: {counts.group(1)} by document" in metrics_page, counts.group(1)
         elif command.startswith("python -m ablate.label pool"):
             readme = README.read_text(encoding="utf-8")
-            pooled = re.search(r"^pool: (\d+) \(question, chunk\) pairs over (\d+) questions", out.stdout, re.M)
+            pooled = re.search(
+                r"^pool: (\d+) \(question, chunk\) pairs over (\d+) questions", out.stdout, re.M
+            )
             assert pooled, out.stdout
-            assert f"`pool` finds {pooled.group(1)} unjudged (question, chunk) pairs over the {pooled.group(2)}" in (
-                " ".join(readme.split())
+            assert (
+                f"`pool` finds {pooled.group(1)} unjudged (question, chunk) pairs over the {pooled.group(2)}"
+                in (" ".join(readme.split()))
             )
         elif command.endswith("--help"):
             assert "ablate" in out.stdout and "variant" in out.stdout
