@@ -21,6 +21,7 @@ from typing import Any
 
 from ablate import record as R
 from ablate.app import interrupts
+from ablate.app.entry import say_unexpected
 from ablate.app.paths import CONF_DIR, register_resolvers
 from ablate.app.plan import Plan, cell_labels, is_multirun, task_cell
 from ablate.errors import AblateError
@@ -178,12 +179,7 @@ class Command:
                 return {"error": str(e)}
             sys.exit(EXIT_CONFIG)
         except Exception as e:  # an unexpected failure: still one line, still FAILED in MLflow
-            if os.environ.get("ABLATE_DEBUG"):
-                raise
-            print(
-                f"error: unexpected {type(e).__name__}: {e} (set ABLATE_DEBUG=1 for the traceback)",
-                file=sys.stderr,
-            )
+            say_unexpected(e)
             if self.plan.multirun:
                 self._cell_line(place, None, time.perf_counter() - t0)
                 return {"error": str(e)}

@@ -4,10 +4,20 @@ and turn an :class:`~ablate.errors.AblateError` into its one line on stderr and 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Callable, Sequence
 
 from ablate.errors import AblateError
+
+
+def say_unexpected(e: Exception) -> None:
+    """An unexpected failure as one line on stderr; with ``ABLATE_DEBUG=1`` it is raised again (the traceback)."""
+    if os.environ.get("ABLATE_DEBUG"):
+        raise e
+    print(
+        f"error: unexpected {type(e).__name__}: {e} (set ABLATE_DEBUG=1 for the traceback)", file=sys.stderr
+    )
 
 
 def run_command(

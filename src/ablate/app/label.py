@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import os
 import sys
 from collections.abc import Sequence
 
+from ablate.app.entry import say_unexpected
 from ablate.errors import AblateError
 
 COMMANDS: dict[str, str] = {
@@ -62,10 +62,5 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("interrupted: every judgement made so far is in the journal", file=sys.stderr)
         return 130
     except Exception as e:  # noqa: BLE001 - one line, like the other entry points
-        if os.environ.get("ABLATE_DEBUG"):
-            raise
-        print(
-            f"error: unexpected {type(e).__name__}: {e} (set ABLATE_DEBUG=1 for the traceback)",
-            file=sys.stderr,
-        )
+        say_unexpected(e)
         return 1

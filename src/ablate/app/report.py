@@ -10,11 +10,11 @@ Without ``--parent`` / ``--experiment`` it reports the latest sweep parent run i
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from collections.abc import Sequence
 from typing import Any
 
+from ablate.app.entry import say_unexpected
 from ablate.errors import AblateError, ConfigError
 from ablate.study.options import DEFAULT_CONTRAST, DEFAULT_METRICS, PAIRED_TESTS
 
@@ -113,12 +113,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 2
     except Exception as e:  # noqa: BLE001 - one line, like the CLI
-        if os.environ.get("ABLATE_DEBUG"):
-            raise
-        print(
-            f"error: unexpected {type(e).__name__}: {e} (set ABLATE_DEBUG=1 for the traceback)",
-            file=sys.stderr,
-        )
+        say_unexpected(e)
         return 1
     return 0
 

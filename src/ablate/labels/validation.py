@@ -37,7 +37,7 @@ import numpy as np
 
 from ablate.cache import atomic_write_bytes
 from ablate.errors import ConfigError
-from ablate.evaluation.stats.agreement import cohen_kappa, confusion, kappa_interval, kendall_tau
+from ablate.evaluation.stats.agreement import cohen_kappa, confusion, json_finite, kappa_interval, kendall_tau
 from ablate.labels.assessor import VALIDATION_JSON
 
 PAIRS_CSV = "pairs.csv"
@@ -276,16 +276,6 @@ def render_markdown(
     return "\n\n".join(parts) + "\n"
 
 
-def _finite(v: Any) -> Any:
-    if isinstance(v, float) and math.isnan(v):
-        return None
-    if isinstance(v, dict):
-        return {k: _finite(x) for k, x in v.items()}
-    if isinstance(v, list | tuple):
-        return [_finite(x) for x in v]
-    return v
-
-
 def write_report(
     folder: Path,
     report: dict[str, Any],
@@ -302,5 +292,5 @@ def write_report(
     atomic_write_bytes(folder / PAIRS_CSV, buf.getvalue().encode("utf-8"))
     atomic_write_bytes(folder / VALIDATION_MD, markdown.encode("utf-8"))
     data = {**report, "agreement": asdict(ag)}
-    text = json.dumps(_finite(data), indent=2, ensure_ascii=False) + "\n"
+    text = json.dumps(json_finite(data), indent=2, ensure_ascii=False) + "\n"
     atomic_write_bytes(folder / VALIDATION_JSON, text.encode("utf-8"))

@@ -579,14 +579,14 @@ def agreement_markdown(
     return "\n\n".join(parts) + "\n"
 
 
-def _finite(v: Any) -> Any:
+def json_finite(v: Any) -> Any:
     """JSON has no NaN: undefined figures become null."""
     if isinstance(v, float) and math.isnan(v):
         return None
     if isinstance(v, dict):
-        return {k: _finite(x) for k, x in v.items()}
+        return {k: json_finite(x) for k, x in v.items()}
     if isinstance(v, list | tuple):
-        return [_finite(x) for x in v]
+        return [json_finite(x) for x in v]
     return v
 
 
@@ -594,4 +594,4 @@ def agreement_json(report: AgreementReport, orders: Sequence[OrderAgreement] = (
     """``validation.json``: every field of ``report`` (and of each :class:`OrderAgreement` under ``"orders"``),
     undefined figures as ``null``."""
     data = {**asdict(report), "orders": [asdict(o) for o in orders]}
-    return json.dumps(_finite(data), indent=2, ensure_ascii=False) + "\n"
+    return json.dumps(json_finite(data), indent=2, ensure_ascii=False) + "\n"
