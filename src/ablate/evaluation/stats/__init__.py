@@ -9,7 +9,9 @@ refuses a table whose index repeats a query id. Worked check from the spec: 24 c
 a few points.
 
 One module per concept: :mod:`~ablate.evaluation.stats.bootstrap` (intervals), :mod:`~ablate.evaluation.stats.paired`
-(paired tests), :mod:`~ablate.evaluation.stats.holm` (multiple comparisons), :mod:`~ablate.evaluation.stats.wilson`
+(paired tests), :mod:`~ablate.evaluation.stats.holm` and :mod:`~ablate.evaluation.stats.correction` (multiple
+comparisons: Holm, Benjamini-Hochberg), :mod:`~ablate.evaluation.stats.power` (what a paired comparison over n
+questions can detect, and how many questions detect a given effect), :mod:`~ablate.evaluation.stats.wilson`
 (proportions), :mod:`~ablate.evaluation.stats.agreement` (two assessors' grades of the same pairs: Cohen's kappa
 with intervals over questions, the confusion matrix, Kendall's tau of the runs' order), on the shared
 :mod:`~ablate.evaluation.stats.checks` and :mod:`~ablate.evaluation.stats.resampling`; :mod:`~ablate.evaluation.stats.kept`
@@ -41,6 +43,7 @@ References
 * Phipson, B. & Smyth, G. K. (2010). Permutation p-values should never be zero. *Stat. Appl. Genet. Mol. Biol.*
   9(1):39.
 * Wilson, E. B. (1927). Probable inference, the law of succession, and statistical inference. *JASA* 22:209-212.
+* Benjamini, Y. & Hochberg, Y. (1995). Controlling the false discovery rate. *JRSS B* 57(1):289-300.
 * Holm, S. (1979). A simple sequentially rejective multiple test procedure. *Scand. J. Statist.* 6(2):65-70.
 """
 
@@ -70,6 +73,12 @@ from ablate.evaluation.stats.checks import (
     StatsConfigError,
     StatsInputError,
 )
+from ablate.evaluation.stats.correction import (
+    CORRECTION_NAMES,
+    CORRECTIONS,
+    adjust,
+    benjamini_hochberg,
+)
 from ablate.evaluation.stats.holm import holm
 from ablate.evaluation.stats.kept import bootstrap_cis_kept, code_digest
 from ablate.evaluation.stats.paired import (
@@ -79,6 +88,15 @@ from ablate.evaluation.stats.paired import (
     paired_randomization_test,
     paired_randomization_tests,
     paired_t_test,
+)
+from ablate.evaluation.stats.power import (
+    mde,
+    n_needed,
+    sd_diff,
+    simulated_power,
+    t_power,
+    undetermined,
+    wilson_width,
 )
 from ablate.evaluation.stats.wilson import wilson_interval
 
@@ -108,6 +126,17 @@ __all__ = [
     "bootstrap_cis_kept",
     "code_digest",
     "holm",
+    "CORRECTIONS",
+    "CORRECTION_NAMES",
+    "adjust",
+    "benjamini_hochberg",
+    "mde",
+    "n_needed",
+    "sd_diff",
+    "simulated_power",
+    "t_power",
+    "undetermined",
+    "wilson_width",
     "paired_bootstrap_test",
     "paired_bootstrap_tests",
     "paired_randomization_test",

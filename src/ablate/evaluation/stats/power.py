@@ -1,0 +1,162 @@
+"""Statistical power of a paired comparison over questions: what a study of ``n`` questions can detect (the minimum
+detectable effect), how many questions detect a given effect, and a paired-bootstrap check of both.
+
+Every function takes the pilot's per-question paired differences ``diffs = a - b`` (one per question: the variant's
+score minus the baseline's on the same question) and uses the paired t approximation: with ``sd = std(diffs,
+ddof=1)`` the standardised effect is ``d = delta / sd``, and a study of ``n`` questions rejects ``mean(diffs) = 0``
+with the power of a one-sample t test of ``d`` on ``n - 1`` degrees of freedom (Cohen 1988, ch. 2; Sakai 2016,
+topic-set-size design). The t power is statsmodels' :class:`~statsmodels.stats.power.TTestPower` (a noncentral t).
+
+When the pilot cannot say (fewer than 2 differences, or all differences equal so that ``sd = 0``) the answer is NaN
+and :func:`undetermined` says why in words a caller can print.
+
+References
+----------
+* Cohen, J. (1988). *Statistical Power Analysis for the Behavioral Sciences*, 2nd ed. Erlbaum.
+* Sakai, T. (2016). Topic set size design. *Information Retrieval Journal* 19(3):256-283.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numpy.typing import ArrayLike
+from scipy import stats as sps
+from statsmodels.stats.power import TTestPower
+
+from ablate.evaluation.stats.checks import StatsConfigError, StatsInputError, as_float, check_seed
+from ablate.evaluation.stats.wilson import wilson_interval
+
+#: Accepted ``alternative`` values (as statsmodels names them).
+ALTERNATIVES: tuple[str, ...] = ("two-sided", "larger", "smaller")
+
+
+def _diffs(diffs: ArrayLike, where: str) -> np.ndarray:
+    d = as_float(diffs, where, ndim=1)
+    if np.isnan(d).any():
+        raise StatsInputError(
+            where, "contains NaN differences", "drop the questions either run leaves unscored"
+        )
+    return d
+
+
+def _check(alpha: float, power: float | None = None, alternative: str = "two-sided") -> None:
+    if not 0.0 < float(alpha) < 1.0:
+        raise StatsConfigError("alpha", alpha, "use a level strictly between 0 and 1, e.g. 0.05")
+    if power is not None and not 0.0 < float(power) < 1.0:
+        raise StatsConfigError("power", power, "use a power strictly between 0 and 1, e.g. 0.8")
+    if alternative not in ALTERNATIVES:
+        raise StatsConfigError("alternative", alternative, "options: " + ", ".join(ALTERNATIVES))
+
+
+def sd_diff(diffs: ArrayLike) -> float:
+    """The sample standard deviation (``ddof=1``) of the paired differences; NaN for fewer than 2."""
+    d = _diffs(diffs, "sd_diff(diffs)")
+    return float(np.std(d, ddof=1)) if d.size >= 2 else math.nan
+
+
+def undetermined(diffs: ArrayLike, n: int | None = None) -> str | None:
+    """Why the power of these differences cannot be computed (a phrase), or None when it can."""
+    d = _diffs(diffs, "undetermined(diffs)")
+    if d.size < 2:
+        return f"{d.size} paired question(s): at least 2 are needed for a spread"
+    if n is not None and n < 2:
+        return f"n = {n}: a paired t test needs at least 2 questions"
+    if not np.ptp(d) > 0:  # all equal: np.std can be ~1e-17 from rounding, not a spread
+        return "every question's difference is the same (spread 0): the t approximation does not apply"
+    return None
+
+
+def mde(
+    diffs: ArrayLike,
+    n: int | None = None,
+    alpha: float = 0.05,
+    power: float = 0.8,
+    alternative: str = "two-sided",
+) -> float:
+    """The minimum detectable effect: the smallest true mean difference that a paired t test over ``n`` questions
+    (default: ``len(diffs)``) rejects at level ``alpha`` with probability ``power``, in the metric's units
+    (``d * sd_diff``). NaN when :func:`undetermined` gives a reason."""
+    _check(alpha, power, alternative)
+    d = _diffs(diffs, "mde(diffs)")
+    n = int(d.size if n is None else n)
+    if undetermined(d, n) is not None:
+        return math.nan
+    es = TTestPower().solve_power(effect_size=None, nobs=n, alpha=alpha, power=power, alternative=alternative)
+    return float(np.asarray(es).item()) * float(np.std(d, ddof=1))
+
+
+def t_power(
+    diffs: ArrayLike, delta: float, n: int, alpha: float = 0.05, alternative: str = "two-sided"
+) -> float:
+    """Analytic power of the paired t test over ``n`` questions for a true mean difference ``delta``, with the
+    pilot's spread (NaN when :func:`undetermined` gives a reason)."""
+    _check(alpha, None, alternative)
+    d = _diffs(diffs, "t_power(diffs)")
+    if undetermined(d, n) is not None:
+        return math.nan
+    es = float(delta) / float(np.std(d, ddof=1))
+    return float(TTestPower().power(effect_size=es, nobs=n, alpha=alpha, alternative=alternative))
+
+
+def n_needed(
+    diffs: ArrayLike,
+    delta: float,
+    alpha: float = 0.05,
+    power: float = 0.8,
+    alternative: str = "two-sided",
+) -> float:
+    """The smallest number of questions whose paired t test detects a true mean difference ``delta`` with
+    probability ``power`` at level ``alpha``: ``ceil`` of statsmodels' ``solve_power(nobs=None)`` with the pilot's
+    spread. A float so that it can be NaN (:func:`undetermined` says why); integer-valued otherwise."""
+    _check(alpha, power, alternative)
+    if not float(delta) > 0:
+        raise StatsConfigError("delta", delta, "use a positive effect in the metric's units, e.g. 0.03")
+    d = _diffs(diffs, "n_needed(diffs)")
+    if undetermined(d) is not None:
+        return math.nan
+    es = float(delta) / float(np.std(d, ddof=1))
+    n = TTestPower().solve_power(effect_size=es, nobs=None, alpha=alpha, power=power, alternative=alternative)
+    # the t test needs n >= 2; solve_power's root is continuous, the design takes the next whole question
+    return float(max(2, math.ceil(float(np.asarray(n).item()) - 1e-9)))
+
+
+def simulated_power(
+    diffs: ArrayLike,
+    delta: float,
+    n: int,
+    alpha: float = 0.05,
+    n_sims: int = 4000,
+    seed: int = 0,
+) -> tuple[float, float]:
+    """Power by a paired bootstrap: draw ``n`` questions' differences with replacement from the pilot's centred
+    differences shifted by ``delta`` (a population whose true effect is ``delta`` and whose spread is the pilot's),
+    run the two-sided paired t test (:func:`scipy.stats.ttest_1samp`) on each of ``n_sims`` studies, and return the
+    share rejected at ``alpha`` with its Monte-Carlo standard error ``sqrt(p (1 - p) / n_sims)``. NaN, NaN when
+    :func:`undetermined` gives a reason."""
+    _check(alpha)
+    seed = check_seed(seed)
+    if isinstance(n_sims, bool) or not isinstance(n_sims, int | np.integer) or n_sims < 1:
+        raise StatsConfigError("n_sims", n_sims, "use a positive integer, e.g. 4000")
+    d = _diffs(diffs, "simulated_power(diffs)")
+    if undetermined(d, n) is not None:
+        return math.nan, math.nan
+    pop = d - d.mean() + float(delta)
+    rng = np.random.default_rng(seed)
+    draws = pop[rng.integers(0, pop.size, size=(int(n_sims), int(n)))]
+    with np.errstate(
+        invalid="ignore", divide="ignore"
+    ):  # a draw of one repeated value has no spread: not rejected
+        p = sps.ttest_1samp(draws, 0.0, axis=1).pvalue
+    share = float(np.mean(np.nan_to_num(p, nan=1.0) <= alpha))
+    return share, math.sqrt(share * (1.0 - share) / int(n_sims))
+
+
+def wilson_width(p_hat: float, n: int, confidence: float = 0.95) -> float:
+    """Width of the Wilson interval of a proportion ``p_hat`` observed on ``n`` questions (the count rounded to a
+    whole question): how precisely ``n`` questions pin down a hit rate or answer correctness."""
+    if not 0.0 <= float(p_hat) <= 1.0:
+        raise StatsInputError(f"wilson_width(p_hat={p_hat!r})", "not a proportion", "pass a value in [0, 1]")
+    _, low, high = wilson_interval(round(float(p_hat) * int(n)), int(n), confidence)
+    return high - low
