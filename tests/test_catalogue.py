@@ -196,6 +196,11 @@ CASES = [
     Case("rerank-depth", ["variant=D", "rerank.model=trained", "rerank.depth=0"], "rerank.depth=0"),
     Case("abstain", ["abstain.threshold=maybe"], "abstain.threshold='maybe'"),
     Case("bootstrap", ["stats.bootstrap=-5"], "stats.bootstrap=-5"),
+    Case(
+        "correction",
+        ["stats.correction=bonferroni"],
+        "stats.correction='bonferroni' is not valid; valid options: holm, bh, none",
+    ),
     Case("two-retrievers-no-fusion", ["fusion=none"], "need a fuser"),
     Case("variant-name-path", ["variant.name=../../x"], "variant.name='../../x'"),
     Case(

@@ -53,6 +53,11 @@ P_LANGUAGE_SOURCE = "corpus.language_source"
 #: the version it was made from and how many of its labels an LLM made (:mod:`ablate.data.labelsets`).
 P_LABELS_PARENT = "labels.parent"
 P_LABELS_LLM_MADE = "labels.llm_made"
+#: The correction a sweep's report applies to its family of comparisons (``stats.correction``), on the sweep parent
+P_CORRECTION = "stats.correction"
+#: Metrics a report logs on each run it compares with the baseline: ``mde_ndcg_at_10``, the minimum detectable
+#: effect (80% power, alpha 0.05) of the paired comparison on the questions both runs score
+MDE_PREFIX = "mde_"
 #: Params that never change a run's rankings or scores (prefixes end with "."): bookkeeping for comparisons. (The
 #: labels' provenance is bookkeeping too: runs on other labels are told apart by ``ablate.qrels_hash``.)
 BOOKKEEPING_PARAMS: tuple[str, ...] = (
@@ -128,6 +133,10 @@ T_RECORD_DIGEST = "ablate.record_digest"
 T_ORIGINAL = "ablate.original"
 T_FAILED_CHILDREN = "ablate.failed_children"
 T_REPORT_BASELINE = "ablate.report_baseline"
+#: How the latest report adjusted its family of p-values (holm, bh, none); the sweep's setting is ``stats.correction``
+T_REPORT_CORRECTION = "ablate.report_correction"
+#: On a run a report compared with its baseline: the baseline's run id that its ``mde_<metric>`` metrics are against
+T_MDE_BASELINE = "ablate.mde_baseline"
 #: On a run re-scored on a new label version (``python -m ablate.report --parent ID --labels NAME``,
 #: :mod:`ablate.runner.relabel`): the run it re-scores (its run.trec and answers.csv, nothing retrieved again); on
 #: the new sweep parent: the old sweep parent.

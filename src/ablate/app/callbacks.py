@@ -74,6 +74,10 @@ class SweepCallback(Callback):
                 },
             )
             os.environ[ENV_PARENT] = self.parent
+            # the report's correction is the sweep's setting (the runs' own stats.* params do not hold it)
+            self.tracker.log_params(
+                self.parent, {R.P_CORRECTION: str(config.stats.get("correction", "holm"))}
+            )
             (self.sweep_dir / PARENT_FILE).write_text(self.parent)
         except Exception as e:  # noqa: BLE001 - a sweep still runs without a parent
             print(f"warning: could not create the sweep's parent run: {e}", file=sys.stderr)
@@ -132,7 +136,11 @@ class SweepCallback(Callback):
             request = ReportRequest(
                 self.parent,
                 out=(self.sweep_dir / R.REPORT_DIR) if self.sweep_dir else None,
-                options=ReportOptions(bootstrap=int(config.stats.bootstrap), seed=int(config.stats.seed)),
+                options=ReportOptions(
+                    bootstrap=int(config.stats.bootstrap),
+                    seed=int(config.stats.seed),
+                    correction=str(config.stats.get("correction", "holm")),
+                ),
                 cache=Cache(config.cache.dir or None, enabled=bool(config.cache.enabled)),
             )
             attach_report(self.tracker, request)

@@ -1,5 +1,6 @@
 """``python -m ablate.report [--parent RUN_ID | --experiment NAME] [--tracking-uri URI] [--baseline A]
-[--metrics ndcg@10,recall@10,mrr@10,hit@10] [--test randomization|bootstrap] [--out DIR] [--force]``
+[--metrics ndcg@10,recall@10,mrr@10,hit@10] [--test randomization|bootstrap] [--correction holm|bh|none] [--out DIR]
+[--force]``
 
 Without ``--parent`` / ``--experiment`` it reports the latest sweep parent run in the store (tag
 ``ablate.role=sweep-parent``). It reads the runs' ``per_query.csv`` artifacts, writes ``ablation.md/.csv``,
@@ -16,7 +17,7 @@ from typing import Any
 
 from ablate.app.entry import say_unexpected
 from ablate.errors import AblateError, ConfigError
-from ablate.study.options import DEFAULT_CONTRAST, DEFAULT_METRICS, PAIRED_TESTS
+from ablate.study.options import CORRECTIONS, DEFAULT_CONTRAST, DEFAULT_METRICS, PAIRED_TESTS
 
 
 def _contrast(text: str) -> tuple[str, str] | None:
@@ -54,6 +55,14 @@ def parser() -> argparse.ArgumentParser:
         "--resamples", type=int, default=10000, help="resamples of the paired test (default 10000)"
     )
     ap.add_argument("--seed", type=int, default=0, help="seed of the paired test's resamples (default 0)")
+    ap.add_argument(
+        "--correction",
+        default="holm",
+        help="adjustment of the table's p-values: "
+        + " | ".join(CORRECTIONS)
+        + " (Benjamini-Hochberg; default "
+        "%(default)s)",
+    )
     ap.add_argument("--out", help="folder for the report files (default: <sweep dir>/report)")
     ap.add_argument(
         "--force", action="store_true", help="report runs on different labels/documents (flagged)"
@@ -101,6 +110,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             seed=args.seed,
             force=args.force,
             contrast=_contrast(args.contrast),
+            correction=args.correction,
         )
         tracker = Tracker(uri)
         if args.labels is not None:

@@ -112,6 +112,11 @@ class CorpusSpec:
         )
 
 
+#: ``stats.correction``: the report's adjustments (:data:`ablate.evaluation.stats.CORRECTIONS`, kept apart so that
+#: checking a config does not import scipy)
+CORRECTIONS: tuple[str, ...] = ("holm", "bh", "none")
+
+
 @dataclass(frozen=True)
 class RunSettings:
     """How a pipeline's output is scored and summarised.
@@ -120,7 +125,8 @@ class RunSettings:
     long. ``cache_depth``: candidate lists are computed at least this deep, so smaller windows reuse them.
     ``abstain_threshold``: refuse a query whose top score is below it; ``None`` refuses only empty results; ``"dev"``
     tunes it on ``tune_split`` with the same pipeline. ``bootstrap``/``seed``: resamples over queries for the 95%
-    intervals.
+    intervals. ``correction``: how the sweep's report adjusts its family of p-values (checked here, before anything
+    runs; it changes no run, so it is not part of a run's reuse key).
     """
 
     eval: EvalSettings = field(default_factory=EvalSettings)
@@ -129,9 +135,12 @@ class RunSettings:
     bootstrap: int = 1000
     seed: int = 0
     tune_split: str = "dev"
+    correction: str = "holm"
 
     def __post_init__(self) -> None:
         check_int("retrieval.cache_depth", self.cache_depth, 1)
+        if self.correction not in CORRECTIONS:
+            raise ConfigError("stats.correction", self.correction, "valid options: " + ", ".join(CORRECTIONS))
         check_int("stats.bootstrap", self.bootstrap, 0, 1_000_000)
         check_int("stats.seed", self.seed, 0)
         t = self.abstain_threshold
@@ -186,6 +195,7 @@ class RunSettings:
             abstain_threshold=t,
             bootstrap=check_int("stats.bootstrap", stats.get("bootstrap", 1000), 0, 1_000_000),
             seed=check_int("stats.seed", stats.get("seed", 0), 0),
+            correction=stats.get("correction", "holm"),
         )
 
 

@@ -17,6 +17,9 @@ if TYPE_CHECKING:
 DEFAULT_METRICS: tuple[str, ...] = ("ndcg@10", "recall@10", "mrr@10", "hit@10")
 #: Names of the paired tests selectable with ``--test`` (:data:`ablate.study.report.TESTS` maps them to functions).
 PAIRED_TESTS: tuple[str, ...] = ("randomization", "bootstrap")
+#: Corrections of the report's family of comparisons (``--correction``, ``stats.correction``;
+#: :data:`ablate.evaluation.stats.CORRECTIONS`): Holm (family-wise error), Benjamini-Hochberg (false discovery rate).
+CORRECTIONS: tuple[str, ...] = ("holm", "bh", "none")
 #: The two question tags the slices compare side by side (``--contrast``).
 DEFAULT_CONTRAST: tuple[str, str] = ("exact-id", "paraphrase")
 
@@ -30,7 +33,8 @@ class ReportOptions:
     ``metrics``: ``<metric>@<k>`` columns of ``per_query.csv``. ``test``: a paired test of :data:`PAIRED_TESTS` with
     ``n_resamples`` resamples; ``bootstrap`` resamples and ``seed`` for the intervals (a sweep's end passes its
     ``stats.bootstrap`` / ``stats.seed`` so they match the logged ones). ``force``: report runs scored on different
-    labels or documents (flagged) instead of refusing them. ``plots``: draw the figures. ``contrast``: the two
+    labels or documents (flagged) instead of refusing them. ``correction``: how the family's p-values are adjusted
+    (:data:`CORRECTIONS`; a sweep's end passes its ``stats.correction``). ``plots``: draw the figures. ``contrast``: the two
     question tags compared side by side in the slices."""
 
     baseline: str | None = None
@@ -42,6 +46,7 @@ class ReportOptions:
     force: bool = False
     plots: bool = True
     contrast: tuple[str, str] | None = DEFAULT_CONTRAST
+    correction: str = "holm"
 
 
 @dataclass(frozen=True)

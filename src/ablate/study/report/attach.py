@@ -8,11 +8,13 @@ import sys
 from pathlib import Path
 from typing import IO
 
+import pandas as pd
+
 from ablate import record as R
 from ablate.errors import ConfigError
 from ablate.safenames import inside
 from ablate.study.fetch import Source, fetch_runs
-from ablate.study.options import ReportRequest
+from ablate.study.options import CORRECTIONS, ReportRequest
 from ablate.study.report.compute import TESTS, check_metrics
 from ablate.study.report.render import Report, build_report
 from ablate.tracking import Tracker
@@ -70,6 +72,8 @@ def attach_report(tracker: Tracker, request: ReportRequest, stream: IO[str] | No
     options = request.options
     if options.test not in TESTS:  # fail before downloading anything
         raise ConfigError("--test", options.test, "options: " + ", ".join(TESTS))
+    if options.correction not in CORRECTIONS:
+        raise ConfigError("--correction", options.correction, "options: " + ", ".join(CORRECTIONS))
     check_metrics(options.metrics)
     records, source = fetch_runs(tracker, request.parent_run_id, request.experiment)
     report = build_report(
@@ -89,11 +93,32 @@ def attach_report(tracker: Tracker, request: ReportRequest, stream: IO[str] | No
         folder = _artifact_folder(tracker, source.parent_run_id)
         files = {**report.files(), **request.extra_files}
         tracker.log_files(source.parent_run_id, {f"{folder}/{k}": v for k, v in files.items()})
-        tracker.set_tags(source.parent_run_id, {R.T_REPORT_BASELINE: report.baseline})
+        tracker.set_tags(
+            source.parent_run_id,
+            {R.T_REPORT_BASELINE: report.baseline, R.T_REPORT_CORRECTION: options.correction},
+        )
         where = f"; logged to MLflow run {source.parent_run_id} under {folder}/"
+    if request.log:
+        log_mdes(tracker, report)
     stream = stream or sys.stdout
     print(report.markdown if request.full else report.console, file=stream)
     print(f"full report (all metrics, flags, slices, plots): {out_dir}/ablation.md{where}", file=stream)
     for name in request.extra_files:
         print(f"  and {out_dir / name}", file=stream)
     return report
+
+
+def log_mdes(tracker: Tracker, report: Report) -> None:
+    """Log on each run compared with the baseline its minimum detectable effect per metric (``mde_ndcg_at_10``),
+    tagged with the baseline's run id (``ablate.mde_baseline``); a later report against another baseline replaces
+    both. Nothing for the baseline, nor for a metric whose MDE is undefined."""
+    table = report.table
+    for _, row in table[table["run_id"] != report.baseline].iterrows():
+        values = {
+            R.MDE_PREFIX + R.metric_key(m): float(row[f"{m}_mde"])
+            for m in report.metrics
+            if f"{m}_mde" in row and pd.notna(row[f"{m}_mde"])
+        }
+        if values:
+            tracker.log_metrics(str(row["run_id"]), values)
+            tracker.set_tags(str(row["run_id"]), {R.T_MDE_BASELINE: report.baseline})

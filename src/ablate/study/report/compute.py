@@ -1,5 +1,6 @@
 """The report's numbers: which runs, in what order, against which baseline; each run's mean and interval per metric,
-each run against the baseline (paired over the queries both score), Holm over the table's family, and the checks
+each run against the baseline (paired over the queries both score) with its minimum detectable effect, the
+chosen correction (Holm by default) over the table's family, and the checks
 that each row changes one factor. No text: :mod:`.render` writes it; no MLflow: :mod:`.attach` reads the runs."""
 
 from __future__ import annotations
@@ -405,25 +406,61 @@ def _tests(
     ]
 
 
-def _holm(
-    plan: Plan, base: RunRecord, cols: list[str], results: dict[str, dict[str, stats.PairedResult]]
+def _adjust(
+    plan: Plan,
+    base: RunRecord,
+    cols: list[str],
+    results: dict[str, dict[str, stats.PairedResult]],
+    method: str = "holm",
 ) -> tuple[dict[str, dict[str, float]], int]:
-    """Holm-adjusted p-values of every (run x metric) comparison in the table (one family), and the family's size
-    (the comparisons with a p-value)."""
+    """The p-values of every (run x metric) comparison in the table (one family) adjusted by ``method`` (Holm,
+    Benjamini-Hochberg or none: :data:`ablate.evaluation.stats.CORRECTIONS`), and the family's size (the
+    comparisons with a p-value)."""
     others = [r.run_id for r in plan.ordered if r.run_id != base.run_id]
     raw = np.array([[results[rid][c].p_value for c in cols] for rid in others], dtype=float).reshape(
         len(others), len(cols)
     )
-    adjusted = stats.holm(raw) if raw.size else raw
-    p_holm = {rid: {c: float(adjusted[i, j]) for j, c in enumerate(cols)} for i, rid in enumerate(others)}
-    return p_holm, int(np.count_nonzero(~np.isnan(raw)))
+    adjusted = stats.adjust(raw, method) if raw.size else raw
+    p_adj = {rid: {c: float(adjusted[i, j]) for j, c in enumerate(cols)} for i, rid in enumerate(others)}
+    return p_adj, int(np.count_nonzero(~np.isnan(raw)))
+
+
+#: The power the report's minimum detectable effect is computed for (at the family's alpha, 0.05).
+MDE_POWER = 0.8
+MDE_ALPHA = 0.05
+
+
+def _mdes(
+    plan: Plan,
+    base: RunRecord,
+    tables: dict[str, pd.DataFrame],
+    scored: dict[str, pd.Index],
+    cols: list[str],
+) -> dict[str, dict[str, float]]:
+    """The minimum detectable effect (80% power, alpha 0.05, paired t approximation) of each run against the
+    baseline per metric, from the per-question differences on the same questions the paired test uses; NaN when
+    the differences have no spread or fewer than 2 questions."""
+    bpq = tables[base.run_id]
+    out: dict[str, dict[str, float]] = {}
+    for r in plan.ordered:
+        if r.run_id == base.run_id:
+            continue
+        common = scored[base.run_id].intersection(scored[r.run_id], sort=False)
+        rpq = tables[r.run_id]
+        out[r.run_id] = {}
+        for c in cols:
+            diffs = rpq.loc[common, c].to_numpy(float) - bpq.loc[common, c].to_numpy(float)
+            diffs = diffs[~np.isnan(diffs)]
+            out[r.run_id][c] = stats.mde(diffs, alpha=MDE_ALPHA, power=MDE_POWER)
+    return out
 
 
 @dataclass
 class Computed:
     """Everything a report shows, as numbers: the plan (kind, order, labels, held-out marking), the baseline, the
-    per-query tables and the queries each run scores, each row's check, intervals, paired results and their Holm
-    adjustment, the answer section (runs with a generator) and the warnings."""
+    per-query tables and the queries each run scores, each row's check, intervals, paired results and their
+    adjustment (``p_holm``: adjusted by ``correction``, Holm by default), the answer section (runs with a generator),
+    the warnings, and each comparison's minimum detectable effect (``mde``)."""
 
     plan: Plan
     base: RunRecord
@@ -441,6 +478,10 @@ class Computed:
     warnings: list[str] = field(default_factory=list)
     #: the questions each run fixed and broke against the baseline, and where the broken ones lost their evidence
     per_question: PerQuestionSection | None = None
+    #: how ``p_holm`` was adjusted over the family: holm, bh or none
+    correction: str = "holm"
+    #: run id -> per-query column -> minimum detectable effect against the baseline (80% power, alpha 0.05)
+    mde: dict[str, dict[str, float]] = field(default_factory=dict)
 
 
 def compute(
@@ -460,6 +501,8 @@ def compute(
         )
     if options.test not in TESTS:
         raise ConfigError("--test", options.test, "options: " + ", ".join(TESTS))
+    if options.correction not in stats.CORRECTIONS:
+        raise ConfigError("--correction", options.correction, "options: " + ", ".join(stats.CORRECTIONS))
     metrics = check_metrics(options.metrics)
     cols = [pq_column(m) for m in metrics]
     records = list(runs)
@@ -479,7 +522,7 @@ def compute(
     results, paired_n = _paired(
         plan, base, tables, scored, cols, checks, options.test, options.n_resamples, options.seed, cache
     )
-    p_holm, family = _holm(plan, base, cols, results)
+    p_holm, family = _adjust(plan, base, cols, results, options.correction)
     answers = answer_section(
         plan.ordered,
         plan.shown,
@@ -505,4 +548,6 @@ def compute(
         answers,
         warnings,
         per_question_section(plan.ordered, plan.shown, base, metrics[0], cols[0]),
+        options.correction,
+        _mdes(plan, base, tables, scored, cols),
     )

@@ -87,6 +87,25 @@ def _fmt_p(p: float) -> str:
     return "-" if p is None or (isinstance(p, float) and math.isnan(p)) else f"{p:.4f}"
 
 
+#: Each correction's CSV column suffix (``ndcg@10_p_holm``) and its mark beside a p-value's header.
+P_COLUMNS = {"holm": "p_holm", "bh": "p_bh", "none": "p_none"}
+P_HEADS = {"holm": " (Holm)", "bh": " (BH)", "none": ""}
+CORRECTION_TEXT = {
+    "holm": "Holm-adjusted (family-wise error; Holm 1979)",
+    "bh": "Benjamini-Hochberg-adjusted (false discovery rate; Benjamini & Hochberg 1995)",
+    "none": "not adjusted (stats.correction=none)",
+}
+
+
+def _fmt_p_adj(p: float, p_adj: float, correction: str) -> str:
+    """The raw p-value, and the adjusted one in brackets unless the correction is none."""
+    return _fmt_p(p) if correction == "none" else f"{_fmt_p(p)} ({_fmt_p(p_adj)})"
+
+
+def _fmt_mde(d: float) -> str:
+    return "-" if d is None or math.isnan(d) else f"{d:.3f}"
+
+
 def _fmt_delta(d: float) -> str:
     return "-" if d is None or math.isnan(d) else f"{d:+.3f}"
 
@@ -111,6 +130,7 @@ def _rows(c: Computed) -> tuple[list[dict[str, Any]], list[dict[str, str]], list
     csv_rows: list[dict[str, Any]] = []
     md_rows: list[dict[str, str]] = []
     footnotes: list[str] = []
+    p_col, p_head = P_COLUMNS[c.correction], P_HEADS[c.correction]
     for r in plan.ordered:
         rid, is_base, chk = r.run_id, r.run_id == base.run_id, checks[r.run_id]
         n = len(scored[rid]) if is_base else paired_n[rid]
@@ -139,24 +159,27 @@ def _rows(c: Computed) -> tuple[list[dict[str, Any]], list[dict[str, str]], list
                 row.update(
                     {
                         f"{m}_{s}": (0.0 if s == "delta" else math.nan)
-                        for s in ("delta", "delta_ci_low", "delta_ci_high", "p", "p_holm")
+                        for s in ("delta", "delta_ci_low", "delta_ci_high", "mde", "p", p_col)
                     }
                 )
-                md[f"Δ {m}"], md[f"p {m} (Holm)"] = "-", "-"
+                md[f"Δ {m}"], md[f"MDE {m}"], md[f"p {m}{p_head}"] = "-", "-", "-"
             else:
                 res = results[rid][c_]
                 p_adj = c.p_holm[rid][c_]
+                mde = c.mde.get(rid, {}).get(c_, math.nan)
                 row.update(
                     {
                         f"{m}_delta": res.delta,
                         f"{m}_delta_ci_low": res.ci_low,
                         f"{m}_delta_ci_high": res.ci_high,
+                        f"{m}_mde": mde,
                         f"{m}_p": res.p_value,
-                        f"{m}_p_holm": p_adj,
+                        f"{m}_{p_col}": p_adj,
                     }
                 )
                 md[f"Δ {m}"] = _fmt_delta(res.delta)
-                md[f"p {m} (Holm)"] = f"{_fmt_p(res.p_value)} ({_fmt_p(p_adj)})"
+                md[f"MDE {m}"] = _fmt_mde(mde)
+                md[f"p {m}{p_head}"] = _fmt_p_adj(res.p_value, p_adj, c.correction)
         row["flags"] = " | ".join(chk.flags)
         refs = []
         for f in chk.flags:
@@ -202,7 +225,15 @@ def render(
     plan, base, metrics, warnings, answers = c.plan, c.base, c.metrics, c.warnings, c.answers
     csv_rows, md_rows, footnotes = _rows(c)
     header = _header(
-        plan, base, title, options.test, options.n_resamples, options.seed, options.bootstrap, c.family
+        plan,
+        base,
+        title,
+        options.test,
+        options.n_resamples,
+        options.seed,
+        options.bootstrap,
+        c.family,
+        c.correction,
     )
     above = [plan.heldout.warning] if plan.heldout.warning else []  # the held-out line: above the table
     llm = llm_made_line(plan.ordered)  # LLM-made labels: said in the header
@@ -222,7 +253,7 @@ def render(
     slice_table, slices_md = slices(
         plan.ordered, c.tables, metrics, c.cols, plan.shown, base, options.contrast
     )
-    console = _console(csv_rows, metrics[0], footnotes, warnings, skipped, plan.heldout)
+    console = _console(csv_rows, metrics[0], footnotes, warnings, skipped, plan.heldout, c.correction)
     console += "".join(f"\n  warning: {w}" for w in note.warnings)
     if answers is not None:
         console += "\n" + answers.console
@@ -269,11 +300,14 @@ def _console(
     warnings: list[str],
     skipped: Sequence[str],
     heldout: HeldOutMarking | None = None,
+    correction: str = "holm",
 ) -> str:
     """The narrow table: each run labelled by what it is (``C k=1 window=20``, with its held-out mark), the headline
-    metric with its interval, Δ vs the baseline and the p-value (Holm-adjusted in brackets); the held-out line above
-    it; flags, warnings and left-out runs as numbered lines below."""
+    metric with its interval, Δ vs the baseline, the minimum detectable effect at 80% power and the p-value (adjusted
+    by ``correction`` in brackets); the held-out line above it; flags, warnings and left-out runs as numbered lines
+    below."""
     heldout = heldout or HeldOutMarking({}, {})
+    p_col, p_head = P_COLUMNS[correction], "p" + P_HEADS[correction]
     out = []
     for r in rows:
         base = r["role"] == "baseline"
@@ -282,14 +316,15 @@ def _console(
                 "run": heldout.label(r["run_id"], r["run"]) + (" (baseline)" if base else ""),
                 metric: _fmt_ci(r[metric], r[f"{metric}_ci_low"], r[f"{metric}_ci_high"]),
                 "Δ": "-" if base else _fmt_delta(r[f"{metric}_delta"]),
-                "p (Holm)": "-" if base else f"{_fmt_p(r[f'{metric}_p'])} ({_fmt_p(r[f'{metric}_p_holm'])})",
+                "MDE": "-" if base else _fmt_mde(r[f"{metric}_mde"]),
+                p_head: "-" if base else _fmt_p_adj(r[f"{metric}_p"], r[f"{metric}_{p_col}"], correction),
                 "n": str(r["n"]),
                 "flags": r["flags"] and "yes" or "-",
             }
         )
     kind = "note" if heldout.exploratory_only else "warning"
     lines = [f"{kind}: {heldout.warning}"] if heldout.warning else []
-    lines.append(format_table(out, ["run", metric, "Δ", "p (Holm)", "n", "flags"]))
+    lines.append(format_table(out, ["run", metric, "Δ", "MDE", p_head, "n", "flags"]))
     lines += [f"  [{i}] {f}" for i, f in enumerate(footnotes, 1)]
     lines += [f"  warning: {w}" for w in warnings]
     lines += [f"  left out: {s}" for s in skipped]
@@ -305,6 +340,7 @@ def _header(
     seed: int,
     bootstrap: int,
     family: int,
+    correction: str = "holm",
 ) -> str:
     ordered = plan.ordered
     if plan.kind == "ablation":
@@ -323,6 +359,15 @@ def _header(
         f"- cells: mean over the scored answerable queries [95% bootstrap CI over queries, {bootstrap} resamples, "
         f"seed {seed}]",
         f"- Δ: mean of (run - baseline) over the n queries scored in both runs; p: two-sided {TEST_NAMES[test]}, "
-        f"{n_resamples} resamples, seed {seed}; (Holm): adjusted over the family of {family} run x metric comparisons",
+        f"{n_resamples} resamples, seed {seed}; "
+        + (
+            f"{P_HEADS[correction].strip()}: {CORRECTION_TEXT[correction]} over the family of {family} run x metric "
+            "comparisons"
+            if correction != "none"
+            else f"the {family} run x metric comparisons' p-values are {CORRECTION_TEXT[correction]}"
+        ),
+        "- MDE: minimum detectable effect, the smallest true Δ a paired t test over the same n queries detects "
+        "with 80% power at α = 0.05 (from the spread of the per-query differences; python -m ablate.plan for "
+        "the questions a smaller Δ needs)",
     ]
     return "\n".join(lines)
