@@ -18,7 +18,18 @@ ROOTS = (SRC / "ablate", SRC / "hydra_plugins")
 #: What everything may import: errors, the content cache, safe names, tables, progress lines.
 BASE = frozenset({"errors", "cache", "safenames", "tables", "progress"})
 #: Entry-point shims (``python -m ablate``, ``python -m ablate.report``, ...): each hands over to app/ at once.
-ENTRY = ("__main__", "encode", "evaluate", "init", "label", "report", "runs", "split", "train_reranker")
+ENTRY = (
+    "__main__",
+    "encode",
+    "evaluate",
+    "init",
+    "label",
+    "plan",
+    "report",
+    "runs",
+    "split",
+    "train_reranker",
+)
 #: package -> the packages it may import besides itself (``app -> runner -> stages, evaluation -> data``; study reads
 #: record and tracking; tracking moves the record in and out of MLflow; nothing below app imports app).
 LAYERS: dict[str, frozenset[str]] = {

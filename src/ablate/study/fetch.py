@@ -183,12 +183,23 @@ def fetch_runs(
         swept = swept_from_overrides(overrides, sources) if overrides is not None else None
         exp_name = tracker.experiment_name(prun.experiment_id)
         source = Source(pid, exp_name, f"{exp_name} / {prun.name}", swept, prun.tags.get(R.T_SWEEP), [])
+    records = _with_tables(tracker, runs, source.skipped)
+    if not records:
+        raise ReportError(
+            f"no finished runs to report in {source.title} ({len(source.skipped)} unfinished: "
+            f"{'; '.join(source.skipped[:3])}); fix: re-run the failed jobs"
+        )
+    return records, source
+
+
+def _with_tables(tracker: Tracker, runs: list[RecordedRun], skipped: list[str]) -> list[RunRecord]:
+    """The finished ``runs`` with their ``per_query.csv`` (and funnel table); the others appended to ``skipped``."""
     records: list[RunRecord] = []
     with tempfile.TemporaryDirectory(prefix="ablate-report-") as tmp:
         for r in runs:
             if r.status != "FINISHED":
                 why = r.failure
-                source.skipped.append(f"{r.name} ({r.run_id}): {r.status}{': ' + why if why else ''}")
+                skipped.append(f"{r.name} ({r.run_id}): {r.status}{': ' + why if why else ''}")
                 continue
             records.append(
                 RunRecord(
@@ -204,9 +215,24 @@ def fetch_runs(
                     funnel_per_query=read_funnel_per_query(tracker, r, tmp),
                 )
             )
-    if not records:
-        raise ReportError(
-            f"no finished runs to report in {source.title} ({len(source.skipped)} unfinished: "
-            f"{'; '.join(source.skipped[:3])}); fix: re-run the failed jobs"
-        )
-    return records, source
+    return records
+
+
+def fetch_run_ids(tracker: Tracker, run_ids: list[str], option: str = "--runs") -> list[RunRecord]:
+    """The named finished runs, in the order given, with their ``per_query.csv``; an unknown or unfinished run
+    is refused (``option`` names the setting that named it)."""
+    runs = []
+    for rid in run_ids:
+        run = tracker.get_run(rid)
+        if run is None:
+            raise InputError(
+                f"{option} {rid!r}",
+                f"no such run in {tracker.uri}",
+                "pass run ids from the MLflow UI or the sweep",
+            )
+        runs.append(tracker.whole(run))
+    skipped: list[str] = []
+    records = _with_tables(tracker, runs, skipped)
+    if skipped:
+        raise InputError(option, f"not finished: {skipped[0]}", "pass finished runs")
+    return records

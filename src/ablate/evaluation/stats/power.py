@@ -28,6 +28,8 @@ from statsmodels.stats.power import TTestPower
 from ablate.evaluation.stats.checks import StatsConfigError, StatsInputError, as_float, check_seed
 from ablate.evaluation.stats.wilson import wilson_interval
 
+#: At most this many resampled differences are held at once by :func:`simulated_power`.
+_CELLS = 4_000_000
 #: Accepted ``alternative`` values (as statsmodels names them).
 ALTERNATIVES: tuple[str, ...] = ("two-sided", "larger", "smaller")
 
@@ -144,12 +146,14 @@ def simulated_power(
         return math.nan, math.nan
     pop = d - d.mean() + float(delta)
     rng = np.random.default_rng(seed)
-    draws = pop[rng.integers(0, pop.size, size=(int(n_sims), int(n)))]
-    with np.errstate(
-        invalid="ignore", divide="ignore"
-    ):  # a draw of one repeated value has no spread: not rejected
-        p = sps.ttest_1samp(draws, 0.0, axis=1).pvalue
-    share = float(np.mean(np.nan_to_num(p, nan=1.0) <= alpha))
+    chunk = max(1, _CELLS // max(int(n), 1))  # studies drawn at once: memory bounded, the stream fixed by n
+    rejected = 0
+    for start in range(0, int(n_sims), chunk):
+        draws = pop[rng.integers(0, pop.size, size=(min(chunk, int(n_sims) - start), int(n)))]
+        with np.errstate(invalid="ignore", divide="ignore"):  # one repeated value: no spread, not rejected
+            p = sps.ttest_1samp(draws, 0.0, axis=1).pvalue
+        rejected += int(np.count_nonzero(np.nan_to_num(p, nan=1.0) <= alpha))
+    share = rejected / int(n_sims)
     return share, math.sqrt(share * (1.0 - share) / int(n_sims))
 
 

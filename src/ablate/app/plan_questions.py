@@ -1,0 +1,171 @@
+"""``python -m ablate.plan [--parent SWEEP_RUN_ID | --runs A_ID,B_ID] --metric ndcg@10 [--delta 0.03] [--power 0.8]
+[--alpha 0.05] [--correction holm|bh|none] [--baseline A] [--json]``: how many questions a comparison needs.
+
+Reads the runs as ``python -m ablate.report`` does (the children of the sweep, the latest sweep by default; the
+baseline as the report chooses it; ``--runs``: the first is the baseline) and prints, per comparison, the minimum
+detectable effect at today's n and at 2x/4x/8x, or with ``--delta`` the questions needed to detect it, with a
+paired-bootstrap check (:mod:`ablate.study.power_plan`). Nothing is written to the store.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from ablate.app.entry import say_unexpected
+from ablate.errors import AblateError
+from ablate.study.options import CORRECTIONS
+from ablate.tables import format_table
+
+if TYPE_CHECKING:
+    from ablate.study.power_plan import PlanRow
+
+
+def parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(
+        prog="python -m ablate.plan",
+        description="Questions needed to detect an effect, and what today's questions can detect (paired t "
+        "approximation over the per-question differences, checked by a paired bootstrap).",
+    )
+    src = ap.add_mutually_exclusive_group()
+    src.add_argument("--parent", help="sweep parent run id (default: the latest sweep parent in the store)")
+    src.add_argument("--runs", help="two or more run ids, comma-separated: the first is the baseline")
+    ap.add_argument("--tracking-uri", help="MLflow store (default: $MLFLOW_TRACKING_URI, else ./mlflow.db)")
+    ap.add_argument(
+        "--metric", default="ndcg@10", help="ndcg@10 or ndcg_at_10, hit@10, ... (default %(default)s)"
+    )
+    ap.add_argument(
+        "--delta", type=float, help="the effect to detect, in the metric's units (omitted: the MDE)"
+    )
+    ap.add_argument("--power", type=float, default=0.8, help="power to reach (default %(default)s)")
+    ap.add_argument("--alpha", type=float, default=0.05, help="level of the family (default %(default)s)")
+    ap.add_argument(
+        "--correction",
+        default="holm",
+        help="over the comparisons: " + " | ".join(CORRECTIONS) + " (holm, bh: planned at alpha/m; default "
+        "%(default)s)",
+    )
+    ap.add_argument(
+        "--baseline", help="run id, name or variant (default: as the report: A, or the first cell)"
+    )
+    ap.add_argument(
+        "--sims", type=int, default=2000, help="simulated studies of the bootstrap check (default 2000)"
+    )
+    ap.add_argument("--seed", type=int, default=0, help="seed of the simulation (default 0)")
+    ap.add_argument("--json", action="store_true", help="one JSON object per comparison and line")
+    return ap
+
+
+def _f(v: float, digits: int = 3) -> str:
+    return "-" if v is None or math.isnan(v) else f"{v:.{digits}f}"
+
+
+def _n(v: float) -> str:
+    return "-" if math.isnan(v) else str(int(v))
+
+
+def table(rows: Sequence[PlanRow], delta: float | None, power: float) -> str:
+    """The readable table: one row per comparison."""
+    out = []
+    for r in rows:
+        row = {
+            "comparison": f"{r.run} vs {r.baseline}",
+            "n": str(r.n),
+            "sd_diff": _f(r.sd_diff),
+            "Δ now": "-" if math.isnan(r.delta_observed) else f"{r.delta_observed:+.3f}",
+            "α": f"{r.alpha:.3g}",
+        }
+        if delta is None:
+            row.update({f"MDE n={m}": _f(v) for m, v in r.mde_at.items()})
+            row["sim. power at MDE"] = f"{_f(r.sim_power, 2)} ± {_f(r.sim_se, 2)}"
+        else:
+            row.update({"MDE at n": _f(r.mde), "n needed": _n(r.n_needed), "t power": _f(r.t_power, 3)})
+            row["sim. power"] = f"{_f(r.sim_power, 2)} ± {_f(r.sim_se, 2)}"
+        row.update({f"Wilson width n={m}": _f(w) for m, w in r.wilson_width.items()})
+        row["note"] = r.note or "-"
+        out.append(row)
+    cols = list(dict.fromkeys(k for row in out for k in row))
+    return format_table([{c: row.get(c, "") for c in cols} for row in out], cols)
+
+
+def run(args: argparse.Namespace) -> int:
+    # imported once the arguments are read: the study's modules import MLflow, pandas and scipy
+    from ablate.study.fetch import check_store, fetch_run_ids, fetch_runs
+    from ablate.study.power_plan import check_settings, metric_name, plan_rows
+    from ablate.tracking import Tracker, check_uri, resolve_tracking_uri
+
+    check_settings(args.delta, args.power, args.alpha, args.correction)
+    metric = metric_name(args.metric)
+    uri = resolve_tracking_uri(args.tracking_uri)
+    check_store(uri)
+    check_uri(uri, "--tracking-uri")
+    tracker = Tracker(uri)
+    if args.runs is not None:
+        ids = [x.strip() for x in args.runs.split(",") if x.strip()]
+        if len(ids) < 2:
+            from ablate.errors import ConfigError
+
+            raise ConfigError(
+                "--runs", args.runs, "give two or more run ids, comma-separated: baseline first"
+            )
+        runs, swept, title = fetch_run_ids(tracker, ids), None, "the runs given"
+    else:
+        runs, source = fetch_runs(tracker, args.parent)
+        swept, title = source.swept, source.title
+    rows = plan_rows(
+        runs,
+        metric,
+        args.delta,
+        args.power,
+        args.alpha,
+        args.correction,
+        args.baseline,
+        swept,
+        pairs_first=args.runs is not None,
+        n_sims=args.sims,
+        seed=args.seed,
+    )
+    if args.json:
+        for r in rows:
+            print(
+                json.dumps(
+                    {**r.as_json(), "correction": args.correction, "power": args.power, "delta": args.delta}
+                )
+            )
+        return 0
+    print(_heading(title, metric, args, len(rows)))
+    print(table(rows, args.delta, args.power))
+    return 0
+
+
+def _heading(title: str, metric: str, args: argparse.Namespace, m: int) -> str:
+    fam = (
+        f"{args.correction} over {m} comparison(s): planned at α/m = {args.alpha:g}/{m} (Bonferroni, conservative)"
+        if args.correction != "none"
+        else f"no correction: α = {args.alpha:g}"
+    )
+    goal = (
+        f"questions needed to detect Δ = {args.delta:g} with power {args.power:g}"
+        if args.delta is not None
+        else f"minimum detectable effect (MDE) at power {args.power:g} with today's n and 2x/4x/8x"
+    )
+    return (
+        f"{title}: {metric}, paired t approximation over the per-question differences, checked by a paired "
+        f"bootstrap ({args.sims} simulated studies, seed {args.seed}); {fam}\n{goal}"
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        return run(args)
+    except AblateError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    except Exception as e:  # noqa: BLE001 - one line, like the CLI
+        say_unexpected(e)
+        return 1

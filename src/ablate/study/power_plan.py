@@ -1,0 +1,211 @@
+"""How many questions a comparison needs: for each run against the baseline (chosen as the report chooses it), the
+paired per-question differences of one metric on the questions both runs score, and from their spread the minimum
+detectable effect at today's n and at 2x/4x/8x, or the questions needed to detect a given ``delta`` (paired t
+approximation, checked by a paired-bootstrap simulation over the pilot's differences). Proportions (``hit@K``,
+0/1 per question) also get the Wilson interval's width per n. Pure: runs in, rows out (:mod:`ablate.app.plan_questions`
+reads the runs and prints).
+
+The family: with ``m`` comparisons in the plan, Holm and Benjamini-Hochberg are planned at ``alpha / m`` (the
+strictest step of either, as Bonferroni: conservative), ``none`` at ``alpha``."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+from ablate.errors import ConfigError, InputError
+from ablate.evaluation import stats
+from ablate.study.fetch import RunRecord
+from ablate.study.report.compute import _pick_baseline, make_plan, pq_column
+from ablate.study.slices import scored_ids
+
+#: The multiples of today's n at which the MDE is shown when no ``delta`` is given.
+MULTIPLES: tuple[int, ...] = (1, 2, 4, 8)
+#: Simulated studies larger than this many questions are not simulated (the t approximation alone is given).
+MAX_SIMULATED_N = 20_000
+
+
+@dataclass(frozen=True)
+class PlanRow:
+    """One comparison's plan. ``mde``: at today's n; ``mde_at``: n -> MDE (no ``delta``); ``n_needed`` / ``t_power``
+    / ``sim_power`` (with its Monte-Carlo ``sim_se``): for ``delta``, else the simulated power of the MDE at n;
+    ``wilson_width``: n -> width of the 95% Wilson interval of the run's proportion (0/1 metrics only); ``note``:
+    why a number is missing."""
+
+    baseline: str
+    run: str
+    metric: str
+    n: int
+    sd_diff: float
+    delta_observed: float
+    alpha: float
+    mde: float
+    n_needed: float
+    t_power: float
+    sim_power: float
+    sim_se: float
+    mde_at: dict[int, float]
+    wilson_width: dict[int, float]
+    note: str
+
+    def as_json(self) -> dict[str, object]:
+        d = asdict(self)
+        for k in ("mde_at", "wilson_width"):
+            d[k] = {str(n): v for n, v in d[k].items()}
+        if not math.isnan(self.n_needed):
+            d["n_needed"] = int(self.n_needed)
+        return {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in d.items()}
+
+
+def metric_name(text: str) -> str:
+    """``ndcg@10`` or its tracked spelling ``ndcg_at_10`` -> ``ndcg@10``; refused otherwise."""
+    m = text.strip().replace("_at_", "@")
+    name, _, k = m.partition("@")
+    if not name or not k.isdigit():
+        raise ConfigError("--metric", text, "use <metric>@<k> (or <metric>_at_<k>), e.g. ndcg@10 or hit@10")
+    return m
+
+
+def check_settings(delta: float | None, power: float, alpha: float, correction: str = "holm") -> None:
+    """Refuse a setting the plan cannot use, before any run is read."""
+    if correction not in stats.CORRECTIONS:
+        raise ConfigError("--correction", correction, "valid options: " + ", ".join(stats.CORRECTIONS))
+    if delta is not None and not (math.isfinite(delta) and delta > 0):
+        raise ConfigError("--delta", delta, "give a positive effect in the metric's units, e.g. 0.03")
+    if not 0.0 < power < 1.0:
+        raise ConfigError("--power", power, "give a power strictly between 0 and 1, e.g. 0.8")
+    if not 0.0 < alpha < 1.0:
+        raise ConfigError("--alpha", alpha, "give a level strictly between 0 and 1, e.g. 0.05")
+
+
+def _column(runs: Sequence[RunRecord], metric: str) -> str:
+    col = pq_column(metric)
+    for r in runs:
+        if col not in r.per_query.columns:
+            ks: dict[str, list[str]] = {}
+            for c in r.per_query.columns:
+                name, _, k = str(c).partition("@")
+                if k.isdigit() and name in ("ndcg", "recall", "rr", "hit", "precision", "answer_correct"):
+                    ks.setdefault("mrr" if name == "rr" else name, []).append(k)
+            shown = "; ".join(f"{n}@{{{','.join(v)}}}" for n, v in ks.items()) or "none"
+            raise InputError(
+                f"--metric {metric}",
+                f"run {r.name} ({r.run_id}) logged no per-question {col}",
+                f"choose one it logged, e.g. {shown}",
+            )
+    return col
+
+
+def _table(r: RunRecord, col: str) -> tuple[np.ndarray, list[str]]:
+    pq = r.per_query.copy()
+    if "qid" in pq.columns:
+        pq = pq.set_index("qid")
+    pq.index = pq.index.astype(str)
+    pq[col] = pq[col].astype(float)
+    ids = scored_ids(pq, [col])
+    return pq.loc[ids, col].to_numpy(float), [str(i) for i in ids]
+
+
+def plan_rows(
+    runs: Sequence[RunRecord],
+    metric: str,
+    delta: float | None = None,
+    power: float = 0.8,
+    alpha: float = 0.05,
+    correction: str = "holm",
+    baseline: str | None = None,
+    swept: Sequence[str] | None = None,
+    pairs_first: bool = False,
+    n_sims: int = 2000,
+    seed: int = 0,
+) -> list[PlanRow]:
+    """One :class:`PlanRow` per run against the baseline. The baseline is the report's (``baseline`` names one;
+    else the first variant or sweep cell), or with ``pairs_first`` the first of ``runs``."""
+    check_settings(delta, power, alpha, correction)
+    metric = metric_name(metric)
+    col = _column(runs, metric)
+    plan = make_plan(list(runs), swept)
+    base = runs[0] if pairs_first else _pick_baseline(plan.ranked, plan.kind, baseline, plan.labels)[0]
+    others = [r for r in plan.ordered if r.run_id != base.run_id]
+    a_level = alpha / len(others) if correction != "none" and others else alpha
+    b_vals, b_ids = _table(base, col)
+    b_series = dict(zip(b_ids, b_vals, strict=True))
+    rows = []
+    for r in others:
+        vals, ids = _table(r, col)
+        common = [(v, b_series[q]) for v, q in zip(vals, ids, strict=True) if q in b_series]
+        a = np.array([c[0] for c in common], dtype=float)
+        b = np.array([c[1] for c in common], dtype=float)
+        rows.append(
+            _row(
+                plan.labels[base.run_id],
+                plan.labels[r.run_id],
+                metric,
+                a,
+                b,
+                delta,
+                power,
+                a_level,
+                n_sims,
+                seed,
+            )
+        )
+    return rows
+
+
+def _row(
+    base: str,
+    run: str,
+    metric: str,
+    a: np.ndarray,
+    b: np.ndarray,
+    delta: float | None,
+    power: float,
+    alpha: float,
+    n_sims: int,
+    seed: int,
+) -> PlanRow:
+    diffs = a - b
+    n = int(diffs.size)
+    note = stats.undetermined(diffs) or ""
+    sd = stats.sd_diff(diffs) if n >= 2 else math.nan
+    mde_at = {k * n: stats.mde(diffs, n=k * n, alpha=alpha, power=power) for k in MULTIPLES} if n else {}
+    mde = mde_at.get(n, math.nan)
+    if delta is None:
+        needed, t_pow = math.nan, math.nan
+        sim, se = (
+            stats.simulated_power(diffs, mde, n, alpha, n_sims, seed) if not note else (math.nan, math.nan)
+        )
+        sizes = list(mde_at)
+    else:
+        needed = stats.n_needed(diffs, delta, alpha, power)
+        ok = not math.isnan(needed)
+        t_pow = stats.t_power(diffs, delta, int(needed), alpha) if ok else math.nan
+        sim, se = math.nan, math.nan
+        if ok and needed <= MAX_SIMULATED_N:
+            sim, se = stats.simulated_power(diffs, delta, int(needed), alpha, n_sims, seed)
+        elif ok:
+            note = f"not simulated: {int(needed)} questions is beyond {MAX_SIMULATED_N}"
+        sizes = [n, int(needed)] if ok else [n]
+    binary = n > 0 and bool(np.isin(a, (0.0, 1.0)).all())
+    widths = {m: stats.wilson_width(float(a.mean()), m) for m in sizes} if binary else {}
+    return PlanRow(
+        base,
+        run,
+        metric,
+        n,
+        sd,
+        float(diffs.mean()) if n else math.nan,
+        alpha,
+        mde,
+        needed,
+        t_pow,
+        sim,
+        se,
+        mde_at if delta is None else {n: mde},
+        widths,
+        note,
+    )
