@@ -110,6 +110,20 @@ def _a_sweep_of(corpus: str) -> Callable[[str], dict[str, str]]:
     return log
 
 
+def _two_scored_runs(store: str) -> dict[str, str]:
+    """Two finished runs whose per_query.csv scores ndcg@10 only: ``{runs}`` (``A_ID,B_ID``)."""
+    from ablate.tracking import Tracker
+
+    t = Tracker(f"sqlite:///{store}")
+    ids = []
+    for name, shift in (("A", 0.0), ("B", 0.1)):
+        with t.run("catalogue-plan-runs", name) as rid:
+            rows = "".join(f"q{i},answerable,{min(1.0, i / 10 + shift):.2f}\n" for i in range(8))
+            t.log_files(rid, {"per_query.csv": "qid,category,ndcg@10\n" + rows})
+        ids.append(rid)
+    return {"runs": ",".join(ids)}
+
+
 GOOD_QUERIES = "".join(json.dumps(q, ensure_ascii=False) + "\n" for q in TINY_QUERIES)
 
 SERVE = ["serve", "--labels-dir", "{dir}/labels", "--port", "0", "--pool"]
@@ -608,6 +622,40 @@ CASES = [
         module="ablate.report",
         base=False,
         code=2,
+    ),
+    # -- python -m ablate.plan: how many questions a comparison needs ------------------------------------------------
+    Case(
+        "plan-delta",
+        ["--delta", "0", "--tracking-uri", "sqlite:///{store}"],
+        "--delta=0.0 is not valid; give a positive effect",
+        module="ablate.plan",
+        base=False,
+        code=2,
+    ),
+    Case(
+        "plan-power",
+        ["--power", "1.5", "--tracking-uri", "sqlite:///{store}"],
+        "--power=1.5 is not valid; give a power strictly between 0 and 1",
+        module="ablate.plan",
+        base=False,
+        code=2,
+    ),
+    Case(
+        "plan-unknown-run",
+        ["--runs", "0" * 32 + "," + "1" * 32, "--tracking-uri", "sqlite:///{store}"],
+        "--runs '" + "0" * 32 + "': no such run",
+        module="ablate.plan",
+        base=False,
+        code=2,
+    ),
+    Case(
+        "plan-metric",
+        ["--runs", "{runs}", "--metric", "recall@10", "--tracking-uri", "sqlite:///{store}"],
+        "logged no per-question recall@10. Fix: choose one it logged, e.g. ndcg@{10}",
+        module="ablate.plan",
+        base=False,
+        code=2,
+        runs=_two_scored_runs,
     ),
     # -- python -m ablate.label commit, python -m ablate.report --labels ----------------------------------------------
     Case(
