@@ -69,8 +69,8 @@ def _n(v: float) -> str:
 
 
 def table(rows: Sequence[PlanRow], delta: float | None, power: float) -> str:
-    """The readable table: one row per comparison."""
-    out = []
+    """The readable table: one row per comparison; notes (why a number is missing or not to be trusted) below it."""
+    out, notes = [], []
     for r in rows:
         row = {
             "comparison": f"{r.run} vs {r.baseline}",
@@ -86,10 +86,12 @@ def table(rows: Sequence[PlanRow], delta: float | None, power: float) -> str:
             row.update({"MDE at n": _f(r.mde), "n needed": _n(r.n_needed), "t power": _f(r.t_power, 3)})
             row["sim. power"] = f"{_f(r.sim_power, 2)} ± {_f(r.sim_se, 2)}"
         row.update({f"Wilson width n={m}": _f(w) for m, w in r.wilson_width.items()})
-        row["note"] = r.note or "-"
+        if r.note:
+            notes.append(f"  [{len(notes) + 1}] {r.run} vs {r.baseline}: {r.note}")
+        row["note"] = f"[{len(notes)}]" if r.note else "-"
         out.append(row)
     cols = list(dict.fromkeys(k for row in out for k in row))
-    return format_table([{c: row.get(c, "") for c in cols} for row in out], cols)
+    return "\n".join([format_table([{c: row.get(c, "") for c in cols} for row in out], cols), *notes])
 
 
 def run(args: argparse.Namespace) -> int:

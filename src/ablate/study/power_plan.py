@@ -190,6 +190,12 @@ def _row(
         elif ok:
             note = f"not simulated: {int(needed)} questions is beyond {MAX_SIMULATED_N}"
         sizes = [n, int(needed)] if ok else [n]
+    target = power if delta is None else t_pow
+    if not note and not math.isnan(sim) and abs(sim - target) > 3 * se + 0.02:
+        note = (
+            f"the simulation gives power {sim:.2f}, the t approximation {target:.2f}: the differences are far from "
+            "normal at this n; trust the simulation"
+        )
     binary = n > 0 and bool(np.isin(a, (0.0, 1.0)).all())
     widths = {m: stats.wilson_width(float(a.mean()), m) for m in sizes} if binary else {}
     return PlanRow(

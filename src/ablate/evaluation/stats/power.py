@@ -19,6 +19,7 @@ References
 from __future__ import annotations
 
 import math
+import warnings
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -150,7 +151,9 @@ def simulated_power(
     rejected = 0
     for start in range(0, int(n_sims), chunk):
         draws = pop[rng.integers(0, pop.size, size=(min(chunk, int(n_sims) - start), int(n)))]
-        with np.errstate(invalid="ignore", divide="ignore"):  # one repeated value: no spread, not rejected
+        # a draw of one repeated value has no spread: NaN, not rejected (scipy warns of it; the count says it)
+        with np.errstate(invalid="ignore", divide="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
             p = sps.ttest_1samp(draws, 0.0, axis=1).pvalue
         rejected += int(np.count_nonzero(np.nan_to_num(p, nan=1.0) <= alpha))
     share = rejected / int(n_sims)
