@@ -70,7 +70,8 @@ def _n(v: float) -> str:
 
 def table(rows: Sequence[PlanRow], delta: float | None, power: float) -> str:
     """The readable table: one row per comparison; notes (why a number is missing or not to be trusted) below it."""
-    out, notes = [], []
+    out: list[dict[str, str]] = []
+    notes: list[str] = []
     for r in rows:
         row = {
             "comparison": f"{r.run} vs {r.baseline}",
