@@ -85,3 +85,22 @@ def test_report_logs_mde_on_each_compared_run_and_the_correction(mlflow_uri, tmp
     err = capsys.readouterr().err
     assert err.startswith("error: ") and "--correction" in err and err.count("\n") == 1
     assert not (tmp_path / "bad").exists()
+
+
+def test_the_answer_section_follows_the_correction_and_carries_the_mde():
+    from test_report_answers import with_answers
+
+    runs = [with_answers(r, i) for i, r in enumerate(ablation_runs())]
+    rep = report.build_report(runs, report.ReportOptions(plots=False, correction="bh", n_resamples=500))
+    assert rep.answers is not None
+    t = rep.answers.table.set_index("variant")
+    raw = t.loc[["B", "C", "D"], "correct_p"].to_numpy(float)
+    got = t.loc[["B", "C", "D"], "correct_p_bh"].to_numpy(float)
+    np.testing.assert_allclose(got, multipletests(raw, method="fdr_bh")[1], rtol=0, atol=1e-12)
+    a = runs[1].per_query  # A (ablation_runs: C, A, D, B)
+    b = next(r for r in runs if r.variant == "B").per_query
+    qs = a.index[(a["category"] == "answerable") & (b["category"] == "answerable")]
+    diffs = (b.loc[qs, "answer_correct"] - a.loc[qs, "answer_correct"]).to_numpy(float)
+    es = TTestPower().solve_power(effect_size=None, nobs=diffs.size, alpha=0.05, power=0.8)
+    assert t.loc["B", "correct_mde"] == pytest.approx(es * np.std(diffs, ddof=1), abs=1e-9)
+    assert "Benjamini-Hochberg over the runs" in rep.answers.markdown and "p (BH)" in rep.answers.console

@@ -21,6 +21,7 @@ import pandas as pd
 
 from ablate.evaluation import stats
 from ablate.study.fetch import RunRecord
+from ablate.study.options import P_COLUMNS, P_HEADS
 from ablate.tables import fmt, format_table
 
 CORRECT = "answer_correct"
@@ -173,9 +174,10 @@ def _paired(
     test_fn: Callable[..., stats.PairedResult],
     n_resamples: int,
     seed: int,
+    correction: str = "holm",
 ) -> None:
-    """Δ correctness and the paired test of each run against the baseline on the questions both scored (Holm over
-    the runs), written into the rows."""
+    """Δ correctness, its minimum detectable effect (80% power, α = 0.05) and the paired test of each run against
+    the baseline on the questions both scored (adjusted by ``correction`` over the runs), written into the rows."""
     others = [r for r in runs if r.run_id != base_a.run_id]
     results = {}
     for r in others:
@@ -186,18 +188,23 @@ def _paired(
             n_resamples=n_resamples,
             seed=seed,
         )
-        results[r.run_id] = (res, len(common))
+        diffs = correct[r.run_id].loc[common].to_numpy(float) - correct[base_a.run_id].loc[common].to_numpy(
+            float
+        )
+        results[r.run_id] = (res, len(common), stats.mde(diffs[~np.isnan(diffs)]))
     raw = np.array([results[r.run_id][0].p_value for r in others], dtype=float)
-    adjusted = stats.holm(raw) if raw.size else raw
+    adjusted = stats.adjust(raw, correction) if raw.size else raw
+    p_col, p_head = "correct_" + P_COLUMNS[correction], "p" + P_HEADS[correction]
     for row, md, r in zip(rows, md_rows, runs, strict=True):
         if r.run_id == base_a.run_id:
             row.update(
-                {"role": "baseline", "correct_delta": 0.0, "correct_p": math.nan, "correct_p_holm": math.nan}
+                {"role": "baseline", "correct_delta": 0.0, "correct_mde": math.nan, "correct_p": math.nan}
+                | {p_col: math.nan}
             )
-            md["Δ correct"], md["p (Holm)"] = "-", "-"
+            md["Δ correct"], md["MDE"], md[p_head] = "-", "-", "-"
             md["run"] += " (baseline)"
             continue
-        res, n_common = results[r.run_id]
+        res, n_common, mde = results[r.run_id]
         p_adj = float(adjusted[others.index(r)])
         row.update(
             {
@@ -205,13 +212,21 @@ def _paired(
                 "correct_delta": res.delta,
                 "correct_delta_ci_low": res.ci_low,
                 "correct_delta_ci_high": res.ci_high,
+                "correct_mde": mde,
                 "correct_p": res.p_value,
-                "correct_p_holm": p_adj,
+                p_col: p_adj,
                 "paired_n": n_common,
             }
         )
         md["Δ correct"] = f"{res.delta:+.3f}"
-        md["p (Holm)"] = f"{res.p_value:.3g} ({p_adj:.3g})"
+        md["MDE"] = "-" if math.isnan(mde) else f"{mde:.3f}"
+        md[p_head] = f"{res.p_value:.3g}" if correction == "none" else f"{res.p_value:.3g} ({p_adj:.3g})"
+
+
+def _correction_words(correction: str) -> str:
+    return {"holm": "Holm over the runs", "bh": "Benjamini-Hochberg over the runs", "none": "p not adjusted"}[
+        correction
+    ]
 
 
 def answer_section(
@@ -222,8 +237,10 @@ def answer_section(
     n_resamples: int,
     seed: int,
     bootstrap: int,
+    correction: str = "holm",
 ) -> AnswerSection | None:
-    """The answer section over the runs that had a generator (``None`` when none had one)."""
+    """The answer section over the runs that had a generator (``None`` when none had one); the paired tests'
+    p-values adjusted by ``correction``."""
     runs = [r for r in ordered if has_answers(r)]
     if not runs:
         return None
@@ -234,11 +251,12 @@ def answer_section(
         rows.append(row)
         md_rows.append(md)
         correct[r.run_id] = c
-    _paired(runs, base_a, correct, rows, md_rows, test_fn, n_resamples, seed)
+    _paired(runs, base_a, correct, rows, md_rows, test_fn, n_resamples, seed, correction)
+    p_head = "p" + P_HEADS[correction]
     cols = list(md_rows[0].keys())
     for md in md_rows[1:]:
         cols += [k for k in md if k not in cols]
-    order = ["run", "n", "correct", "Δ correct", "p (Holm)"]
+    order = ["run", "n", "correct", "Δ correct", "MDE", p_head]
     cols = order + [c for c in cols if c not in order]
     table_md = format_table(md_rows, cols)
     notes = _oracle_note(rows)
@@ -246,7 +264,10 @@ def answer_section(
         "## Answers",
         "Correctness over the answerable questions with gold answers (the normalised gold answer occurs in the "
         "answer; numbers are compared as numbers with their unit), 95% bootstrap interval over questions; Δ and the "
-        "paired test against the baseline on the questions both scored (Holm over the runs). A wrong or refused "
+        "paired test against the baseline on the questions both scored ("
+        + _correction_words(correction)
+        + "; MDE: the "
+        "smallest true Δ a paired t test over them detects with 80% power at α = 0.05). A wrong or refused "
         "answer is a *generation* failure when the evidence (a gold passage or a gold answer string) was in the "
         "context, else a *retrieval* failure (counts, share of the scored questions, 95% Wilson interval). "
         "No-answer questions are scored apart: refused / asked.",
@@ -255,7 +276,7 @@ def answer_section(
     if notes:
         text.append("\n".join(f"- {n}" for n in notes))
     console_rows = [
-        {k: md[k] for k in ("run", "correct", "Δ correct", "p (Holm)") if k in md}
+        {k: md[k] for k in ("run", "correct", "Δ correct", "MDE", p_head) if k in md}
         | {
             "gen. fail": str(row["generation_failures"]),
             "retr. fail": str(row["retrieval_failures"]),
@@ -264,6 +285,6 @@ def answer_section(
         for row, md in zip(rows, md_rows, strict=True)
     ]
     console = "answers:\n" + format_table(
-        console_rows, ["run", "correct", "Δ correct", "p (Holm)", "gen. fail", "retr. fail", "refused n/a"]
+        console_rows, ["run", "correct", "Δ correct", "MDE", p_head, "gen. fail", "retr. fail", "refused n/a"]
     )
     return AnswerSection(pd.DataFrame(rows), "\n\n".join(text) + "\n", console, notes)

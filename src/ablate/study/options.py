@@ -20,6 +20,9 @@ PAIRED_TESTS: tuple[str, ...] = ("randomization", "bootstrap")
 #: Corrections of the report's family of comparisons (``--correction``, ``stats.correction``;
 #: :data:`ablate.evaluation.stats.CORRECTIONS`): Holm (family-wise error), Benjamini-Hochberg (false discovery rate).
 CORRECTIONS: tuple[str, ...] = ("holm", "bh", "none")
+#: Each correction's column suffix (``ndcg@10_p_holm``, ``correct_p_bh``) and its mark beside a p-value's header.
+P_COLUMNS: dict[str, str] = {"holm": "p_holm", "bh": "p_bh", "none": "p_none"}
+P_HEADS: dict[str, str] = {"holm": " (Holm)", "bh": " (BH)", "none": ""}
 #: The two question tags the slices compare side by side (``--contrast``).
 DEFAULT_CONTRAST: tuple[str, str] = ("exact-id", "paraphrase")
 

@@ -531,6 +531,7 @@ def compute(
         options.n_resamples,
         options.seed,
         options.bootstrap,
+        options.correction,
     )
     return Computed(
         plan,

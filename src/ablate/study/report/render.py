@@ -18,7 +18,7 @@ from ablate.cache import Cache
 from ablate.study.answers import AnswerSection
 from ablate.study.compare import ComparisonCheck
 from ablate.study.fetch import RunRecord
-from ablate.study.options import ReportOptions
+from ablate.study.options import P_COLUMNS, P_HEADS, ReportOptions
 from ablate.study.plots import funnel_plots
 from ablate.study.plots import plots as make_plots
 from ablate.study.report.compute import Computed, Plan, compute
@@ -87,9 +87,6 @@ def _fmt_p(p: float) -> str:
     return "-" if p is None or (isinstance(p, float) and math.isnan(p)) else f"{p:.4f}"
 
 
-#: Each correction's CSV column suffix (``ndcg@10_p_holm``) and its mark beside a p-value's header.
-P_COLUMNS = {"holm": "p_holm", "bh": "p_bh", "none": "p_none"}
-P_HEADS = {"holm": " (Holm)", "bh": " (BH)", "none": ""}
 CORRECTION_TEXT = {
     "holm": "Holm-adjusted (family-wise error; Holm 1979)",
     "bh": "Benjamini-Hochberg-adjusted (false discovery rate; Benjamini & Hochberg 1995)",
