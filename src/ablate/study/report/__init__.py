@@ -8,8 +8,11 @@ What the numbers are (measured, never pre-filled; the spec: "跑出来是多少�
 * Δ: ``mean(run - baseline)`` over the queries scored answerable in *both* runs (paired; ``n`` is reported), with a
   bootstrap CI of the mean difference and a two-sided paired p-value: Fisher's randomization test (default) or the
   studentized paired bootstrap (:mod:`ablate.evaluation.stats`), 10,000 resamples, seed 0.
-* Holm: the p-values of every (run x metric) comparison in the table form one family
-  (:func:`ablate.evaluation.stats.holm`).
+* The correction: the p-values of every (run x metric) comparison in the table form one family, adjusted by
+  ``options.correction`` (Holm by default, Benjamini-Hochberg or none: :func:`ablate.evaluation.stats.adjust`).
+* MDE: the minimum detectable effect of each comparison, 80% power at alpha 0.05, from the spread of the same
+  paired per-query differences (:func:`ablate.evaluation.stats.mde`); logged on each compared run as
+  ``mde_<metric>`` when the report is logged.
 * Flags: :func:`ablate.study.compare.check_comparison` (one factor per row; same labels, documents and split).
 * Held-out marking (:func:`heldout_marking`): a row on a held-out split is *test-tuned* when its run carries
   ``ablate.test_reuse=true`` (its configuration was changed after the test split had been seen in the study), else
