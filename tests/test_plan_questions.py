@@ -44,7 +44,7 @@ def demo(tmp_path_factory):
     t = Tracker(uri)
     parent = t.find_runs(None, f"tags.`{R.T_ROLE}` = '{R.ROLE_SWEEP_PARENT}'", max_results=1)[0]
     kids = {r.variant: r for r in t.children(parent.run_id)}
-    return d, uri, t, parent, kids, p.stdout
+    return d, uri, t, parent, kids, p.stdout, args
 
 
 def _diffs(t: Tracker, a: str, b: str, dst: Path, metric: str = "ndcg@10") -> np.ndarray:
@@ -59,7 +59,7 @@ def _diffs(t: Tracker, a: str, b: str, dst: Path, metric: str = "ndcg@10") -> np
 
 
 def test_plan_on_a_demo_sweep_equals_statsmodels(demo, tmp_path):
-    d, uri, t, parent, kids, sweep_out = demo
+    d, uri, t, parent, kids, sweep_out, _ = demo
     # the sweep's report: the correction is logged on the parent and named; the MDE beside each delta, logged
     assert parent.params[R.P_CORRECTION] == "bh" and "p (BH)" in sweep_out and "| MDE " in sweep_out
     b_mde = t.get_run(kids["B"].run_id).metrics["mde_ndcg_at_10"]
@@ -125,3 +125,24 @@ def test_plan_rows_on_synthetic_runs_follow_the_report_baseline():
     hit = plan_rows(runs, "hit_at_10", n_sims=200)
     assert all(set(r.wilson_width) == {30, 60, 120, 240} for r in hit)
     assert all(r.mde_at[240] < r.mde_at[30] / 2.5 for r in hit)  # about 1 / sqrt(8)
+
+
+def test_a_reports_mde_leaves_the_runs_record_sealed_and_reusable(demo):
+    """The MDEs a report logs on compared runs are not part of their sealed record: the runs still check, and the
+    same sweep again reuses every cell; each copy gets its MDE from its own sweep's report, not the source's."""
+    from ablate.record_digest import check
+
+    d, uri, t, parent, kids, _, args = demo
+    assert "mde_ndcg_at_10" in t.get_run(kids["C"].run_id).metrics
+    assert all(check(t, t.get_run(r.run_id)).problem is None for r in kids.values())
+    p = _run(args, d)
+    assert p.returncode == 0 and "3 of 3 cells reused" in p.stdout + p.stderr, p.stdout + p.stderr
+    again = t.find_runs(
+        None, f"tags.`{R.T_ROLE}` = '{R.ROLE_SWEEP_PARENT}'", max_results=1, newest_first=True
+    )[0]
+    copies = {r.variant: t.get_run(r.run_id) for r in t.children(again.run_id)}
+    assert copies["C"].tags[R.T_REUSED_FROM] == kids["C"].run_id
+    assert (
+        copies["C"].tags["ablate.mde_baseline"] == copies["A"].run_id
+    )  # this sweep's baseline, not the source's
+    assert copies["C"].metrics["mde_ndcg_at_10"] == t.get_run(kids["C"].run_id).metrics["mde_ndcg_at_10"]

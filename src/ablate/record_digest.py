@@ -16,7 +16,9 @@ The *record* of a run is what a reuse copies: every param (name and value as the
   its own ``config.yaml`` in place of the source's): the same function, so writer and checker cannot drift.
 
 Left out, and why: tags (they say where a run stands, not what it measured; the ones a reuse copies name its inputs,
-which the reuse search matched on) and ``record_digest.json`` itself (a file cannot list its own bytes; the tag
+which the reuse search matched on), the ``mde_<metric>`` metrics a report logs on the runs it compares (they
+describe a comparison with a baseline, made after the run finished, not what the run measured) and
+``record_digest.json`` itself (a file cannot list its own bytes; the tag
 seals it). Every artifact is in, ``config.yaml`` included: a reused run gets its own and is sealed with it.
 """
 
@@ -29,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ablate.record import A_FULL_TAG_VALUES, A_RECORD_DIGEST, T_RECORD_DIGEST, RecordedRun
+from ablate.record import A_FULL_TAG_VALUES, A_RECORD_DIGEST, MDE_PREFIX, T_RECORD_DIGEST, RecordedRun
 
 if TYPE_CHECKING:
     from ablate.tracking import Tracker
@@ -41,12 +43,12 @@ NAMED = 3
 
 
 def manifest(params: Mapping[str, str], metrics: Mapping[str, float], artifacts: Mapping[str, str]) -> bytes:
-    """The canonical bytes of a record: params and metrics as the store holds them, artifacts as ``{relative path:
-    sha256 of the bytes}``."""
+    """The canonical bytes of a record: params and metrics as the store holds them (but a report's ``mde_*``),
+    artifacts as ``{relative path: sha256 of the bytes}``."""
     body = {
         "version": DIGEST_VERSION,
         "params": {str(k): str(v) for k, v in params.items()},
-        "metrics": {str(k): repr(float(v)) for k, v in metrics.items()},
+        "metrics": {str(k): repr(float(v)) for k, v in metrics.items() if not str(k).startswith(MDE_PREFIX)},
         "artifacts": {str(k): str(v) for k, v in artifacts.items()},
     }
     return (json.dumps(body, sort_keys=True, indent=1, ensure_ascii=False) + "\n").encode("utf-8")

@@ -214,7 +214,13 @@ def record_reuse(tracker: Tracker, job: Job, found: Lookup, start_tags: dict[str
     source = found.source
     if source is None:
         raise ValueError("nothing to reuse")
-    copied = {k: v for k, v in source.tags.items() if not k.startswith("mlflow.") and k not in OWN_TAGS}
+    copied = {
+        k: v
+        for k, v in source.tags.items()
+        if not k.startswith("mlflow.") and k not in OWN_TAGS and k != R.T_MDE_BASELINE
+    }
+    # what the run measured; not the MDEs a report logged against some baseline (this sweep's report logs its own)
+    metrics = {k: v for k, v in source.metrics.items() if not k.startswith(R.MDE_PREFIX)}
     tags = {**copied, **start_tags, R.T_REUSED_FROM: source.run_id}  # created with the run: one transaction
     artifacts, files, skip = dict(found.artifacts), {}, [R.A_RECORD_DIGEST]
     # this job's own config.yaml (its tracking and output settings may differ from the source's)
@@ -222,12 +228,12 @@ def record_reuse(tracker: Tracker, job: Job, found: Lookup, start_tags: dict[str
         files[R.A_CONFIG] = job.config_yaml.encode("utf-8")
         artifacts[R.A_CONFIG] = hashlib.sha256(files[R.A_CONFIG]).hexdigest()
         skip.append(R.A_CONFIG)
-    files[R.A_RECORD_DIGEST] = manifest(source.params, source.metrics, artifacts)
+    files[R.A_RECORD_DIGEST] = manifest(source.params, metrics, artifacts)
     with tracker.run(job.output.experiment, job.run_name or job.variant, tags, job.parent_run_id) as run_id:
         tracker.copy_artifacts(source.run_id, run_id, skip=skip)
         tracker.log_files(run_id, files)
         sealed = {R.T_RECORD_DIGEST: digest(files[R.A_RECORD_DIGEST])}
-        tracker.log_run(run_id, params=source.params, metrics=source.metrics, tags=sealed)
+        tracker.log_run(run_id, params=source.params, metrics=metrics, tags=sealed)
     return run_id
 
 
