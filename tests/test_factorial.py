@@ -127,6 +127,11 @@ def test_recovers_planted_effects_and_a_null_factor():
         assert t.loc[term, "ci_low"] < true < t.loc[term, "ci_high"]
         assert abs(t.loc[term, "effect"] - true) < 0.02
     assert t.loc["rrf.window", "p"] > 0.05
+    # every factor has two levels: each term is one contrast, its interval the F test's (F = t^2 on df_resid)
+    df_res = 60 * 8 - 1 - 6 - 59
+    for term in t.index:
+        se = (t.loc[term, "ci_high"] - t.loc[term, "effect"]) / sps.t.ppf(0.975, df_res)
+        assert (t.loc[term, "effect"] / se) ** 2 == pytest.approx(t.loc[term, "F"], rel=1e-6)
     assert t.loc["rrf.window", "ci_low"] < 0 < t.loc["rrf.window", "ci_high"]
     said = dict(zip(got.table["term"], got.sentences, strict=True))
     assert said["rrf.window"].startswith("rrf.window: no detectable effect on ndcg@10 across 20 and 50")
@@ -135,7 +140,8 @@ def test_recovers_planted_effects_and_a_null_factor():
     assert "depends on pipeline.reranker" in inter or "depends on rrf.k" in inter
     assert got.significant == [("rrf.k", "pipeline.reranker")]
     # the simple effects: the reranker (or k) helps by ~0.20 in one cell, ~0.10 in the other
-    eff = F.interaction_effect(got.long, "rrf.k", "pipeline.reranker")
+    _, residual = F.anova(got.long, list(levels))
+    eff = F.interaction_effect(got.long, "rrf.k", "pipeline.reranker", residual)
     simple = sorted(e for _, e, _, _ in eff.at)
     assert simple[0] == pytest.approx(0.05, abs=0.03) and simple[1] == pytest.approx(0.15, abs=0.03)
 

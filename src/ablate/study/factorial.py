@@ -7,9 +7,12 @@ on the questions every cell scores (the others are counted and said, never dropp
 ``(C(a) + C(b) + C(c))**2 + C(question)``) with the question as a blocking effect, and each term is tested by a
 Type II ANOVA F test (statsmodels' ``anova_lm(..., typ=2)``).
 
-Effect sizes are read on the metric's own scale, each with a 95% t interval over the questions' paired differences:
-a main effect is the largest difference between two levels' means (marginal over the other factors and the
-questions); an interaction is the difference of differences of the 2x2 sub-table with the largest contrast.
+Effect sizes are read on the metric's own scale, each with a 95% t interval from the model's residual mean square
+(the F test's denominator, so interval and test agree): a main effect is the largest difference between two levels'
+means (marginal over the other factors and the questions); an interaction is the difference of differences of the
+2x2 sub-table with the largest contrast. The pooled residual assumes the questions respond alike to every factor;
+when the per-question paired differences' t interval includes 0 for a term the F test calls significant, its
+sentence says so.
 
 Numbers only (:class:`Factorial`); :mod:`ablate.study.report.render` writes the section and the figures.
 """
@@ -49,14 +52,18 @@ class Grid:
 
 @dataclass(frozen=True)
 class Effect:
-    """One term's readable effect: its size and 95% interval, what it compares, and (an interaction) the simple
-    effects of the first factor at the two levels of the second: ``(level, effect, ci_low, ci_high)``."""
+    """One term's readable effect: its size and 95% interval (the model's: the residual mean square the F test
+    divides by, so a term the F test calls significant has an interval without 0 when it has two levels), what it
+    compares, and (an interaction) the simple effects of the first factor at the two levels of the second:
+    ``(level, effect, ci_low, ci_high)``."""
 
     effect: float
     ci_low: float
     ci_high: float
     compares: tuple[str, str]  # main: (high level, low level); interaction: (a2, a1) of the first factor
     at: tuple[tuple[str, float, float, float], ...] = ()
+    #: the 95% t interval of the per-question paired differences (no pooling over the other terms' variation)
+    paired: tuple[float, float] = (math.nan, math.nan)
 
 
 @dataclass
@@ -178,9 +185,28 @@ def formula(factors: Sequence[str], names: Sequence[str] | None = None, response
     return f"{response} ~ {rhs} + C(question)"
 
 
-def anova(long: pd.DataFrame, factors: Sequence[str]) -> pd.DataFrame:
-    """Type II ANOVA of the long table: one row per term (``a``, ``b``, ``a:b``) with ``df``, ``F``, ``p``; the
-    factors' columns are renamed to plain names for the formula (keys like ``rrf.k`` are not Python names)."""
+@dataclass(frozen=True)
+class Residual:
+    """The fitted model's residual mean square, its degrees of freedom and the long table's rows: what the F tests
+    divide by, and what the effects' intervals are read from."""
+
+    mse: float
+    df: float
+    rows: int
+
+    def interval(self, effect: float, weight: float) -> tuple[float, float, float]:
+        """``effect`` with its 95% t interval, the effect a contrast of level means with standard error
+        ``sqrt(mse * weight / rows)``."""
+        if not self.df > 0 or math.isnan(self.mse):
+            return effect, math.nan, math.nan
+        half = float(sps.t.ppf(0.975, self.df)) * math.sqrt(self.mse * weight / self.rows)
+        return effect, effect - half, effect + half
+
+
+def anova(long: pd.DataFrame, factors: Sequence[str]) -> tuple[pd.DataFrame, Residual]:
+    """Type II ANOVA of the long table: one row per term (``a``, ``b``, ``a:b``) with ``df``, ``F``, ``p``, and
+    the model's residual; the factors' columns are renamed to plain names for the formula (keys like ``rrf.k`` are
+    not Python names)."""
     from statsmodels.formula.api import ols
     from statsmodels.stats.anova import anova_lm
 
@@ -203,11 +229,12 @@ def anova(long: pd.DataFrame, factors: Sequence[str]) -> pd.DataFrame:
                     "p": float(row["PR(>F)"]),
                 }
             )
-    return pd.DataFrame(rows, columns=["term", "df", "F", "p"])
+    residual = Residual(float(fit.mse_resid), float(fit.df_resid), len(data))
+    return pd.DataFrame(rows, columns=["term", "df", "F", "p"]), residual
 
 
 def _t_interval(d: np.ndarray) -> tuple[float, float, float]:
-    """Mean of the paired differences ``d`` with its 95% t interval (NaN bounds with fewer than two)."""
+    """Mean of ``d`` with its 95% t interval over its entries (NaN bounds with fewer than two)."""
     m = float(np.mean(d)) if len(d) else math.nan
     if len(d) < 2:
         return m, math.nan, math.nan
@@ -220,19 +247,22 @@ def _by_question(long: pd.DataFrame, keys: Sequence[str]) -> pd.DataFrame:
     return long.pivot_table(index="question", columns=list(keys), values="metric", aggfunc="mean")
 
 
-def main_effect(long: pd.DataFrame, key: str) -> Effect:
-    """The largest difference between two levels' means (the level with the higher mean minus the lower), with the
-    t interval of the per-question paired differences between those two levels."""
+def main_effect(long: pd.DataFrame, key: str, residual: Residual) -> Effect:
+    """The largest difference between two levels' means (the level with the higher mean minus the lower). Its
+    interval is the model's (residual mean square, like the F test: each level mean is over ``rows / L`` rows); the
+    per-question paired differences' t interval is kept beside it (``paired``)."""
     table = _by_question(long, [key])
     means = table.mean(axis=0)
     hi, lo = str(means.idxmax()), str(means.idxmin())
-    m, low, high = _t_interval((table[hi] - table[lo]).to_numpy(dtype=float))
-    return Effect(m, low, high, (hi, lo))
+    m, p_low, p_high = _t_interval((table[hi] - table[lo]).to_numpy(dtype=float))
+    _, low, high = residual.interval(m, 2.0 * len(means))
+    return Effect(m, low, high, (hi, lo), paired=(p_low, p_high))
 
 
-def interaction_effect(long: pd.DataFrame, a: str, b: str) -> Effect:
+def interaction_effect(long: pd.DataFrame, a: str, b: str, residual: Residual) -> Effect:
     """The 2x2 sub-table of ``a`` x ``b`` with the largest difference of differences (oriented positive): the
-    effect of ``a2`` over ``a1`` at ``b2`` minus that at ``b1``, with its t interval, and both simple effects."""
+    effect of ``a2`` over ``a1`` at ``b2`` minus that at ``b1``, and both simple effects, with the model's intervals
+    (each cell mean over ``rows / (La * Lb)`` rows), and the per-question paired t interval beside (``paired``)."""
     table = _by_question(long, [a, b])
     best: tuple[float, str, str, str, str] | None = None
     for a1, a2 in itertools.combinations(sorted(set(long[a])), 2):
@@ -246,10 +276,13 @@ def interaction_effect(long: pd.DataFrame, a: str, b: str) -> Effect:
                 best = (dd, a1, a2, b1_, b2_)
     assert best is not None
     _, a1, a2, b1, b2 = best
+    cells = float(long[a].nunique() * long[b].nunique())
     e2 = (table[(a2, b2)] - table[(a1, b2)]).to_numpy(dtype=float)
     e1 = (table[(a2, b1)] - table[(a1, b1)]).to_numpy(dtype=float)
-    m, low, high = _t_interval(e2 - e1)
-    return Effect(m, low, high, (a2, a1), ((b2, *_t_interval(e2)), (b1, *_t_interval(e1))))
+    m, p_low, p_high = _t_interval(e2 - e1)
+    _, low, high = residual.interval(m, 4.0 * cells)
+    at = tuple((lv, *residual.interval(float(np.mean(e)), 2.0 * cells)) for lv, e in ((b2, e2), (b1, e1)))
+    return Effect(m, low, high, (a2, a1), at, paired=(p_low, p_high))
 
 
 def cell_means(long: pd.DataFrame, a: str, b: str) -> dict[str, list[tuple[str, float, float, float]]]:
@@ -277,11 +310,15 @@ def analyse(
         return Factorial(
             metric, note=f"no factorial analysis: {n} question(s) scored by every cell ({dropped})"
         )
-    terms = anova(long, grid.factors)
+    terms, residual = anova(long, grid.factors)
     rows, sentences, significant = [], [], []
     for t in terms.itertuples(index=False):
         parts = str(t.term).split(":")
-        eff = main_effect(long, parts[0]) if len(parts) == 1 else interaction_effect(long, parts[0], parts[1])
+        eff = (
+            main_effect(long, parts[0], residual)
+            if len(parts) == 1
+            else interaction_effect(long, parts[0], parts[1], residual)
+        )
         rows.append({"term": t.term, "df": t.df, "F": t.F, "p": t.p, "effect": eff.effect,
                      "ci_low": eff.ci_low, "ci_high": eff.ci_high})  # fmt: skip
         sentences.append(sentence(parts, grid, eff, float(t.F), float(t.p), metric))
@@ -326,12 +363,12 @@ def sentence(parts: Sequence[str], grid: Grid, eff: Effect, f: float, p: float, 
         if math.isnan(p) or p >= ALPHA:
             return (
                 f"{key}: no detectable effect on {metric} across {_span(grid.levels[key])} (largest difference "
-                f"{_ci(eff.effect, eff.ci_low, eff.ci_high)}, {test}): any of its levels will do"
+                f"{_ci(eff.effect, eff.ci_low, eff.ci_high)}, {test}): choose its level on cost; effects outside the interval are unlikely"
             )
         hi, lo = eff.compares
         return (
             f"{key} matters: {key}={hi} beats {key}={lo} by {_ci(eff.effect, eff.ci_low, eff.ci_high)} {metric} "
-            f"({test})"
+            f"({test}){_caveat(eff)}"
         )
     a, b = parts
     a2, a1 = eff.compares
@@ -343,5 +380,17 @@ def sentence(parts: Sequence[str], grid: Grid, eff: Effect, f: float, p: float, 
         )
     return (
         f"{a} × {b}: the effect of {a}={a2} over {a}={a1} depends on {b}: {at} (difference "
-        f"{_ci(eff.effect, eff.ci_low, eff.ci_high)}, {test}): choose {a} per {b}"
+        f"{_ci(eff.effect, eff.ci_low, eff.ci_high)}, {test}): choose {a} per {b}{_caveat(eff)}"
+    )
+
+
+def _caveat(eff: Effect) -> str:
+    """What to add when the per-question paired interval includes 0 although the model's does not: the questions
+    disagree more on this term than the pooled residual says, so the call is not yet safe."""
+    lo, hi = eff.paired
+    if math.isnan(lo) or not lo <= 0 <= hi:
+        return ""
+    return (
+        f"; but the questions disagree (paired per-question interval {_ci(eff.effect, lo, hi)} includes 0): "
+        "confirm on more questions before relying on it"
     )

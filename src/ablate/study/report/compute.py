@@ -20,6 +20,7 @@ from ablate.evaluation import stats
 from ablate.record import RecordedRun
 from ablate.study.answers import AnswerSection, answer_section
 from ablate.study.compare import ComparisonCheck, check_comparison, norm_value, varying_params
+from ablate.study.factorial import Factorial, analyse
 from ablate.study.fetch import ReportError, RunRecord
 from ablate.study.options import ReportOptions
 from ablate.study.per_question import PerQuestionSection, per_question_section
@@ -441,6 +442,26 @@ class Computed:
     warnings: list[str] = field(default_factory=list)
     #: the questions each run fixed and broke against the baseline, and where the broken ones lost their evidence
     per_question: PerQuestionSection | None = None
+    #: the factorial analysis of the runs' grid (:mod:`ablate.study.factorial`), or None when not asked for and
+    #: the runs are not a full grid over two or more swept factors
+    factorial: Factorial | None = None
+
+
+def factorial_of(
+    plan: Plan,
+    tables: dict[str, pd.DataFrame],
+    scored: dict[str, pd.Index],
+    metric: str,
+    col: str,
+    ask: bool | None,
+) -> Factorial | None:
+    """The factorial analysis on the headline metric (``ask``: :attr:`ReportOptions.factorial`): kept when asked
+    for (True: with its note when the runs are no full grid) or when the runs are a full grid (None)."""
+    if ask is False:
+        return None
+    values = {r.run_id: tables[r.run_id].loc[scored[r.run_id], col] for r in plan.ordered}
+    got = analyse(plan.ordered, plan.swept, values, metric)
+    return got if ask or got.modelled else None
 
 
 def compute(
@@ -505,4 +526,5 @@ def compute(
         answers,
         warnings,
         per_question_section(plan.ordered, plan.shown, base, metrics[0], cols[0]),
+        factorial_of(plan, tables, scored, metrics[0], cols[0], options.factorial),
     )
