@@ -6,6 +6,10 @@ or one factor gets a note, not a model."""
 from __future__ import annotations
 
 import itertools
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -14,8 +18,10 @@ from scipy import stats as sps
 from statsmodels.formula.api import ols
 from statsmodels.stats.anova import anova_lm
 
+from ablate import record as R
 from ablate.record import RecordedRun
 from ablate.study import factorial as F
+from ablate.tracking import Tracker
 
 
 def grid_runs(levels: dict[str, list[str]], skip: int | None = None) -> list[RecordedRun]:
@@ -181,3 +187,80 @@ def test_a_repeated_cell_is_no_grid():
     runs.append(RecordedRun(run_id="again", name="C again", params=dict(runs[0].params)))
     got = F.analyse(runs, ["rrf.k", "rrf.window"], planted(runs, 10, lambda p: 0.0), "ndcg@10")
     assert got.note is not None and "2 runs of rrf.k=1 rrf.window=20" in got.note
+
+
+# --------------------------------------------------------------------------------------------------------------
+# in the report
+
+
+def test_report_section_only_on_a_grid_unless_asked():
+    """The ablation A-D is one factor (the variant): no section by default, the note when asked for."""
+    from ablate.study.options import ReportOptions
+    from ablate.study.report import build_report
+    from test_report import ablation_runs
+
+    plain = build_report(ablation_runs(), ReportOptions(plots=False))
+    assert "Factorial analysis" not in plain.markdown and "factorial.csv" not in plain.files()
+    asked = build_report(ablation_runs(), ReportOptions(plots=False, factorial=True))
+    section = asked.markdown.split("## Factorial analysis", 1)[1]
+    assert "no factorial analysis: the runs vary 1 swept factor(s) (variant)" in section
+    assert "factorial.csv" not in asked.files()
+
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _run(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MLFLOW_")}
+    env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
+    return subprocess.run(
+        [sys.executable, "-m", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=900
+    )
+
+
+def test_demo_grid_sweep_reports_its_factorial_analysis(tmp_path):
+    """A real 2x2 sweep of the demo (rrf.k x retrieval.window on variant C): its end report has the section and
+    factorial.csv, whose F and p equal statsmodels on the long table rebuilt from the runs' per_query.csv; the
+    report entry point with --factorial writes the same table."""
+    (tmp_path / "corpora").symlink_to(REPO / "corpora", target_is_directory=True)
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    p = _run(
+        ["ablate", f"tracking.uri={uri}", "progress=false", "stats.bootstrap=100", "-m", "variant=C",
+         "rrf.k=1,60", "retrieval.window=20,50"], tmp_path,
+    )  # fmt: skip
+    assert p.returncode == 0, p.stderr
+    assert "factorial: rrf.k" in p.stdout
+    (report,) = tmp_path.glob("multirun/*/*/report")
+    md = (report / "ablation.md").read_text()
+    assert "## Factorial analysis" in md
+    assert "OLS `ndcg@10 ~ C(rrf.k) * C(rrf.window) + C(question)`" in md
+    assert "Type II ANOVA F test" in md and "question as a blocking effect" in md
+    got = pd.read_csv(report / "factorial.csv")
+    assert list(got.columns) == ["term", "df", "F", "p", "effect", "ci_low", "ci_high"]
+    assert list(got["term"]) == ["rrf.k", "rrf.window", "rrf.k:rrf.window"]
+
+    t = Tracker(uri)
+    (parent,) = t.find_runs(None, f"tags.`{R.T_ROLE}` = '{R.ROLE_SWEEP_PARENT}'")
+    rows = []
+    for run in t.children(parent.run_id):
+        path = t.download_artifact(run.run_id, R.A_PER_QUERY, tmp_path / "pq" / run.run_id)
+        assert path is not None
+        pq = pd.read_csv(path, dtype={"qid": str})
+        pq = pq[(pq["category"] == "answerable") & pq["ndcg@10"].notna()]
+        for q, v in zip(pq["qid"], pq["ndcg@10"], strict=True):
+            rows.append({"question": q, "a": run.params["rrf.k"], "b": run.params["rrf.window"], "metric": v})
+    long = pd.DataFrame(rows)
+    counts = long.groupby("question").size()
+    long = long[long["question"].isin(counts[counts == 4].index)]
+    ref = anova_lm(ols("metric ~ C(a) * C(b) + C(question)", data=long).fit(), typ=2)
+    for term, name in zip(got["term"], ["C(a)", "C(b)", "C(a):C(b)"], strict=True):
+        row = got.set_index("term").loc[term]
+        assert row["F"] == pytest.approx(ref.loc[name, "F"], abs=1e-6)
+        assert row["p"] == pytest.approx(ref.loc[name, "PR(>F)"], abs=1e-6)
+
+    out = tmp_path / "again"
+    p = _run(["ablate.report", "--tracking-uri", uri, "--parent", parent.run_id, "--factorial", "--no-log",
+              "--out", str(out)], tmp_path)  # fmt: skip
+    assert p.returncode == 0, p.stderr
+    again = pd.read_csv(out / "factorial.csv")
+    pd.testing.assert_frame_equal(again, got)
