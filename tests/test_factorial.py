@@ -152,6 +152,24 @@ def test_recovers_planted_effects_and_a_null_factor():
     assert simple[0] == pytest.approx(0.05, abs=0.03) and simple[1] == pytest.approx(0.15, abs=0.03)
 
 
+def test_a_significant_term_the_questions_disagree_on_is_said():
+    """rrf.k's effect varies a lot from question to question (mean +0.05, sd 0.15), the rest is near noiseless: the
+    pooled residual makes the F test call it (p 0.003) while the paired per-question interval includes 0."""
+    runs = grid_runs({"rrf.k": ["1", "60"], "rrf.window": ["20", "50"]})
+    rng = np.random.default_rng(1)
+    qids = [f"q{i:03d}" for i in range(30)]
+    base, u = rng.normal(0.5, 0.2, 30), rng.normal(0.05, 0.15, 30)
+    values = {
+        r.run_id: pd.Series(base + (r.params["rrf.k"] == "60") * u + rng.normal(0, 0.01, 30), index=qids)
+        for r in runs
+    }
+    got = F.analyse(runs, ["rrf.k", "rrf.window"], values, "ndcg@10")
+    assert got.table.loc[0, "p"] < 0.05 and got.table.loc[0, "ci_low"] > 0
+    assert got.sentences[0].startswith("rrf.k matters")
+    assert "but the questions disagree (paired per-question interval" in got.sentences[0]
+    assert "disagree" not in got.sentences[1]
+
+
 def test_questions_not_scored_by_every_cell_are_dropped_and_said():
     runs = grid_runs({"rrf.k": ["1", "60"], "rrf.window": ["20", "50"]})
     values = planted(runs, 30, lambda p: 0.0)

@@ -83,6 +83,7 @@ class Factorial:
     dropped: str = ""
     two_way_only: bool = False
     significant: list[tuple[str, str]] = field(default_factory=list)
+    residual: Residual | None = None
 
     @property
     def modelled(self) -> bool:
@@ -335,6 +336,7 @@ def analyse(
         dropped=dropped,
         two_way_only=len(grid.factors) > 2,
         significant=significant,
+        residual=residual,
     )
 
 

@@ -263,6 +263,10 @@ def render(
     )
 
 
+def _df(f: Factorial) -> str:
+    return "-" if f.residual is None else f"{f.residual.df:g}"
+
+
 def factorial_markdown(f: Factorial) -> str:
     """The Factorial analysis section: which metric, the model, the test, the table, a sentence per term and the
     interaction plots; or the one line saying why the runs were not modelled."""
@@ -279,7 +283,8 @@ def factorial_markdown(f: Factorial) -> str:
         f"- test: {TEST_NAME}; p uncorrected, a term matters below {ALPHA}",
         "- effect: a main effect is the largest difference between two levels' means (over the other factors and "
         "the questions); an interaction, the largest difference of differences of a 2x2 sub-table; each with a "
-        "95% t interval over the questions' paired differences",
+        f"95% t interval from the model's residual mean square ({_df(f)} df, the F test's denominator); a sentence "
+        "adds the per-question paired interval when that one includes 0 for a term the test calls significant",
         "",
     ]
     rows = [
