@@ -21,6 +21,7 @@ from statsmodels.stats.anova import anova_lm
 from ablate import record as R
 from ablate.record import RecordedRun
 from ablate.study import factorial as F
+from ablate.study.plots import interaction_plots
 from ablate.tracking import Tracker
 
 
@@ -145,6 +146,12 @@ def test_recovers_planted_effects_and_a_null_factor():
     inter = said["rrf.k:pipeline.reranker"]
     assert "depends on pipeline.reranker" in inter or "depends on rrf.k" in inter
     assert got.significant == [("rrf.k", "pipeline.reranker")]
+    pngs = interaction_plots(got.significant, lambda a, b: F.cell_means(got.long, a, b), "ndcg@10")
+    assert list(pngs) == ["interaction_rrf.k_pipeline.reranker.png"]
+    assert pngs["interaction_rrf.k_pipeline.reranker.png"].startswith(b"\x89PNG")
+    means = F.cell_means(got.long, "rrf.k", "pipeline.reranker")  # level of b -> (level of a, mean, lo, hi)
+    gain = {lb: pts[1][1] - pts[0][1] for lb, pts in means.items()}  # rrf.k 60 over 1, per reranker
+    assert gain["ce"] - gain["none"] == pytest.approx(0.10, abs=0.02)
     # the simple effects: the reranker (or k) helps by ~0.20 in one cell, ~0.10 in the other
     _, residual = F.anova(got.long, list(levels))
     eff = F.interaction_effect(got.long, "rrf.k", "pipeline.reranker", residual)
