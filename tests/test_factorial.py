@@ -207,6 +207,19 @@ def test_no_grid_gets_a_note_and_no_model(levels, skip, swept, said):
     assert got.table.empty and got.long.empty
 
 
+def test_cells_that_differ_by_constants_only_are_not_tested():
+    """Every cell scores every question alike (or shifted by a constant): a residual of rounding only, no F test."""
+    runs = grid_runs({"rrf.k": ["1", "60"], "rrf.window": ["20", "50"]})
+    qids = [f"q{i}" for i in range(5)]
+    for shift in (0.0, 0.1):
+        values = {
+            r.run_id: pd.Series(np.arange(5.0) / 10 + shift * (r.params["rrf.k"] == "60"), index=qids)
+            for r in runs
+        }
+        got = F.analyse(runs, ["rrf.k", "rrf.window"], values, "ndcg@10")
+        assert not got.modelled and "the model fits exactly" in (got.note or "")
+
+
 def test_a_repeated_cell_is_no_grid():
     runs = grid_runs({"rrf.k": ["1", "60"], "rrf.window": ["20", "50"]})
     runs.append(RecordedRun(run_id="again", name="C again", params=dict(runs[0].params)))

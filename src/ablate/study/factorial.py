@@ -36,6 +36,8 @@ from ablate.study.compare import norm_value
 COLUMNS = ("term", "df", "F", "p", "effect", "ci_low", "ci_high")
 #: A term is called significant (a sentence saying it matters, an interaction plot) below this p (uncorrected).
 ALPHA = 0.05
+#: A residual mean square at or below this is an exact fit (rounding only): nothing to test against.
+EXACT = 1e-20
 #: What the section says about the test.
 TEST_NAME = "Type II ANOVA F test (OLS, statsmodels anova_lm typ=2), question as a blocking effect"
 
@@ -255,6 +257,8 @@ def main_effect(long: pd.DataFrame, key: str, residual: Residual) -> Effect:
     table = _by_question(long, [key])
     means = table.mean(axis=0)
     hi, lo = str(means.idxmax()), str(means.idxmin())
+    if hi == lo:  # every level's mean equal: the first two levels, a difference of 0
+        hi, lo = (str(x) for x in means.index[:2])
     m, p_low, p_high = _t_interval((table[hi] - table[lo]).to_numpy(dtype=float))
     _, low, high = residual.interval(m, 2.0 * len(means))
     return Effect(m, low, high, (hi, lo), paired=(p_low, p_high))
@@ -311,7 +315,16 @@ def analyse(
         return Factorial(
             metric, note=f"no factorial analysis: {n} question(s) scored by every cell ({dropped})"
         )
-    terms, residual = anova(long, grid.factors)
+    try:
+        terms, residual = anova(long, grid.factors)
+    except (np.linalg.LinAlgError, ValueError) as e:  # a report never fails on its analysis: it says why
+        return Factorial(metric, note=f"no factorial analysis: the model could not be fitted ({e})")
+    if not residual.mse > EXACT:
+        return Factorial(
+            metric,
+            note=f"no factorial analysis: on the {n} questions every cell scores, the cells differ by constants only "
+            "(the model fits exactly: no residual variation to test the factors against)",
+        )
     rows, sentences, significant = [], [], []
     for t in terms.itertuples(index=False):
         parts = str(t.term).split(":")
