@@ -102,6 +102,11 @@ def test_f_and_p_equal_statsmodels_and_numpy():
         f, p = mine[short[row.term]]
         assert row.F == pytest.approx(f, rel=1e-6)
         assert row.p == pytest.approx(p, abs=1e-6)
+    # rrf.k has 3 levels: its largest pairwise difference gets Scheffé's interval over the term's 2 df
+    fit = ols("metric ~ C(a) * C(b) + C(question)", data=long).fit()
+    k = got.table.set_index("term").loc["rrf.k"]
+    half = np.sqrt(2 * sps.f.ppf(0.95, 2, fit.df_resid)) * np.sqrt(fit.mse_resid * 2 / (len(long) / 3))
+    assert k["ci_high"] - k["effect"] == pytest.approx(half, rel=1e-9)
     assert got.formula == "ndcg@10 ~ C(rrf.k) * C(pipeline.reranker) + C(question)"
     assert list(got.table.columns) == ["term", "df", "F", "p", "effect", "ci_low", "ci_high"]
 

@@ -7,8 +7,9 @@ on the questions every cell scores (the others are counted and said, never dropp
 ``(C(a) + C(b) + C(c))**2 + C(question)``) with the question as a blocking effect, and each term is tested by a
 Type II ANOVA F test (statsmodels' ``anova_lm(..., typ=2)``).
 
-Effect sizes are read on the metric's own scale, each with a 95% t interval from the model's residual mean square
-(the F test's denominator, so interval and test agree): a main effect is the largest difference between two levels'
+Effect sizes are read on the metric's own scale, each with a 95% interval from the model's residual mean square
+(the F test's denominator; Scheffé's for a term with more than one degree of freedom, since its largest difference
+is picked after seeing the data: interval and test agree): a main effect is the largest difference between two levels'
 means (marginal over the other factors and the questions); an interaction is the difference of differences of the
 2x2 sub-table with the largest contrast. The pooled residual assumes the questions respond alike to every factor;
 when the per-question paired differences' t interval includes 0 for a term the F test calls significant, its
@@ -197,12 +198,15 @@ class Residual:
     df: float
     rows: int
 
-    def interval(self, effect: float, weight: float) -> tuple[float, float, float]:
-        """``effect`` with its 95% t interval, the effect a contrast of level means with standard error
-        ``sqrt(mse * weight / rows)``."""
+    def interval(self, effect: float, weight: float, df_term: float = 1.0) -> tuple[float, float, float]:
+        """``effect`` with its 95% interval, the effect a contrast of level means with standard error
+        ``sqrt(mse * weight / rows)``. ``df_term`` > 1: Scheffé's interval for a contrast of a term with that many
+        degrees of freedom (the largest difference is picked after seeing the data; the interval excludes 0 for
+        some contrast exactly when the term's F test rejects); 1: the t interval."""
         if not self.df > 0 or math.isnan(self.mse):
             return effect, math.nan, math.nan
-        half = float(sps.t.ppf(0.975, self.df)) * math.sqrt(self.mse * weight / self.rows)
+        crit = math.sqrt(df_term * float(sps.f.ppf(0.95, df_term, self.df)))
+        half = crit * math.sqrt(self.mse * weight / self.rows)
         return effect, effect - half, effect + half
 
 
@@ -260,7 +264,7 @@ def main_effect(long: pd.DataFrame, key: str, residual: Residual) -> Effect:
     if hi == lo:  # every level's mean equal: the first two levels, a difference of 0
         hi, lo = (str(x) for x in means.index[:2])
     m, p_low, p_high = _t_interval((table[hi] - table[lo]).to_numpy(dtype=float))
-    _, low, high = residual.interval(m, 2.0 * len(means))
+    _, low, high = residual.interval(m, 2.0 * len(means), len(means) - 1.0)
     return Effect(m, low, high, (hi, lo), paired=(p_low, p_high))
 
 
@@ -285,7 +289,8 @@ def interaction_effect(long: pd.DataFrame, a: str, b: str, residual: Residual) -
     e2 = (table[(a2, b2)] - table[(a1, b2)]).to_numpy(dtype=float)
     e1 = (table[(a2, b1)] - table[(a1, b1)]).to_numpy(dtype=float)
     m, p_low, p_high = _t_interval(e2 - e1)
-    _, low, high = residual.interval(m, 4.0 * cells)
+    df_term = (long[a].nunique() - 1.0) * (long[b].nunique() - 1.0)
+    _, low, high = residual.interval(m, 4.0 * cells, df_term)
     at = tuple((lv, *residual.interval(float(np.mean(e)), 2.0 * cells)) for lv, e in ((b2, e2), (b1, e1)))
     return Effect(m, low, high, (a2, a1), at, paired=(p_low, p_high))
 

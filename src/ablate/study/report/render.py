@@ -283,7 +283,8 @@ def factorial_markdown(f: Factorial) -> str:
         f"- test: {TEST_NAME}; p uncorrected, a term matters below {ALPHA}",
         "- effect: a main effect is the largest difference between two levels' means (over the other factors and "
         "the questions); an interaction, the largest difference of differences of a 2x2 sub-table; each with a "
-        f"95% t interval from the model's residual mean square ({_df(f)} df, the F test's denominator); a sentence "
+        f"95% interval from the model's residual mean square ({_df(f)} df, the F test's denominator; Scheffé's for "
+        "a term with more than 1 df, as its largest difference is picked from several); a sentence "
         "adds the per-question paired interval when that one includes 0 for a term the test calls significant",
         "",
     ]
