@@ -83,7 +83,7 @@ def main() -> int:
         md = (out / "ablation.md").read_text(encoding="utf-8")
         csv = (out / "factorial.csv").read_text(encoding="utf-8") if (out / "factorial.csv").exists() else ""
     section = md.split("## Factorial analysis", 1)[1].strip() if "## Factorial analysis" in md else "(none)"
-    shown = " ".join(a if "/" not in a or a.startswith("corpus.") else Path(a).name for a in sweep[1:])
+    shown = " ".join(["python", *(a for a in sweep[1:] if not a.startswith("tracking.uri="))])
     page = [
         f"# SciFact: which factors matter in the rrf.k x retrieval.window grid ({args.split})",
         "",
