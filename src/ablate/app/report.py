@@ -1,10 +1,10 @@
 """``python -m ablate.report [--parent RUN_ID | --experiment NAME] [--tracking-uri URI] [--baseline A]
 [--metrics ndcg@10,recall@10,mrr@10,hit@10] [--test randomization|bootstrap] [--correction holm|bh|none] [--out DIR]
-[--force]``
+[--force] [--factorial]``
 
 Without ``--parent`` / ``--experiment`` it reports the latest sweep parent run in the store (tag
 ``ablate.role=sweep-parent``). It reads the runs' ``per_query.csv`` artifacts, writes ``ablation.md/.csv``,
-``slices.md/.csv`` and PNG plots to ``--out`` and logs them to the parent run under ``report/``
+``slices.md/.csv``, ``factorial.csv`` (a grid's factorial analysis) and PNG plots to ``--out`` and logs them to the parent run under ``report/``
 (:mod:`ablate.study.report` computes them).
 """
 
@@ -77,6 +77,13 @@ def parser() -> argparse.ArgumentParser:
         help="two question tags compared side by side in the slices (default exact-id,paraphrase; 'none' for no contrast)",
     )
     ap.add_argument(
+        "--factorial",
+        action="store_true",
+        help="the factorial analysis of the runs' grid (main effects and two-way interactions of the swept factors, "
+        "Type II ANOVA with the question as block; factorial.csv); a note when they are no full grid over two or more "
+        "factors (default: only when they are one)",
+    )
+    ap.add_argument(
         "--labels",
         help="re-score every run of the sweep (--parent) on this label version (python -m ablate.label commit): "
         "logged as new runs under a new sweep parent, the old runs untouched, and both versions side by side",
@@ -111,6 +118,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             force=args.force,
             contrast=_contrast(args.contrast),
             correction=args.correction,
+            factorial=True if args.factorial else None,
         )
         tracker = Tracker(uri)
         if args.labels is not None:

@@ -38,7 +38,9 @@ class ReportOptions:
     ``stats.bootstrap`` / ``stats.seed`` so they match the logged ones). ``force``: report runs scored on different
     labels or documents (flagged) instead of refusing them. ``correction``: how the family's p-values are adjusted
     (:data:`CORRECTIONS`; a sweep's end passes its ``stats.correction``). ``plots``: draw the figures. ``contrast``: the two
-    question tags compared side by side in the slices."""
+    question tags compared side by side in the slices. ``factorial``: the factorial analysis of the runs' grid
+    (:mod:`ablate.study.factorial`): None when the runs are a full grid over two or more swept factors (else none),
+    True always (a note when they are no such grid), False never."""
 
     baseline: str | None = None
     metrics: Sequence[str] = DEFAULT_METRICS
@@ -50,6 +52,7 @@ class ReportOptions:
     plots: bool = True
     contrast: tuple[str, str] | None = DEFAULT_CONTRAST
     correction: str = "holm"
+    factorial: bool | None = None
 
 
 @dataclass(frozen=True)

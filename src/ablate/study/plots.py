@@ -269,3 +269,53 @@ def _draw_funnel(spec: Spec) -> bytes:
     ax.legend(fontsize=7, ncol=2, loc="lower right", bbox_to_anchor=(1.0, 1.0), frameon=False)
     fig.subplots_adjust(bottom=0.2)
     return _png(fig)
+
+
+def interaction_plots(
+    pairs: list[tuple[str, str]],
+    means: Callable[[str, str], dict[str, list[tuple[str, float, float, float]]]],
+    metric: str,
+    cache: Cache | None = None,
+) -> dict[str, bytes]:
+    """``interaction_<a>_<b>.png`` per pair of factors (the significant interactions of
+    :mod:`ablate.study.factorial`): the mean metric per level of ``a`` (x), one line per level of ``b``, with 95%
+    t intervals over the questions; lines that are not parallel are the interaction. ``means(a, b)``: level of ``b``
+    -> ``(level of a, mean, ci_low, ci_high)`` (:func:`ablate.study.factorial.cell_means`)."""
+    out: dict[str, bytes] = {}
+    for a, b in pairs:
+        lines = [
+            {"label": f"{b}={lb}", "x": [p[0] for p in pts], "ci": [_floats(p[1:]) for p in pts]}
+            for lb, pts in means(a, b).items()
+        ]
+        spec: Spec = {"a": a, "b": b, "metric": metric, "lines": lines}
+        out[interaction_name(a, b)] = _render(cache, _draw_interaction, spec)
+    return out
+
+
+def interaction_name(a: str, b: str) -> str:
+    """The file name of the interaction plot of factors ``a`` and ``b``."""
+    return f"interaction_{_safe(a)}_{_safe(b)}.png"
+
+
+def _draw_interaction(spec: Spec) -> bytes:
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(6.4, 4.2))
+    ax = fig.subplots()
+    for line in spec["lines"]:
+        xs = np.arange(len(line["x"]), dtype=float)
+        ys = np.array([row[0] for row in line["ci"]], dtype=float)
+        lo = np.array([row[1] for row in line["ci"]], dtype=float)
+        hi = np.array([row[2] for row in line["ci"]], dtype=float)
+        err = np.vstack([np.nan_to_num(ys - lo), np.nan_to_num(hi - ys)])
+        ax.errorbar(xs, ys, yerr=err, marker="o", capsize=3, label=line["label"])
+        ax.set_xticks(xs, line["x"])
+    ax.set_xlabel(spec["a"])
+    ax.set_ylabel(spec["metric"])
+    ax.set_title(
+        f"{spec['metric']}: {spec['a']} × {spec['b']} (mean over questions, 95% t interval)", fontsize=9
+    )
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.subplots_adjust(bottom=0.13)
+    return _png(fig)

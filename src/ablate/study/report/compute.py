@@ -21,6 +21,7 @@ from ablate.evaluation import stats
 from ablate.record import RecordedRun
 from ablate.study.answers import AnswerSection, answer_section
 from ablate.study.compare import ComparisonCheck, check_comparison, norm_value, varying_params
+from ablate.study.factorial import Factorial, analyse
 from ablate.study.fetch import ReportError, RunRecord
 from ablate.study.options import ReportOptions
 from ablate.study.per_question import PerQuestionSection, per_question_section
@@ -482,6 +483,26 @@ class Computed:
     correction: str = "holm"
     #: run id -> per-query column -> minimum detectable effect against the baseline (80% power, alpha 0.05)
     mde: dict[str, dict[str, float]] = field(default_factory=dict)
+    #: the factorial analysis of the runs' grid (:mod:`ablate.study.factorial`), or None when not asked for and
+    #: the runs are not a full grid over two or more swept factors
+    factorial: Factorial | None = None
+
+
+def factorial_of(
+    plan: Plan,
+    tables: dict[str, pd.DataFrame],
+    scored: dict[str, pd.Index],
+    metric: str,
+    col: str,
+    ask: bool | None,
+) -> Factorial | None:
+    """The factorial analysis on the headline metric (``ask``: :attr:`ReportOptions.factorial`): kept when asked
+    for (True: with its note when the runs are no full grid) or when the runs are a full grid (None)."""
+    if ask is False:
+        return None
+    values = {r.run_id: tables[r.run_id].loc[scored[r.run_id], col] for r in plan.ordered}
+    got = analyse(plan.ordered, plan.swept, values, metric)
+    return got if ask or got.modelled else None
 
 
 def compute(
@@ -551,4 +572,5 @@ def compute(
         per_question_section(plan.ordered, plan.shown, base, metrics[0], cols[0]),
         options.correction,
         _mdes(plan, base, tables, scored, cols),
+        factorial_of(plan, tables, scored, metrics[0], cols[0], options.factorial),
     )

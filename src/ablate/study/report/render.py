@@ -17,9 +17,10 @@ from ablate import record as R
 from ablate.cache import Cache
 from ablate.study.answers import AnswerSection
 from ablate.study.compare import ComparisonCheck
+from ablate.study.factorial import ALPHA, TEST_NAME, Factorial, cell_means
 from ablate.study.fetch import RunRecord
 from ablate.study.options import P_COLUMNS, P_HEADS, ReportOptions
-from ablate.study.plots import funnel_plots
+from ablate.study.plots import funnel_plots, interaction_name, interaction_plots
 from ablate.study.plots import plots as make_plots
 from ablate.study.report.compute import Computed, Plan, compute
 from ablate.study.report.heldout import HeldOutMarking
@@ -55,6 +56,8 @@ class Report:
     heldout: HeldOutMarking | None = None  # dev-tuned / test-tuned rows and the line above the table
     #: per_question.csv: each run's fixed and broken questions against the baseline, with where the evidence was lost
     per_question: pd.DataFrame | None = None
+    #: factorial.csv: the factorial analysis of the runs' grid, one row per term (None: no grid was modelled)
+    factorial: pd.DataFrame | None = None
 
     def files(self) -> dict[str, str | bytes]:
         files: dict[str, str | bytes] = {
@@ -67,6 +70,8 @@ class Report:
             files["answers.csv"] = self.answers.table.to_csv(index=False)
         if self.per_question is not None:
             files["per_question.csv"] = self.per_question.to_csv(index=False)
+        if self.factorial is not None:
+            files["factorial.csv"] = self.factorial.to_csv(index=False)
         return {**files, **self.plots}
 
     def write(self, out: str | os.PathLike[str]) -> list[Path]:
@@ -247,6 +252,8 @@ def render(
         parts.append(answers.markdown.rstrip("\n"))
     if c.per_question is not None:
         parts.append(c.per_question.markdown.rstrip("\n"))
+    if c.factorial is not None:
+        parts.append(factorial_markdown(c.factorial))
     slice_table, slices_md = slices(
         plan.ordered, c.tables, metrics, c.cols, plan.shown, base, options.contrast
     )
@@ -255,6 +262,14 @@ def render(
     if answers is not None:
         console += "\n" + answers.console
     figures = _figures(plan, c.cis, metrics, c.cols, base, cache) if options.plots else {}
+    fact = c.factorial
+    if fact is not None:
+        console += "\n" + (
+            "\n".join(f"  factorial: {x}" for x in fact.sentences) if fact.modelled else f"  {fact.note}"
+        )
+        if options.plots and fact.modelled:
+            means = lambda a, b: cell_means(fact.long, a, b)  # noqa: E731
+            figures.update(interaction_plots(fact.significant, means, fact.metric, cache))
     return Report(
         kind=plan.kind,
         baseline=base.run_id,
@@ -272,7 +287,50 @@ def render(
         answers=answers,
         heldout=plan.heldout,
         per_question=c.per_question.table if c.per_question is not None else None,
+        factorial=fact.table if fact is not None and fact.modelled else None,
     )
+
+
+def _df(f: Factorial) -> str:
+    return "-" if f.residual is None else f"{f.residual.df:g}"
+
+
+def factorial_markdown(f: Factorial) -> str:
+    """The Factorial analysis section: which metric, the model, the test, the table, a sentence per term and the
+    interaction plots; or the one line saying why the runs were not modelled."""
+    lines = ["## Factorial analysis", ""]
+    if not f.modelled or f.grid is None:
+        return "\n".join([*lines, f"{f.note}."])
+    g = f.grid
+    cells = " x ".join(f"{k} ({', '.join(g.levels[k])})" for k in g.factors)
+    lines += [
+        f"- grid: {cells}: {len(g.cells)} cells, each once",
+        f"- metric: {f.metric} per question, on the {f.n_questions} questions every cell scores ({f.dropped})",
+        f"- model: OLS `{f.formula}`"
+        + ("; three factors or more: main effects and two-way interactions only" if f.two_way_only else ""),
+        f"- test: {TEST_NAME}; p uncorrected, a term matters below {ALPHA}",
+        "- effect: a main effect is the largest difference between two levels' means (over the other factors and "
+        "the questions); an interaction, the largest difference of differences of a 2x2 sub-table; each with a "
+        f"95% interval from the model's residual mean square ({_df(f)} df, the F test's denominator; Scheffé's for "
+        "a term with more than 1 df, as its largest difference is picked from several); a sentence "
+        "adds the per-question paired interval when that one includes 0 for a term the test calls significant",
+        "",
+    ]
+    rows = [
+        {
+            "term": str(t.term),
+            "df": f"{t.df:g}",
+            "F": "-" if math.isnan(t.F) else f"{t.F:.3f}",
+            "p": _fmt_p(t.p),
+            "effect [95% CI]": f"{_fmt_delta(t.effect)} [{_fmt_delta(t.ci_low)}, {_fmt_delta(t.ci_high)}]",
+        }
+        for t in f.table.itertuples(index=False)
+    ]
+    lines += [format_table(rows, ["term", "df", "F", "p", "effect [95% CI]"]), ""]
+    lines += [f"- {x}" for x in f.sentences]
+    for a, b in f.significant:
+        lines.append(f"- figure: {interaction_name(a, b)} (lines that are not parallel: the interaction)")
+    return "\n".join(lines)
 
 
 def _figures(
