@@ -262,6 +262,12 @@ def test_the_readmes_commands_run_as_written(tmp_path):
                 f"`pool` finds {pooled.group(1)} unjudged (question, chunk) pairs over the {pooled.group(2)}"
                 in (" ".join(readme.split()))
             )
+        elif command.startswith("python -m ablate.plan"):
+            readme = README.read_text(encoding="utf-8")
+            rows = [line for line in out.stdout.splitlines() if re.match(r"^\| [A-Z] vs A ", line)]
+            assert len(rows) == 2 and all(row in readme for row in rows), out.stdout
+        elif "--factorial" in command:
+            assert "factorial" in (out.stdout + out.stderr).lower(), out.stdout
         elif command.endswith("--help"):
             assert "ablate" in out.stdout and "variant" in out.stdout
     assert run_id is not None
