@@ -6,9 +6,7 @@ or one factor gets a note, not a model."""
 from __future__ import annotations
 
 import itertools
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -23,6 +21,7 @@ from ablate.record import RecordedRun
 from ablate.study import factorial as F
 from ablate.study.plots import interaction_plots
 from ablate.tracking import Tracker
+from demo_cli import run_module
 
 
 def grid_runs(levels: dict[str, list[str]], skip: int | None = None) -> list[RecordedRun]:
@@ -254,11 +253,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def _run(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MLFLOW_")}
-    env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
-    return subprocess.run(
-        [sys.executable, "-m", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=900
-    )
+    return run_module(args, cwd)
 
 
 def test_demo_grid_sweep_reports_its_factorial_analysis(tmp_path):

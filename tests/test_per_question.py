@@ -7,9 +7,7 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -22,6 +20,7 @@ from ablate.study import per_question as PQ
 from ablate.study.options import ReportOptions
 from ablate.study.report import build_report
 from ablate.tracking import Tracker
+from demo_cli import run_module
 from test_report import record
 
 REPO = Path(__file__).resolve().parents[1]
@@ -31,11 +30,7 @@ FAST_D = ["rerank.train.min_steps=10", "rerank.train.epochs=1", "rerank.depth=20
 
 
 def _run(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MLFLOW_")}
-    env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
-    return subprocess.run(
-        [sys.executable, "-m", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=900
-    )
+    return run_module(args, cwd)
 
 
 @pytest.fixture(scope="module")

@@ -6,9 +6,7 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -19,17 +17,14 @@ from statsmodels.stats.power import TTestPower
 from ablate import record as R
 from ablate.study.power_plan import plan_rows
 from ablate.tracking import Tracker
+from demo_cli import run_module
 from test_report import ablation_runs, col
 
 REPO = Path(__file__).resolve().parents[1]
 
 
 def _run(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MLFLOW_")}
-    env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
-    return subprocess.run(
-        [sys.executable, "-m", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=900
-    )
+    return run_module(args, cwd)
 
 
 @pytest.fixture(scope="module")

@@ -23,10 +23,14 @@ def say_unexpected(e: Exception) -> None:
 def run_command(
     parser: argparse.ArgumentParser, run: Callable[[argparse.Namespace], int], argv: Sequence[str] | None
 ) -> int:
-    """``run(parser.parse_args(argv))``; a refused input is ``error: ...`` on stderr and exit code 2."""
+    """``run(parser.parse_args(argv))``; a refused input is ``error: ...`` on stderr and exit code 2, an unexpected
+    failure one line too (:func:`say_unexpected`) and exit code 1."""
     args = parser.parse_args(argv)
     try:
         return run(args)
     except AblateError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    except Exception as e:  # noqa: BLE001 - one line, like the CLI
+        say_unexpected(e)
+        return 1

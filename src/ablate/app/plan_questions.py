@@ -12,12 +12,10 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from ablate.app.entry import say_unexpected
-from ablate.errors import AblateError
+from ablate.app.entry import run_command
 from ablate.study.options import CORRECTIONS
 from ablate.tables import format_table
 
@@ -163,12 +161,4 @@ def _heading(title: str, metric: str, args: argparse.Namespace, m: int) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = parser().parse_args(argv)
-    try:
-        return run(args)
-    except AblateError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    except Exception as e:  # noqa: BLE001 - one line, like the CLI
-        say_unexpected(e)
-        return 1
+    return run_command(parser(), run, argv)
