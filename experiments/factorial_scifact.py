@@ -84,6 +84,7 @@ def main() -> int:
         csv = (out / "factorial.csv").read_text(encoding="utf-8") if (out / "factorial.csv").exists() else ""
     section = md.split("## Factorial analysis", 1)[1].strip() if "## Factorial analysis" in md else "(none)"
     shown = " ".join(["python", *(a for a in sweep[1:] if not a.startswith("tracking.uri="))])
+    shown = shown.replace(str(REPO.parent) + "/", "../")  # a path as a user beside the checkout types it
     page = [
         f"# SciFact: which factors matter in the rrf.k x retrieval.window grid ({args.split})",
         "",
