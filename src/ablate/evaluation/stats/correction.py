@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import ArrayLike
 
-from ablate.evaluation.stats.checks import StatsInputError, as_float, check_choice
-from ablate.evaluation.stats.holm import holm
+from ablate.evaluation.stats.checks import as_float, check_choice
+from ablate.evaluation.stats.holm import adjust_defined, holm
 
 #: Accepted correction names: ``holm`` (Holm 1979), ``bh`` (Benjamini & Hochberg 1995), ``none`` (raw p-values).
 CORRECTIONS: tuple[str, ...] = ("holm", "bh", "none")
@@ -25,25 +25,11 @@ def benjamini_hochberg(pvalues: ArrayLike) -> np.ndarray:
     NaN entries stay NaN and are not counted in ``m`` (as :func:`holm`). Returns a new float array of the input's
     shape, in the input's order.
     """
-    p = as_float(pvalues, "benjamini_hochberg(pvalues)", ndim=np.ndim(pvalues))
-    flat = p.ravel()
-    defined = ~np.isnan(flat)
-    vals = flat[defined]
-    if ((vals < 0.0) | (vals > 1.0)).any():
-        raise StatsInputError(
-            "benjamini_hochberg(pvalues)",
-            f"p-values outside [0, 1]: {vals[(vals < 0) | (vals > 1)][:5]}",
-            "pass raw p-values",
-        )
-    m = vals.size
-    order = np.argsort(vals, kind="stable")
-    scaled = vals[order] * m / np.arange(1, m + 1)
-    stepped = np.minimum.accumulate(scaled[::-1])[::-1]
-    adjusted = np.empty(m)
-    adjusted[order] = np.minimum(stepped, 1.0)
-    out = np.full(flat.shape, np.nan)
-    out[defined] = adjusted
-    return out.reshape(p.shape)
+    return adjust_defined(
+        pvalues,
+        "benjamini_hochberg(pvalues)",
+        lambda ordered, m: np.minimum.accumulate((ordered * m / np.arange(1, m + 1))[::-1])[::-1],
+    )
 
 
 def adjust(pvalues: ArrayLike, method: str = "holm") -> np.ndarray:

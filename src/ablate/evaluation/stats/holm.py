@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 from numpy.typing import ArrayLike
 
@@ -20,21 +22,29 @@ def holm(pvalues: ArrayLike) -> np.ndarray:
     not be run) stay NaN and are not counted in the family size ``m``. Returns a new float array of the input's
     shape, in the input's order.
     """
-    p = as_float(pvalues, "holm(pvalues)", ndim=np.ndim(pvalues))
+    return adjust_defined(
+        pvalues, "holm(pvalues)", lambda ordered, m: np.maximum.accumulate((m - np.arange(m)) * ordered)
+    )
+
+
+def adjust_defined(
+    pvalues: ArrayLike, where: str, step: Callable[[np.ndarray, int], np.ndarray]
+) -> np.ndarray:
+    """What every step-wise adjustment shares: the defined p-values (checked in [0, 1]) sorted ascending are passed
+    to ``step(sorted, m)``, capped at 1 and put back in the input's order and shape; NaN entries stay NaN and are
+    not counted in ``m``."""
+    p = as_float(pvalues, where, ndim=np.ndim(pvalues))
     flat = p.ravel()
     defined = ~np.isnan(flat)
     vals = flat[defined]
     if ((vals < 0.0) | (vals > 1.0)).any():
         raise StatsInputError(
-            "holm(pvalues)",
-            f"p-values outside [0, 1]: {vals[(vals < 0) | (vals > 1)][:5]}",
-            "pass raw p-values",
+            where, f"p-values outside [0, 1]: {vals[(vals < 0) | (vals > 1)][:5]}", "pass raw p-values"
         )
     m = vals.size
     order = np.argsort(vals, kind="stable")
-    stepped = np.maximum.accumulate((m - np.arange(m)) * vals[order])
     adjusted = np.empty(m)
-    adjusted[order] = np.minimum(stepped, 1.0)
+    adjusted[order] = np.minimum(step(vals[order], m), 1.0)
     out = np.full(flat.shape, np.nan)
     out[defined] = adjusted
     return out.reshape(p.shape)

@@ -327,20 +327,26 @@ def _cis(
     return cis
 
 
-def _paired(
+@dataclass(frozen=True)
+class PairedValues:
+    """Each (run, per-query column) against the baseline on the questions both score: the run's and the baseline's
+    values in the same order (``pairs``, one per ``slots`` entry) and how many questions each run is paired on."""
+
+    slots: list[tuple[str, str]]
+    pairs: list[tuple[np.ndarray, np.ndarray]]
+    paired_n: dict[str, int]
+
+
+def _paired_values(
     plan: Plan,
     base: RunRecord,
     tables: dict[str, pd.DataFrame],
     scored: dict[str, pd.Index],
     cols: list[str],
     checks: dict[str, ComparisonCheck],
-    test: str,
-    n_resamples: int,
-    seed: int,
-    cache: Cache | None = None,
-) -> tuple[dict[str, dict[str, stats.PairedResult]], dict[str, int]]:
-    """Each run against the baseline on the queries scored in both; a flag when that is fewer than either scores.
-    Every (run, metric) comparison is one pair of one batched test call (the resamples are drawn once)."""
+) -> PairedValues:
+    """Each run against the baseline on the queries scored in both; a flag on its check when that is fewer than
+    either scores."""
     bpq = tables[base.run_id]
     pairs: list[tuple[np.ndarray, np.ndarray]] = []
     slots: list[tuple[str, str]] = []
@@ -364,10 +370,17 @@ def _paired(
         for c in cols:
             pairs.append((rpq.loc[common, c].to_numpy(), bpq.loc[common, c].to_numpy()))
             slots.append((r.run_id, c))
+    return PairedValues(slots, pairs, paired_n)
+
+
+def _paired(
+    values: PairedValues, test: str, n_resamples: int, seed: int, cache: Cache | None = None
+) -> dict[str, dict[str, stats.PairedResult]]:
+    """Every (run, metric) comparison is one pair of one batched test call (the resamples are drawn once)."""
     results: dict[str, dict[str, stats.PairedResult]] = {}
-    for (rid, c), res in zip(slots, _tests(pairs, test, n_resamples, seed, cache), strict=True):
+    for (rid, c), res in zip(values.slots, _tests(values.pairs, test, n_resamples, seed, cache), strict=True):
         results.setdefault(rid, {})[c] = res
-    return results, paired_n
+    return results
 
 
 #: Cache kind of the report's per-run intervals (keyed like the paired tests: the values, the settings, the code).
@@ -431,28 +444,14 @@ MDE_POWER = 0.8
 MDE_ALPHA = 0.05
 
 
-def _mdes(
-    plan: Plan,
-    base: RunRecord,
-    tables: dict[str, pd.DataFrame],
-    scored: dict[str, pd.Index],
-    cols: list[str],
-) -> dict[str, dict[str, float]]:
+def _mdes(values: PairedValues) -> dict[str, dict[str, float]]:
     """The minimum detectable effect (80% power, alpha 0.05, paired t approximation) of each run against the
-    baseline per metric, from the per-question differences on the same questions the paired test uses; NaN when
-    the differences have no spread or fewer than 2 questions."""
-    bpq = tables[base.run_id]
+    baseline per metric, from the per-question differences of the pairs the paired test uses; NaN when the
+    differences have no spread or fewer than 2 questions."""
     out: dict[str, dict[str, float]] = {}
-    for r in plan.ordered:
-        if r.run_id == base.run_id:
-            continue
-        common = scored[base.run_id].intersection(scored[r.run_id], sort=False)
-        rpq = tables[r.run_id]
-        out[r.run_id] = {}
-        for c in cols:
-            diffs = rpq.loc[common, c].to_numpy(float) - bpq.loc[common, c].to_numpy(float)
-            diffs = diffs[~np.isnan(diffs)]
-            out[r.run_id][c] = stats.mde(diffs, alpha=MDE_ALPHA, power=MDE_POWER)
+    for (rid, c), (run, baseline) in zip(values.slots, values.pairs, strict=True):
+        diffs = run.astype(float) - baseline.astype(float)
+        out.setdefault(rid, {})[c] = stats.mde(diffs[~np.isnan(diffs)], alpha=MDE_ALPHA, power=MDE_POWER)
     return out
 
 
@@ -540,9 +539,9 @@ def compute(
     checks = _checks(plan, base, options.force)  # may raise ComparisonRefused
     scored = {rid: scored_ids(pq, cols) for rid, pq in tables.items()}
     cis = _cis(plan, tables, scored, metrics, cols, options.bootstrap, options.seed, warnings, cache)
-    results, paired_n = _paired(
-        plan, base, tables, scored, cols, checks, options.test, options.n_resamples, options.seed, cache
-    )
+    values = _paired_values(plan, base, tables, scored, cols, checks)
+    results = _paired(values, options.test, options.n_resamples, options.seed, cache)
+    paired_n = values.paired_n
     p_holm, family = _adjust(plan, base, cols, results, options.correction)
     answers = answer_section(
         plan.ordered,
@@ -571,6 +570,6 @@ def compute(
         warnings,
         per_question_section(plan.ordered, plan.shown, base, metrics[0], cols[0]),
         options.correction,
-        _mdes(plan, base, tables, scored, cols),
+        _mdes(values),
         factorial_of(plan, tables, scored, metrics[0], cols[0], options.factorial),
     )
