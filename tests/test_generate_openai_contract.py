@@ -72,7 +72,9 @@ class TestOpenAIContract(GeneratorContract):
         "seed": -1,
         "repeats": 0,
     }
-    derived = frozenset({"prompt_sha256", "prompt_source"})  # the template's content, where its choice came from
+    derived = frozenset(
+        {"prompt_sha256", "prompt_source"}
+    )  # the template's content, where its choice came from
 
     @pytest.fixture(autouse=True)
     def _served(self, server, monkeypatch):

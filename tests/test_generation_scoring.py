@@ -85,7 +85,10 @@ def test_correctness_citation_support_and_diagnosis_on_hand_made_cases():
     assert unlabelled.answer_in_context and diagnosis(unlabelled, answerable=True) == "generation_failure"
     # a correct refusal and a wrong answer on a question without an answer
     assert diagnosis(score_answer("NO_ANSWER", [], [False], ["x"]), answerable=False) == "correct_refusal"
-    assert diagnosis(score_answer("Answer: Yes, 50 yuan.", [], [False], ["x"]), answerable=False) == "wrong_answer"
+    assert (
+        diagnosis(score_answer("Answer: Yes, 50 yuan.", [], [False], ["x"]), answerable=False)
+        == "wrong_answer"
+    )
     # a refusal is never correct, even when it quotes the number
     assert score_answer("NO_ANSWER (80 yuan?)", ["80 yuan"], gold_ctx, texts).correct == 0.0
     # citations out of range do not count

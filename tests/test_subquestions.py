@@ -321,7 +321,9 @@ def test_corpus_coverage_end_to_end(tmp_path):
 def test_answer_parts_use_the_correct_rule():
     parts = ["1,500 yuan", "department head and HR"]
     # both parts, the number written differently (1500 元) -> 2/2
-    assert score_parts("Answer: The cap is 1500 元 a night; the department head and HR approve it [1].", parts) == (
+    assert score_parts(
+        "Answer: The cap is 1500 元 a night; the department head and HR approve it [1].", parts
+    ) == (
         1.0,
         1.0,
     )

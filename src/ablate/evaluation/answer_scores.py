@@ -116,7 +116,9 @@ def score_answers(
                 "evidence_in_context": first.evidence_in_context,
                 "answer_in_context": first.answer_in_context,
                 "diagnosis": diagnosis(first, answerable),
-                "consistent": float(len({normalize_answer(s.final or t) for s, t in zip(scores, a.texts, strict=True)}) == 1),
+                "consistent": float(
+                    len({normalize_answer(s.final or t) for s, t in zip(scores, a.texts, strict=True)}) == 1
+                ),
                 "latency_s": a.latency_s,
                 "tokens_in": a.tokens_in,
                 "tokens_out": a.tokens_out,

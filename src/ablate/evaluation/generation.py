@@ -206,7 +206,24 @@ _ZH_TAIL = re.compile(r"哪|谁|先|更|比|较|最")
 def _capitalised_run(words: list[str], from_end: bool) -> str:
     """The longest run of name-like words (capitalised, or a number) at the end (or the start) of ``words``, small
     joining words ("of", "the", "de") allowed inside a run."""
-    small = {"of", "the", "a", "an", "de", "la", "le", "von", "van", "and", "in", "on", "for", "to", "is", "at"}
+    small = {
+        "of",
+        "the",
+        "a",
+        "an",
+        "de",
+        "la",
+        "le",
+        "von",
+        "van",
+        "and",
+        "in",
+        "on",
+        "for",
+        "to",
+        "is",
+        "at",
+    }
     seq = list(reversed(words)) if from_end else list(words)
     run: list[str] = []
     for w in seq:

@@ -36,9 +36,7 @@ _LANGUAGE_OWN = re.compile(r".+_[a-z]{2}")
 def answer_templates() -> list[str]:
     """Names of the shipped answer templates: ``conf/prompts/<name>.txt`` whose text asks for ``{passages}`` (the
     relevance templates of ``reranker=llm`` and the label assessor are not answer templates)."""
-    return sorted(
-        p.stem for p in PROMPTS_DIR.glob("*.txt") if "{passages}" in p.read_text(encoding="utf-8")
-    )
+    return sorted(p.stem for p in PROMPTS_DIR.glob("*.txt") if "{passages}" in p.read_text(encoding="utf-8"))
 
 
 @dataclass(frozen=True)
