@@ -197,7 +197,7 @@ _EN_LEAD = re.compile(
     re.IGNORECASE,
 )
 _ZH_CHOICE = re.compile(r"(.+?)(?:还是|或者|或是|或)(.+)")
-_ZH_WHICH = re.compile(r"(.+?)(?:和|与|跟|同)(.+?)(?:哪个|哪一个|哪部|哪位|哪家|哪本|哪首|哪座|哪条|谁|哪)")
+_ZH_WHICH = re.compile(r"(.+?)(?:和|与)(.+?)(?:哪个|哪一|哪部|哪位|哪家|哪本|哪首|哪座|哪条|哪种)")
 _ZH_STOP = "？?，,。！!；;：:"
 _ZH_LEAD = re.compile(r"^(?:请问|那么|是)")
 _ZH_TAIL = re.compile(r"哪|谁|先|更|比|较|最")
@@ -279,7 +279,7 @@ def question_candidates(question: str, extra: Sequence[str] = ()) -> tuple[str, 
     wrong."""
     q = unicodedata.normalize("NFKC", question)
     found: list[str] = []
-    has_choice = bool(_EN_OR.search(q) or _EN_BETWEEN.search(q) or re.search("还是|或|哪", q))
+    has_choice = bool(_EN_OR.search(q) or _EN_BETWEEN.search(q) or re.search("还是|或|哪", q))  # names quoted
     quoted = [next(g for g in m.groups() if g) for m in _CHOICE_QUOTED.finditer(question)]
     if has_choice and len(quoted) >= 2:
         found = quoted
