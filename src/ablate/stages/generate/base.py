@@ -31,7 +31,7 @@ from typing import Any, ClassVar
 from ablate.cache import Cache, key_of
 from ablate.progress import Progress
 from ablate.stages.base import Fingerprint, StageContext, check_float, check_int, check_str, fingerprint_of
-from ablate.stages.generate.prompt import PromptChoice, PromptTemplate, choose_prompt
+from ablate.stages.generate.prompt import SETTING, PromptChoice, PromptTemplate, choose_prompt
 
 Messages = list[dict[str, str]]
 KIND = "generations"
@@ -96,6 +96,12 @@ class GeneratorBase:
         self.prompt_name = choice.name
         self.prompt_source = choice.source
         self.template = PromptTemplate.load(choice.path, f"{self.name}.prompt")
+
+    def use_template(self, template: PromptTemplate) -> None:
+        """Ask ``template`` (loaded by the caller, e.g. a judgement template) instead of the configured prompt; the
+        params, the fingerprint and the cache key follow it."""
+        self.template = template
+        self.prompt_path, self.prompt_name, self.prompt_source = template.path, None, SETTING
 
     # -- identity ---------------------------------------------------------------------------------------------------
     def model_identity(self) -> dict[str, Any]:  # pragma: no cover - subclasses
