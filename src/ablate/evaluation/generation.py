@@ -159,7 +159,7 @@ def refuses(answer: str, short: str | None) -> bool:
 #: or full-width colon (inside or outside the bold), the answer.
 _FINAL = re.compile(
     r"^[ \t]*(?:[-*+>#][ \t]*)*(?:\*\*|__)?[ \t]*"
-    r"(?:final[ \t]+answer|answer|最终答案|答案|回答)"
+    r"(?:final[ \t]+answer|answer|(?:最终答案|答案|回答)是?)"
     r"[ \t]*(?:\*\*|__)?[ \t]*[:：][ \t]*(?:\*\*|__)?(?P<rest>.*)$",
     re.IGNORECASE | re.MULTILINE,
 )
@@ -196,6 +196,8 @@ _EN_LEAD = re.compile(
     r"should|came|come|born)\b\s*)+",
     re.IGNORECASE,
 )
+#: Small words a name may hold ("Bank of China", "Leonardo da Vinci"), never at its end.
+_JOINING = frozenset("of the a an de da la le von van and in on for to is at".split())
 _ZH_CHOICE = re.compile(r"(.+?)(?:还是|或者|或是|或)(.+)")
 _ZH_WHICH = re.compile(r"(.+?)(?:和|与)(.+?)(?:哪个|哪一|哪部|哪位|哪家|哪本|哪首|哪座|哪条|哪种)")
 _ZH_STOP = "？?，,。！!；;：:"
@@ -206,35 +208,17 @@ _ZH_TAIL = re.compile(r"哪|谁|先|更|比|较|最")
 def _capitalised_run(words: list[str], from_end: bool) -> str:
     """The longest run of name-like words (capitalised, or a number) at the end (or the start) of ``words``, small
     joining words ("of", "the", "de") allowed inside a run."""
-    small = {
-        "of",
-        "the",
-        "a",
-        "an",
-        "de",
-        "la",
-        "le",
-        "von",
-        "van",
-        "and",
-        "in",
-        "on",
-        "for",
-        "to",
-        "is",
-        "at",
-    }
     seq = list(reversed(words)) if from_end else list(words)
     run: list[str] = []
     for w in seq:
         core = w.strip("\"'“”‘’()[],.?!:;")
         if core and (core[0].isupper() or core[0].isdigit()):
             run.append(w)
-        elif core.lower() in small and run:
+        elif core.lower() in _JOINING and (run or core.lower() in _ARTICLES):
             run.append(w)
         else:
             break
-    while run and run[-1].strip("\"'“”‘’()[],.?!:;").lower() in small:
+    while run and run[-1].strip("\"'“”‘’()[],.?!:;").lower() in _JOINING:
         run.pop()  # a run never ends on a joining word
     return " ".join(reversed(run) if from_end else run)
 
@@ -279,7 +263,7 @@ def question_candidates(question: str, extra: Sequence[str] = ()) -> tuple[str, 
     wrong."""
     q = unicodedata.normalize("NFKC", question)
     found: list[str] = []
-    has_choice = bool(_EN_OR.search(q) or _EN_BETWEEN.search(q) or re.search("还是|或|哪", q))  # names quoted
+    has_choice = bool(_EN_OR.search(q) or _EN_BETWEEN.search(q) or re.search("还是|或|哪", q))
     quoted = [next(g for g in m.groups() if g) for m in _CHOICE_QUOTED.finditer(question)]
     if has_choice and len(quoted) >= 2:
         found = quoted
