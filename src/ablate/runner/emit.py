@@ -267,10 +267,14 @@ def per_query_frame(ev: EvalResult, answers: Any, doc_evaluation: EvalResult | N
         for col in ("parts_covered", "parts_all"):  # questions with answer_parts only (NaN elsewhere)
             if col in a:
                 pq[f"answer_{col}"] = a[col].reindex(pq.index)
+        for col in ("correct_rule", "judge_grade"):  # the rule's verdict beside an LLM judge's grade
+            if col in a:
+                pq[f"answer_{col}"] = a[col].reindex(pq.index)
         unscored = ~a["answerable"].reindex(pq.index, fill_value=False).astype(
             bool
         )  # no-answer, or no gold answer
-        pq.loc[unscored.to_numpy(), ["answer_correct", "answer_em", "answer_f1"]] = float("nan")
+        scores = [c for c in ("answer_correct", "answer_em", "answer_f1", "answer_correct_rule") if c in pq]
+        pq.loc[unscored.to_numpy(), scores] = float("nan")
     if doc_evaluation is not None:  # document-level scores beside the chunk-level ones
         dq = doc_evaluation.per_query
         for col in _doc_columns(doc_evaluation):
