@@ -462,8 +462,19 @@ def print_run_summary(
         scored = a[a["answerable"]]
         diag = scored["diagnosis"].value_counts()
         na = a[a["no_answer"]]
+        judge = getattr(result.pipeline.judge, "label", "rule")
+        beside = ""
+        if (
+            "judge_grade" in a
+        ):  # an LLM judge: the rule's figure beside it, and what it graded partly or unparsed
+            grades = scored["judge_grade"].fillna("").astype(str)
+            beside = (
+                f" (rule: {scored['correct_rule'].mean():.3f}; partly {int((grades == 'partly').sum())}, "
+                f"unparsed {int((grades == 'unparsed').sum())})"
+            )
         print(
-            f"answers: correct {scored['correct'].mean():.3f} of {len(scored)} answerable; citations support "
+            f"answers: correct ({judge}) {scored['correct'].mean():.3f} of {len(scored)} answerable{beside}; "
+            f"citations support "
             f"{scored['citations_support'].mean():.3f}; no-answer questions refused {int(na['refused'].sum())}/{len(na)}"
             f"; wrong: {int(diag.get('generation_failure', 0))} with the evidence in the context (generation), "
             f"{int(diag.get('retrieval_failure', 0))} without it (retrieval); {latency_note(a)}",
