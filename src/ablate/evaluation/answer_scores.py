@@ -6,7 +6,10 @@ repeat's latency, tokens and whether it came from the cache. That is all scoring
 texts, gold answers, answer parts) and the labels, so a run's ``answers.csv`` scores again exactly as the run did,
 without generating anything (:func:`ablate.evaluation.scoring.score_run`).
 
-Scoring rules per answer: :mod:`ablate.evaluation.generation`. A context passage is *gold* when its unit (chunk or
+Scoring rules per answer: :mod:`ablate.evaluation.generation`. With an LLM judge (``answer.judge=llm``) an
+:class:`Answered` also carries the judge's grade and rationale of each repeat: ``correct`` (and the diagnosis) then
+follow the grades (``correct`` 1, ``partly``/``wrong``/``unparsed`` 0), the rule's verdict is kept as
+``correct_rule``, and ``answers.csv`` keeps both, so a re-score needs no model. A context passage is *gold* when its unit (chunk or
 document, as the run is scored) has a grade >= ``relevance_level`` for the asking identity on its date.
 
 :func:`answer_metrics` turns the table into the run's answer metrics (means over the answerable questions that have
