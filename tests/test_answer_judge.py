@@ -86,7 +86,7 @@ def test_the_shipped_templates_load_with_their_fields_and_follow_the_language() 
         t = PromptTemplate.load(path, "answer.judge_prompt", FIELDS)
         messages = t.render_fields(question="Q?", golds="A | B", answer="Answer: A")
         assert "Q?" in messages[1]["content"] and "A | B" in messages[1]["content"]
-        assert "Grade:" in messages[0]["content"]
+        assert "Grade:" in messages[0]["content"] and "Conclusion:" in messages[0]["content"]
 
 
 # ------------------------------------------------------------------------------------------------ scoring and re-scoring

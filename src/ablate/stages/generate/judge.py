@@ -11,8 +11,9 @@ the gold answers, and reads back one grade and a one-line rationale:
 
 The template (``conf/prompts/answer_judge.txt``, ``answer_judge_zh.txt`` for a Chinese corpus: the corpus language
 picks it as it picks other defaults; ``answer.judge_prompt=PATH`` names another) has a ``### system`` and a ``### user``
-section with ``{question}``, ``{golds}`` and ``{answer}``, and asks for ``Grade: <word>`` and ``Rationale: <one
-sentence>``. :func:`parse_verdict` takes the first grade word the output holds (``Grade: partly``, ``**Wrong**``,
+section with ``{question}``, ``{golds}`` and ``{answer}``, and asks first for the answer's conclusion (``Conclusion:
+...``, or ``none``), then ``Grade: <word>`` and ``Rationale: <one sentence>``: naming the conclusion first keeps a
+small model on it rather than on the gold string's mere presence. :func:`parse_verdict` takes the first grade word the output holds (``Grade: partly``, ``**Wrong**``,
 ``正确``); an output with none is graded :data:`UNPARSED` (counted, never taken as correct).
 
 The judge asks the run's own generator (the same loaded model: no second load) with its own decoding settings:
@@ -59,8 +60,8 @@ GRADES = ("correct", "partly", "wrong")
 UNPARSED = "unparsed"
 #: Fields of the user section of a judge template.
 FIELDS = ("{question}", "{golds}", "{answer}")
-#: Tokens the judge may write (a grade line and a one-sentence rationale).
-MAX_TOKENS = 64
+#: Tokens the judge may write (the conclusion, the grade and a one-sentence rationale).
+MAX_TOKENS = 96
 #: An answer longer than this (characters) is shown as its head and its tail (the conclusion is at the end).
 ANSWER_CHARS = 3000
 ANSWER_HEAD = 1000
