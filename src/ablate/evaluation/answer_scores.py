@@ -98,7 +98,7 @@ def score_answers(
         scores = [score_answer(t, golds, gold, texts) for t in a.texts]
         parts = np.asarray([score_parts(t, query.answer_parts) for t in a.texts], dtype=float)
         first = scores[0]
-        judged = _judged(a, [s.correct for s in scores])
+        verdicts = _judged(a, [s.correct for s in scores])
         if a.grades:  # the judge in force decides the diagnosis too
             first = replace(first, correct=float(a.grades[0] == "correct"))
         rows.append(
@@ -129,7 +129,7 @@ def score_answers(
                 "tokens_out": a.tokens_out,
                 "cached": a.cached,
                 "answer_texts": json.dumps(list(a.texts), ensure_ascii=False),
-                **judged,
+                **verdicts,
             }
         )
     table = pd.DataFrame(rows).set_index("qid")

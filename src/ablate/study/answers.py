@@ -12,7 +12,7 @@ questions.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -144,7 +144,7 @@ def _run_row(
     return row, md, correct
 
 
-def _beside_the_judge(judge: str, rule: float, m: dict[str, float]) -> dict[str, str]:
+def _beside_the_judge(judge: str, rule: float, m: Mapping[str, float]) -> dict[str, str]:
     """Beside an LLM judge's correctness: the rule's, the share it graded partly and the outputs it could not read."""
     if judge == "rule" or math.isnan(rule):
         return {}
