@@ -362,6 +362,25 @@ CASES = [
         ],
         "generator.context_k=100 is not valid; the longest prompt this corpus can make needs ~",
     ),
+    # -- the answer judge: checked when the cell's job is built ---------------------------------------------------------
+    Case(
+        "answer-judge",
+        ["variant=A", "generator=llama_cpp", "answer.judge=gpt"],
+        "answer.judge='gpt' is not valid; valid options: rule, llm",
+        code=2,
+    ),
+    Case(
+        "answer-judge-no-generator",
+        ["variant=A", "answer.judge=llm"],
+        "answer.judge='llm' is not valid; an LLM judge grades a generator's answers and this pipeline has none",
+        code=2,
+    ),
+    Case(
+        "answer-judge-model",
+        ["variant=A", "generator=llama_cpp", "answer.judge=llm", "answer.judge_model={file}"],
+        "(answer.judge_model): is not a GGUF file",
+        code=2,
+    ),
     # -- where results and caches go ---------------------------------------------------------------------------------
     Case(
         "store-folder-missing",

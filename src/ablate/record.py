@@ -55,6 +55,23 @@ P_LABELS_PARENT = "labels.parent"
 P_LABELS_LLM_MADE = "labels.llm_made"
 #: The correction a sweep's report applies to its family of comparisons (``stats.correction``), on the sweep parent
 P_CORRECTION = "stats.correction"
+#: Who judged a run's answers (``answer.judge``: ``rule`` or ``llm``) and an LLM judge's model (:mod:`ablate.runner.judge`)
+P_ANSWER_JUDGE = "answer.judge"
+P_ANSWER_JUDGE_MODEL = "answer.judge_model"
+
+
+def judge_label(params: Mapping[str, Any]) -> str | None:
+    """How a report names the judge of a run's correctness figures: ``rule``, or ``llm: <model>`` (a ``.gguf`` path
+    as its file name); ``None`` for a run without a generator. A run logged before ``answer.judge`` existed was judged
+    by the rule."""
+    if params.get(P_GENERATOR, NONE) in (None, "", NONE):
+        return None
+    if str(params.get(P_ANSWER_JUDGE, "rule")) != "llm":
+        return "rule"
+    model = str(params.get(P_ANSWER_JUDGE_MODEL) or "?").replace("\\", "/").rsplit("/", 1)[-1]
+    return f"llm: {model[: -len('.gguf')] if model.endswith('.gguf') else model}"
+
+
 #: Metrics a report logs on each run it compares with the baseline: ``mde_ndcg_at_10``, the minimum detectable
 #: effect (80% power, alpha 0.05) of the paired comparison on the questions both runs score
 MDE_PREFIX = "mde_"

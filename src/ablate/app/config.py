@@ -10,6 +10,8 @@
 * **Parameters**: each stage's constructor checks its own values (one place); an unknown parameter is refused here,
   naming the known ones. A block of a stage the variant does not select (written with ``++``) is ignored, with a note;
   any other unknown top-level key is refused.
+* **The answer judge** (``answer.judge``, ``answer.judge_model``, ``answer.judge_prompt``): built with the pipeline
+  by :func:`ablate.runner.judge.build_judge` (an LLM judge without a generator is refused here).
 * **Sources**: a stage parameter whose value is ``${other.key}`` is recorded as fed by that key
   (``retrieval.window`` -> ``rrf.window``), so reports can map a sweep's overrides to the params that changed.
 """
@@ -20,16 +22,18 @@ import difflib
 import inspect
 import re
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from ablate.app.paths import register_resolvers, stage_blocks
+from ablate.app.paths import CONF_DIR, register_resolvers, stage_blocks
 from ablate.app.targets import check_nested_targets, has_target, stage_class
 from ablate.errors import AblateError, ConfigError
 from ablate.runner.heldout import pilot_corpus
 from ablate.runner.job import JobSpec
+from ablate.runner.judge import build_judge
 from ablate.runner.pipeline import Pipeline
 from ablate.runner.settings import CorpusSpec, OutputSpec, RunSettings
 from ablate.stages.base import kind_of
@@ -44,6 +48,7 @@ SETTINGS_KEYS = (
     "eval",
     "abstain",
     "stats",
+    "answer",
     "heldout",
     "tracking",
     "cache",
@@ -222,6 +227,8 @@ def job_from_config(
     register_resolvers()
     try:
         pipeline, stage_keys = build_pipeline(cfg, notes)
+        judge = build_judge(_plain(cfg, "answer"), pipeline.generator, CONF_DIR / "prompts")
+        pipeline = replace(pipeline, judge=judge)
         corpus, pilot_note = pilot_corpus(
             CorpusSpec.from_mapping(_plain(cfg, "corpus"), _plain(cfg, "versions"), _plain(cfg, "eval"))
         )

@@ -6,7 +6,10 @@ repeat's latency, tokens and whether it came from the cache. That is all scoring
 texts, gold answers, answer parts) and the labels, so a run's ``answers.csv`` scores again exactly as the run did,
 without generating anything (:func:`ablate.evaluation.scoring.score_run`).
 
-Scoring rules per answer: :mod:`ablate.evaluation.generation`. A context passage is *gold* when its unit (chunk or
+Scoring rules per answer: :mod:`ablate.evaluation.generation`. With an LLM judge (``answer.judge=llm``) an
+:class:`Answered` also carries the judge's grade and rationale of each repeat: ``correct`` (and the diagnosis) then
+follow the grades (``correct`` 1, ``partly``/``wrong``/``unparsed`` 0), the rule's verdict is kept as
+``correct_rule``, and ``answers.csv`` keeps both, so a re-score needs no model. A context passage is *gold* when its unit (chunk or
 document, as the run is scored) has a grade >= ``relevance_level`` for the asking identity on its date.
 
 :func:`answer_metrics` turns the table into the run's answer metrics (means over the answerable questions that have
@@ -21,7 +24,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
@@ -45,6 +48,10 @@ class Answered:
     tokens_in: int = 0
     tokens_out: int = 0
     cached: bool = False
+    #: an LLM judge's grade and rationale of each repeat (``answer.judge=llm``: :mod:`ablate.runner.judge`); empty
+    #: when the rule decides or the question has no gold answers
+    grades: tuple[str, ...] = ()
+    rationales: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -91,6 +98,9 @@ def score_answers(
         scores = [score_answer(t, golds, gold, texts) for t in a.texts]
         parts = np.asarray([score_parts(t, query.answer_parts) for t in a.texts], dtype=float)
         first = scores[0]
+        judged = _judged(a, [s.correct for s in scores])
+        if a.grades:  # the judge in force decides the diagnosis too
+            first = replace(first, correct=float(a.grades[0] == "correct"))
         rows.append(
             {
                 "qid": qid,
@@ -119,12 +129,27 @@ def score_answers(
                 "tokens_out": a.tokens_out,
                 "cached": a.cached,
                 "answer_texts": json.dumps(list(a.texts), ensure_ascii=False),
+                **judged,
             }
         )
     table = pd.DataFrame(rows).set_index("qid")
     if all(len(a.texts) == 1 for a in answered.values()):
         del table["answer_texts"]  # one answer per question: the answer column holds it
+        table = table.drop(columns=["judge_grades"], errors="ignore")
     return table
+
+
+def _judged(a: Answered, rule: Sequence[float]) -> dict[str, object]:
+    """The judge's columns of one answer row: ``correct_rule`` (the rule's verdict, always kept) and, with an LLM
+    judge, ``correct`` by its grades (1 for ``correct``; ``partly``, ``wrong`` and ``unparsed`` 0), the first repeat's
+    ``judge_grade`` and ``judge_rationale``, and every repeat's grade (``judge_grades``)."""
+    out: dict[str, object] = {"correct_rule": float(np.mean(rule))}
+    if a.grades:
+        out["correct"] = float(np.mean([g == "correct" for g in a.grades]))
+        out["judge_grade"] = a.grades[0]
+        out["judge_rationale"] = a.rationales[0] if a.rationales else ""
+        out["judge_grades"] = json.dumps(list(a.grades))
+    return out
 
 
 def answer_slices(answers: pd.DataFrame, members: dict[str, list[str]]) -> dict[str, dict[str, float]]:
@@ -187,6 +212,7 @@ def _scored_metrics(scored: pd.DataFrame, bootstrap: int, seed: int) -> dict[str
     m: dict[str, float] = {}
     for col in ("correct", "em", "f1", "citations_support", "answer_in_context"):
         m[f"answer_{col}"] = float(scored[col].mean())
+    m.update(_judge_metrics(scored))
     if bootstrap > 0:
         cis = bootstrap_cis(
             scored[["correct", "f1"]].astype(float), ["correct", "f1"], n_resamples=bootstrap, seed=seed
@@ -206,6 +232,22 @@ def _scored_metrics(scored: pd.DataFrame, bootstrap: int, seed: int) -> dict[str
     m["diagnosis_generation_share_of_wrong"] = (
         float((scored["diagnosis"] == "generation_failure").sum()) / wrong if wrong else math.nan
     )
+    return m
+
+
+def _judge_metrics(scored: pd.DataFrame) -> dict[str, float]:
+    """``answer_correct_rule`` (the rule's correctness, whoever judges) and, with an LLM judge, the answers it graded
+    (``answer_judged``), the share graded ``partly`` (``answer_partly``) and the outputs it could not read
+    (``answer_judge_unparsed``: counted, never correct)."""
+    m: dict[str, float] = {}
+    if "correct_rule" in scored:
+        m["answer_correct_rule"] = float(scored["correct_rule"].mean())
+    if "judge_grade" in scored:
+        grades = scored["judge_grade"].fillna("").astype(str)
+        judged = grades[grades != ""]
+        m["answer_judged"] = float(len(judged))
+        m["answer_partly"] = float((judged == "partly").mean()) if len(judged) else math.nan
+        m["answer_judge_unparsed"] = float((judged == "unparsed").sum())
     return m
 
 

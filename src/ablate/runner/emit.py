@@ -267,10 +267,14 @@ def per_query_frame(ev: EvalResult, answers: Any, doc_evaluation: EvalResult | N
         for col in ("parts_covered", "parts_all"):  # questions with answer_parts only (NaN elsewhere)
             if col in a:
                 pq[f"answer_{col}"] = a[col].reindex(pq.index)
+        for col in ("correct_rule", "judge_grade"):  # the rule's verdict beside an LLM judge's grade
+            if col in a:
+                pq[f"answer_{col}"] = a[col].reindex(pq.index)
         unscored = ~a["answerable"].reindex(pq.index, fill_value=False).astype(
             bool
         )  # no-answer, or no gold answer
-        pq.loc[unscored.to_numpy(), ["answer_correct", "answer_em", "answer_f1"]] = float("nan")
+        scores = [c for c in ("answer_correct", "answer_em", "answer_f1", "answer_correct_rule") if c in pq]
+        pq.loc[unscored.to_numpy(), scores] = float("nan")
     if doc_evaluation is not None:  # document-level scores beside the chunk-level ones
         dq = doc_evaluation.per_query
         for col in _doc_columns(doc_evaluation):
@@ -458,8 +462,19 @@ def print_run_summary(
         scored = a[a["answerable"]]
         diag = scored["diagnosis"].value_counts()
         na = a[a["no_answer"]]
+        judge = getattr(result.pipeline.judge, "label", "rule")
+        beside = ""
+        if (
+            "judge_grade" in a
+        ):  # an LLM judge: the rule's figure beside it, and what it graded partly or unparsed
+            grades = scored["judge_grade"].fillna("").astype(str)
+            beside = (
+                f" (rule: {scored['correct_rule'].mean():.3f}; partly {int((grades == 'partly').sum())}, "
+                f"unparsed {int((grades == 'unparsed').sum())})"
+            )
         print(
-            f"answers: correct {scored['correct'].mean():.3f} of {len(scored)} answerable; citations support "
+            f"answers: correct ({judge}) {scored['correct'].mean():.3f} of {len(scored)} answerable{beside}; "
+            f"citations support "
             f"{scored['citations_support'].mean():.3f}; no-answer questions refused {int(na['refused'].sum())}/{len(na)}"
             f"; wrong: {int(diag.get('generation_failure', 0))} with the evidence in the context (generation), "
             f"{int(diag.get('retrieval_failure', 0))} without it (retrieval); {latency_note(a)}",

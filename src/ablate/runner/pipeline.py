@@ -31,21 +31,25 @@ from ablate.runner.access import Access, Resolver
 from ablate.runner.answers import answer_questions
 from ablate.runner.candidates import CandidateSource
 from ablate.runner.funnel import funnel_per_query, summarise
+from ablate.runner.judge import judge_answers
 from ablate.runner.scoring import ScoringInputs, scoring_inputs
 from ablate.runner.session import Session
 from ablate.runner.settings import RunSettings
 from ablate.stages.base import Fuser, Generator, Reranker, Retriever, delta
+from ablate.stages.generate.judge import AnswerJudge
 
 
 @dataclass(frozen=True)
 class Pipeline:
     """The stages of one cell: one or more retrievers, a fuser when there is more than one, an optional reranker,
-    an optional generator (the answer stage)."""
+    an optional generator (the answer stage) and, with a generator, the answer judge (``answer.judge``:
+    :mod:`ablate.runner.judge`; a component like a stage, named ``answer``)."""
 
     retrievers: tuple[Retriever, ...]
     fuser: Fuser | None = None
     reranker: Reranker | None = None
     generator: Generator | None = None
+    judge: Any = None
 
     def __post_init__(self) -> None:
         if not self.retrievers:
@@ -71,15 +75,19 @@ class Pipeline:
             out.append(self.reranker)
         if self.generator is not None:
             out.append(self.generator)
+        if self.judge is not None:
+            out.append(self.judge)
         return out
 
     def bind(self, snapshot: Snapshot, split: str) -> Pipeline:
-        """The pipeline with every stage bound to ``snapshot`` and ``split``."""
+        """The pipeline with every stage bound to ``snapshot`` and ``split`` (the judge to the bound generator)."""
+        generator = self.generator.bind(snapshot, split) if self.generator is not None else None
         return Pipeline(
             tuple(r.bind(snapshot, split) for r in self.retrievers),
             self.fuser,
             self.reranker.bind(snapshot, split) if self.reranker is not None else None,
-            self.generator.bind(snapshot, split) if self.generator is not None else None,
+            generator,
+            self.judge.bind(snapshot, split, generator) if self.judge is not None else None,
         )
 
 
@@ -311,9 +319,7 @@ def run_pipeline(
 
     answered = None
     if bound.generator is not None:
-        t0 = time.perf_counter()
-        answered = answer_questions(snapshot, split, bound.generator, run, cache, session, show_progress)
-        timings["generate_seconds"] = time.perf_counter() - t0
+        answered = _answered(snapshot, split, bound, run, cache, session, show_progress, timings)
         lists["context"] = run.truncated(bound.generator.context_k)
     threshold, choice = _threshold(work, split, pipeline, settings, source, resolver, inputs, run)
     t0 = time.perf_counter()
@@ -352,6 +358,29 @@ def run_pipeline(
         doc_evaluation=doc_evaluation(snapshot, split, access, settings, run) if doc_scores else None,
         **_projection_fields(snapshot, split),
     )
+
+
+def _answered(
+    snapshot: Snapshot,
+    split: str,
+    bound: Pipeline,
+    run: Run,
+    cache: Cache,
+    session: Session,
+    show_progress: bool,
+    timings: dict[str, float],
+) -> dict[str, Any]:
+    """The generator's answers to ``run``'s contexts and, with an LLM judge (``answer.judge=llm``), its grades beside
+    them; the time each took goes into ``timings``."""
+    assert bound.generator is not None
+    t0 = time.perf_counter()
+    answered = answer_questions(snapshot, split, bound.generator, run, cache, session, show_progress)
+    timings["generate_seconds"] = time.perf_counter() - t0
+    if isinstance(bound.judge, AnswerJudge):
+        t0 = time.perf_counter()
+        answered = judge_answers(snapshot, bound.judge, answered, cache, session, show_progress)
+        timings["judge_seconds"] = time.perf_counter() - t0
+    return answered
 
 
 def _projection_fields(snapshot: Snapshot, split: str) -> dict[str, Any]:

@@ -138,6 +138,7 @@ def read_answers(path: Path) -> dict[str, Answered]:
             else tuple(str(row["context"]).split())
         )
         texts = tuple(json.loads(row["answer_texts"])) if "answer_texts" in row else (str(row["answer"]),)
+        grades, rationales = _judged(row)
         out[str(row["qid"])] = Answered(
             context=context,
             texts=texts,
@@ -145,8 +146,21 @@ def read_answers(path: Path) -> dict[str, Answered]:
             tokens_in=int(row["tokens_in"]),
             tokens_out=int(row["tokens_out"]),
             cached=str(row["cached"]).lower() == "true",
+            grades=grades,
+            rationales=rationales,
         )
     return out
+
+
+def _judged(row: Mapping[str, Any]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """An LLM judge's grades (every repeat's) and rationale as ``answers.csv`` keeps them; empty when the rule
+    judged the run or the question was not judged."""
+    grade = str(row.get("judge_grade", "") or "")
+    if not grade:
+        return (), ()
+    many = str(row.get("judge_grades", "") or "")
+    grades = tuple(str(g) for g in json.loads(many)) if many else (grade,)
+    return grades, (str(row.get("judge_rationale", "") or ""),)
 
 
 def _threshold(tracker: Tracker, run_id: str, settings: RunSettings, tmp: str) -> float | None:

@@ -19,12 +19,15 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ablate import record as R
 from ablate.evaluation import stats
 from ablate.study.fetch import RunRecord
 from ablate.study.options import P_COLUMNS, P_HEADS
 from ablate.tables import fmt, format_table
 
 CORRECT = "answer_correct"
+#: The rule's verdict, kept beside an LLM judge's (``answer.judge=llm``)
+CORRECT_RULE = "answer_correct_rule"
 DIAGNOSIS = "answer_diagnosis"
 
 
@@ -88,12 +91,16 @@ def _run_row(
     refused_na = int(_bool(na["answer_refused"]).sum()) if "answer_refused" in na.columns and len(na) else 0
     false_ref = int(_bool(sc["answer_refused"]).sum()) if "answer_refused" in sc.columns else 0
     m = r.metrics
+    judge = R.judge_label(r.params) or "rule"
+    rule = pd.to_numeric(sc.get(CORRECT_RULE), errors="coerce") if CORRECT_RULE in sc else None
     row: dict[str, Any] = {
         "run_id": r.run_id,
         "run": label,
         "variant": r.variant,
         "n": n,
+        "judge": judge,
         "correct": mean,
+        "correct_rule": float(rule.mean()) if rule is not None and n else math.nan,
         "correct_ci_low": lo,
         "correct_ci_high": hi,
         "citations_support": float(support.mean()) if n else math.nan,
@@ -118,7 +125,7 @@ def _run_row(
     md = {
         "run": label,
         "n": str(n),
-        "correct": _ci(mean, lo, hi),
+        f"correct ({judge})": _ci(mean, lo, hi),
         "citations support": fmt(row["citations_support"], 2),
         "refused no-answer": f"{refused_na}/{len(na)}" if len(na) else "-",
         "false refusals": str(false_ref),
@@ -131,9 +138,23 @@ def _run_row(
         md["latency p50/p95 s"] += (
             f" ({cached}/{int(m.get('answer_questions', len(pq)))} cached, as generated)"
         )
+    md.update(_beside_the_judge(judge, row["correct_rule"], m))
     if not math.isnan(row["cost_per_question"]):
         md["cost/question"] = fmt(row["cost_per_question"], 5)
     return row, md, correct
+
+
+def _beside_the_judge(judge: str, rule: float, m: dict[str, float]) -> dict[str, str]:
+    """Beside an LLM judge's correctness: the rule's, the share it graded partly and the outputs it could not read."""
+    if judge == "rule" or math.isnan(rule):
+        return {}
+    partly = m.get("answer_partly")
+    return {
+        "correct (rule)": f"{rule:.3f}",
+        "partly / unparsed": f"{fmt(partly, 2)} / {int(m.get('answer_judge_unparsed', 0))}"
+        if partly is not None
+        else "-",
+    }
 
 
 def _ci(mean: float, lo: float, hi: float) -> str:
@@ -256,14 +277,17 @@ def answer_section(
     cols = list(md_rows[0].keys())
     for md in md_rows[1:]:
         cols += [k for k in md if k not in cols]
-    order = ["run", "n", "correct", "Δ correct", "MDE", p_head]
+    judged = [c for c in cols if c.startswith("correct (")]  # one column per judge (its name in the header)
+    order = ["run", "n", *judged, "Δ correct", "MDE", p_head]
     cols = order + [c for c in cols if c not in order]
     table_md = format_table(md_rows, cols)
     notes = _oracle_note(rows)
     text = [
         "## Answers",
-        "Correctness over the answerable questions with gold answers (the normalised gold answer occurs in the "
-        "answer; numbers are compared as numbers with their unit), 95% bootstrap interval over questions; Δ and the "
+        "Correctness over the answerable questions with gold answers, by the judge each column names (rule: the "
+        "normalised gold answer occurs in the answer, numbers compared as numbers with their unit; llm: <model>: "
+        "the model graded the answer's conclusion correct against the gold answers, partly and wrong count 0, "
+        "answer.judge=llm), 95% bootstrap interval over questions; Δ and the "
         "paired test against the baseline on the questions both scored ("
         + _correction_words(correction)
         + "; MDE: the "
@@ -276,7 +300,7 @@ def answer_section(
     if notes:
         text.append("\n".join(f"- {n}" for n in notes))
     console_rows = [
-        {k: md[k] for k in ("run", "correct", "Δ correct", "MDE", p_head) if k in md}
+        {k: md[k] for k in ("run", *judged, "Δ correct", "MDE", p_head) if k in md}
         | {
             "gen. fail": str(row["generation_failures"]),
             "retr. fail": str(row["retrieval_failures"]),
@@ -285,6 +309,6 @@ def answer_section(
         for row, md in zip(rows, md_rows, strict=True)
     ]
     console = "answers:\n" + format_table(
-        console_rows, ["run", "correct", "Δ correct", "MDE", p_head, "gen. fail", "retr. fail", "refused n/a"]
+        console_rows, ["run", *judged, "Δ correct", "MDE", p_head, "gen. fail", "retr. fail", "refused n/a"]
     )
     return AnswerSection(pd.DataFrame(rows), "\n\n".join(text) + "\n", console, notes)

@@ -71,7 +71,11 @@ def summary_table(runs: list[RecordedRun]) -> str:
     enterprise = [
         c for c, k in ENTERPRISE.items() if any(fmt(r.metrics.get(R.metric_key(k))) != "-" for r in runs)
     ]
-    cols = ["run", *COMPACT, *enterprise, *(ANSWER_COLS if answers else ()), "status"]
+    answer_cols = list(ANSWER_COLS) if answers else []
+    judges = {R.judge_label(r.params) for r in runs if "answer_correct" in r.metrics}
+    if len(judges) > 1:  # every correctness figure names its judge: one column when the runs' judges differ
+        answer_cols.insert(1, "judge")
+    cols = ["run", *COMPACT, *enterprise, *answer_cols, "status"]
     rows: list[dict[str, Any]] = []
     for r in runs:
         status = f"{r.status} (reused)" if R.T_REUSED_FROM in r.tags else r.status  # ablate.runner.reuse
@@ -88,9 +92,14 @@ def summary_table(runs: list[RecordedRun]) -> str:
         row.update({c: fmt(r.metrics.get(R.metric_key(ENTERPRISE[c]))) for c in enterprise})
         if answers:
             row.update(_answer_cells(r.metrics))
+            row["judge"] = R.judge_label(r.params) or "-"
         rows.append(row)
     kind = "note" if heldout.exploratory_only else "warning"
     above = f"{kind}: {heldout.warning}\n" if heldout.warning else ""
+    if len(judges) == 1 and None not in judges:  # the one judge in the header
+        named = f"correct ({next(iter(judges))})"
+        cols = [named if c == "correct" else c for c in cols]
+        rows = [{(named if k == "correct" else k): v for k, v in row.items()} for row in rows]
     return above + format_table(rows, cols)
 
 
