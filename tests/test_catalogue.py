@@ -196,7 +196,7 @@ CASES = [
     Case("unknown-retriever", ["retrievers=[bm25,splade]"], "retrievers='splade'"),
     Case(
         "prompts-not-a-group",
-        ["prompts=grounded_qa"],
+        ["prompts=grounded"],
         "conf/prompts/ holds files, not options to choose",
         code=2,
     ),
@@ -337,6 +337,12 @@ CASES = [
         "generator-url-credentials",
         ["variant=A", "generator=openai", "generator.base_url=https://me:hunter2@api.example.org/v1"],
         "it carries credentials, which would be logged",
+    ),
+    Case(
+        "generator-prompt-unknown",
+        ["variant=A", "generator=llama_cpp", "generator.prompt=grounded_qa"],
+        "generator.prompt='grounded_qa' is not valid; give a shipped answer template (grounded, grounded_zh, strict",
+        code=2,
     ),
     Case(
         "generator-not-gguf",

@@ -30,7 +30,7 @@ from ablate.testing.contracts import GeneratorContract
 from conftest import TINY_DOCS, TINY_MANIFEST, TINY_QRELS, TINY_QUERIES, write_corpus
 
 llama_cpp = pytest.importorskip("llama_cpp")
-PROMPT = str(CONF_DIR / "prompts" / "grounded_qa.txt")
+PROMPT = str(CONF_DIR / "prompts" / "strict.txt")
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 
@@ -44,7 +44,8 @@ def small(**params):
 def other_prompt(tmp_path_factory) -> str:
     p = tmp_path_factory.mktemp("prompt") / "terse.txt"
     p.write_text(
-        Path(PROMPT).read_text(encoding="utf-8").replace("Answer briefly", "Answer in one word"), "utf-8"
+        Path(PROMPT).read_text(encoding="utf-8").replace("at most one sentence of support", "nothing else"),
+        "utf-8",
     )
     return str(p)
 
@@ -52,7 +53,9 @@ def other_prompt(tmp_path_factory) -> str:
 class TestSmolLM2Contract(GeneratorContract):
     option = "generator/llama_cpp"
     invalid = {"context_k": 0, "max_tokens": 0, "temperature": 3.0, "seed": -1, "repeats": 0, "n_ctx": 100}
-    derived = frozenset({"prompt_sha256", "build"})  # the template's content, the llama.cpp build
+    derived = frozenset(
+        {"prompt_sha256", "prompt_source", "build"}
+    )  # the template's content and source, the build
 
     def yaml_overrides(self):
         return [f"generator.model={SMOLLM2}"]

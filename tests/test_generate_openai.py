@@ -25,7 +25,7 @@ from ablate.stages.generate.openai import GeneratorUnavailable, OpenAIGenerator
 from conftest import TINY_DOCS, TINY_MANIFEST, TINY_QRELS, TINY_QUERIES, serving, write_corpus
 
 flask = pytest.importorskip("flask")
-PROMPT = str(CONF_DIR / "prompts" / "grounded_qa.txt")
+PROMPT = str(CONF_DIR / "prompts" / "strict.txt")
 KEY = "sk-test-0123456789abcdef-SECRET/key"
 KEY_ENV = "ABLATE_TEST_OPENAI_KEY"
 SLOW_S = 0.4  # seconds the "slow" route takes per answer

@@ -16,7 +16,7 @@ from ablate.testing.contracts import GeneratorContract
 from conftest import serving
 
 flask = pytest.importorskip("flask")
-PROMPT = str(CONF_DIR / "prompts" / "grounded_qa.txt")
+PROMPT = str(CONF_DIR / "prompts" / "strict.txt")
 KEY_ENV = "ABLATE_TEST_CONTRACT_KEY"
 UNSET_ENV = "ABLATE_TEST_CONTRACT_UNSET_KEY"
 
@@ -72,7 +72,9 @@ class TestOpenAIContract(GeneratorContract):
         "seed": -1,
         "repeats": 0,
     }
-    derived = frozenset({"prompt_sha256"})  # the template's content
+    derived = frozenset(
+        {"prompt_sha256", "prompt_source"}
+    )  # the template's content, where its choice came from
 
     @pytest.fixture(autouse=True)
     def _served(self, server, monkeypatch):

@@ -69,11 +69,11 @@ def test_token_f1_counts_han_characters():
 
 def test_correctness_citation_support_and_diagnosis_on_hand_made_cases():
     gold_ctx, texts = [False, True, False], ["hotel rates", "Shanghai taxi: 80 yuan per trip", "meals"]
-    right = score_answer("The limit is 80 yuan per trip [2].", ["80 yuan"], gold_ctx, texts)
+    right = score_answer("Answer: The limit is 80 yuan per trip [2].", ["80 yuan"], gold_ctx, texts)
     assert (right.correct, right.cited, right.cited_gold, right.citations_support) == (1.0, 1, 1, 1.0)
     assert diagnosis(right, answerable=True) == "correct"
     # the evidence was there and the generator still got it wrong: a generation failure
-    wrong = score_answer("The limit is 60 yuan [1].", ["80 yuan"], gold_ctx, texts)
+    wrong = score_answer("Answer: The limit is 60 yuan [1].", ["80 yuan"], gold_ctx, texts)
     assert wrong.correct == 0.0 and wrong.citations_support == 0.0 and wrong.evidence_in_context
     assert diagnosis(wrong, answerable=True) == "generation_failure"
     # the evidence never reached the generator: a retrieval failure, even when it refuses
@@ -81,12 +81,15 @@ def test_correctness_citation_support_and_diagnosis_on_hand_made_cases():
     assert missing.refused and not missing.evidence_in_context
     assert diagnosis(missing, answerable=True) == "retrieval_failure"
     # the answer string in the context counts as evidence even when no passage is labelled
-    unlabelled = score_answer("It is 90 yuan.", ["80 yuan"], [False], ["taxi: 80 yuan per trip"])
+    unlabelled = score_answer("Answer: It is 90 yuan.", ["80 yuan"], [False], ["taxi: 80 yuan per trip"])
     assert unlabelled.answer_in_context and diagnosis(unlabelled, answerable=True) == "generation_failure"
     # a correct refusal and a wrong answer on a question without an answer
     assert diagnosis(score_answer("NO_ANSWER", [], [False], ["x"]), answerable=False) == "correct_refusal"
-    assert diagnosis(score_answer("Yes, 50 yuan.", [], [False], ["x"]), answerable=False) == "wrong_answer"
+    assert (
+        diagnosis(score_answer("Answer: Yes, 50 yuan.", [], [False], ["x"]), answerable=False)
+        == "wrong_answer"
+    )
     # a refusal is never correct, even when it quotes the number
     assert score_answer("NO_ANSWER (80 yuan?)", ["80 yuan"], gold_ctx, texts).correct == 0.0
     # citations out of range do not count
-    assert score_answer("80 yuan [9]", ["80 yuan"], gold_ctx, texts).cited == 0
+    assert score_answer("Answer: 80 yuan [9]", ["80 yuan"], gold_ctx, texts).cited == 0

@@ -63,7 +63,7 @@ def test_no_group_without_options(help_text):
     assert "variant" in groups and all(groups.values()), groups
     assert "prompts" not in groups
     # the templates are listed as what they are: files a setting names
-    assert "grounded_qa.txt" in help_text and "not a group" in help_text
+    assert "grounded.txt" in help_text and "not a group" in help_text
 
 
 FILES = [CONF / "config.yaml", CONF / "corpus" / "demo.yaml"] + sorted(

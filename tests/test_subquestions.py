@@ -321,20 +321,22 @@ def test_corpus_coverage_end_to_end(tmp_path):
 def test_answer_parts_use_the_correct_rule():
     parts = ["1,500 yuan", "department head and HR"]
     # both parts, the number written differently (1500 元) -> 2/2
-    assert score_parts("The cap is 1500 元 a night; the department head and HR approve it [1].", parts) == (
+    assert score_parts(
+        "Answer: The cap is 1500 元 a night; the department head and HR approve it [1].", parts
+    ) == (
         1.0,
         1.0,
     )
     # only the cap -> 1/2, not all
-    assert score_parts("The cap is ¥1,500 per night.", parts) == (0.5, 0.0)
+    assert score_parts("Answer: The cap is ¥1,500 per night.", parts) == (0.5, 0.0)
     # a wrong number does not match (1,400 is not 1,500) -> 1/2 by the approver part
-    assert score_parts("1,400 yuan; department head and HR.", parts) == (0.5, 0.0)
+    assert score_parts("Answer: 1,400 yuan; department head and HR.", parts) == (0.5, 0.0)
     assert score_parts("I don't know.", parts) == (0.0, 0.0)  # a refusal covers nothing
     assert all(math.isnan(v) for v in score_parts("anything", []))
     # RGB's format: each part a list of aliases, any one of which covers it; parts need no sub-questions
     rgb = [["东盟"], ["中国", "中华人民共和国"], ["日本"]]
-    assert score_parts("成员包括东盟、中华人民共和国和日本。", rgb) == (1.0, 1.0)
-    assert score_parts("成员包括东盟和日本。", rgb) == (2 / 3, 0.0)
+    assert score_parts("答案：成员包括东盟、中华人民共和国和日本。", rgb) == (1.0, 1.0)
+    assert score_parts("答案：成员包括东盟和日本。", rgb) == (2 / 3, 0.0)
     assert answer_contains("Within 30 days", "30 calendar days") and not answer_contains("x", " ")
 
 
@@ -390,8 +392,8 @@ def test_answer_parts_in_answer_questions_metrics_and_slices(tmp_path):
     )
     gen = FakeGenerator(
         {
-            "q1": "INV-102 is 1,250 yuan from Acme Ltd [1].",
-            "q2": "Up to 80 yuan per trip [2].",
+            "q1": "Answer: INV-102 is 1,250 yuan from Acme Ltd [1].",
+            "q2": "Answer: Up to 80 yuan per trip [2].",
             "q3": "NO_ANSWER",
         }
     )

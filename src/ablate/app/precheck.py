@@ -54,7 +54,8 @@ def check_group_options(argv: list[str]) -> None:
                         key,
                         v,
                         f"conf/{key}/ holds files, not options to choose; name a template file with a setting, "
-                        f"e.g. generator.prompt=PATH or rerank.prompt=PATH (see python -m ablate --help)",
+                        f"e.g. generator.prompt=NAME (a shipped answer template) or PATH, rerank.prompt=PATH "
+                        "(see python -m ablate --help)",
                     )
                 if v and v not in groups[key]:
                     raise ConfigError(key, v, f"valid options: {', '.join(groups[key])} (from conf/{key}/)")

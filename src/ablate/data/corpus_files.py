@@ -160,6 +160,7 @@ def load_queries(path: Path) -> dict[str, Query]:
             answers=_str_list(obj, "answers", where) or _str_list(meta, "answers", where),
             split=split,
             group=_opt_str(obj, "group"),
+            candidates=_str_list(obj, "candidates", where),
             **_subquestions(obj, qid, where),
         )
     if not queries:

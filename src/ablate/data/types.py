@@ -105,6 +105,9 @@ class Query:
         tuple[str, ...], ...
     ] = ()  # the parts an answer must all contain, each as its aliases
     # (aligned with ``subquestions`` when the question has them)
+    candidates: tuple[
+        str, ...
+    ] = ()  # the choices a comparison question offers (the answer rule's candidates)
 
 
 @dataclass(slots=True, unsafe_hash=True)

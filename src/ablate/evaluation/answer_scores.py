@@ -13,7 +13,8 @@ follow the grades (``correct`` 1, ``partly``/``wrong``/``unparsed`` 0), the rule
 document, as the run is scored) has a grade >= ``relevance_level`` for the asking identity on its date.
 
 :func:`answer_metrics` turns the table into the run's answer metrics (means over the answerable questions that have
-gold answers, refusals over no-answer questions, the diagnosis split with Wilson intervals, latency percentiles,
+gold answers, refusals over no-answer questions, ``answer_no_final`` (answerable questions whose answer has no
+final answer line, and its rate), the diagnosis split with Wilson intervals, latency percentiles,
 tokens and cost; for multi-condition questions with ``answer_parts``, ``answer_parts_covered`` and
 ``answer_parts_all`` over the answerable questions that have parts); :func:`answer_slices` gives the same means per
 question tag.
@@ -95,7 +96,7 @@ def score_answers(
         texts = [chunk_text[c] for c in a.context]
         golds = list(query.answers)
         answerable = categories.get(qid) == "answerable"
-        scores = [score_answer(t, golds, gold, texts) for t in a.texts]
+        scores = [score_answer(t, golds, gold, texts, query.text, query.candidates) for t in a.texts]
         parts = np.asarray([score_parts(t, query.answer_parts) for t in a.texts], dtype=float)
         first = scores[0]
         judged = _judged(a, [s.correct for s in scores])
@@ -105,6 +106,7 @@ def score_answers(
             {
                 "qid": qid,
                 "answer": a.texts[0],
+                "final_answer": first.final,  # the short answer the rule scored ("" when none)
                 "gold_answers": " | ".join(golds),
                 "answerable": answerable and bool(golds),
                 "no_answer": categories.get(qid) != "answerable",
@@ -117,13 +119,16 @@ def score_answers(
                 "parts_covered": float(parts[:, 0].mean()),  # NaN: the question has no answer_parts
                 "parts_all": float(parts[:, 1].mean()),
                 "refused": first.refused,
+                "no_final": first.no_final,  # no final answer line: scored as not answered
                 "cited": first.cited,
                 "cited_gold": first.cited_gold,
                 "citations_support": first.citations_support,
                 "evidence_in_context": first.evidence_in_context,
                 "answer_in_context": first.answer_in_context,
                 "diagnosis": diagnosis(first, answerable),
-                "consistent": float(len({normalize_answer(t) for t in a.texts}) == 1),
+                "consistent": float(
+                    len({normalize_answer(s.final or t) for s, t in zip(scores, a.texts, strict=True)}) == 1
+                ),
                 "latency_s": a.latency_s,
                 "tokens_in": a.tokens_in,
                 "tokens_out": a.tokens_out,
@@ -220,6 +225,9 @@ def _scored_metrics(scored: pd.DataFrame, bootstrap: int, seed: int) -> dict[str
         for name, (_, lo, hi) in cis.items():
             m[f"answer_{name!s}_ci_low"], m[f"answer_{name!s}_ci_high"] = float(lo), float(hi)
     m["answer_false_refusal_rate"] = float(scored["refused"].mean())
+    if "no_final" in scored:  # answers without a final answer line, scored as not answered
+        m["answer_no_final"] = float(scored["no_final"].astype(bool).sum())
+        m["answer_no_final_rate"] = m["answer_no_final"] / n
     m.update(_part_metrics(scored, bootstrap, seed))
     for label in FAILURES:
         k = int((scored["diagnosis"] == label).sum())

@@ -152,8 +152,7 @@ def make_assessor(generator: GeneratorBase, template_path: str, mapping: Mapping
     """``generator`` (built from the composed config) asking the relevance template at ``template_path``; its
     decoding parameters are the generator's (the caller sets them)."""
     template = PromptTemplate.load(template_path, "--prompt", fields=FIELDS)
-    generator.template = template  # the generator's cache key follows the template's sha256
-    generator.prompt_path = template.path
+    generator.use_template(template)  # the generator's cache key follows the template's sha256
     model_id = generator.model_identity()
     sha = str(model_id.get("gguf_sha256") or key_of(model_id))
     setup = key_of(CODE_VERSION, generator.generation_identity(), PASSAGE_CHARS, mapping_text(mapping))

@@ -262,7 +262,7 @@ def per_query_frame(ev: EvalResult, answers: Any, doc_evaluation: EvalResult | N
     pq = ev.per_query.copy()
     if answers is not None:  # the answer scores join the per-question table (the report reads them there)
         a = answers
-        for col in ("correct", "em", "f1", "refused", "citations_support", "diagnosis"):
+        for col in ("correct", "em", "f1", "refused", "no_final", "citations_support", "diagnosis"):
             pq[f"answer_{col}"] = a[col].reindex(pq.index)
         for col in ("parts_covered", "parts_all"):  # questions with answer_parts only (NaN elsewhere)
             if col in a:

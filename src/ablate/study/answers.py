@@ -3,7 +3,7 @@ refusals, and the diagnosis split of the wrong answers (evidence in the context:
 not in it: a retrieval failure), for runs that had a generator.
 
 Reads the per-question columns a run with a generator writes into ``per_query.csv`` (``answer_correct``,
-``answer_refused``, ``answer_citations_support``, ``answer_diagnosis``) and its logged latency and cost metrics.
+``answer_refused``, ``answer_no_final``: no final answer line, ``answer_citations_support``, ``answer_diagnosis``) and its logged latency and cost metrics.
 Intervals resample questions (bootstrap for means, Wilson for the failure rates); with ``generator.repeats > 1``
 a question's correctness is already the mean of its repeats, so repeats are never resampled as if they were
 questions.
@@ -90,6 +90,7 @@ def _run_row(
     na = pq[pq["category"].astype(str) != "answerable"] if "category" in pq.columns else pq.iloc[:0]
     refused_na = int(_bool(na["answer_refused"]).sum()) if "answer_refused" in na.columns and len(na) else 0
     false_ref = int(_bool(sc["answer_refused"]).sum()) if "answer_refused" in sc.columns else 0
+    no_final = int(_bool(sc["answer_no_final"]).sum()) if "answer_no_final" in sc.columns else 0
     m = r.metrics
     judge = R.judge_label(r.params) or "rule"
     rule = pd.to_numeric(sc.get(CORRECT_RULE), errors="coerce") if CORRECT_RULE in sc else None
@@ -110,6 +111,7 @@ def _run_row(
         "correct_refusals": refused_na,
         "wrong_answers_no_answer": len(na) - refused_na,
         "false_refusals": false_ref,
+        "no_final": no_final,
         "generation_failures": gen_k,
         "generation_failure_rate": gen_p,
         "generation_failure_low": gen_lo,
@@ -129,6 +131,7 @@ def _run_row(
         "citations support": fmt(row["citations_support"], 2),
         "refused no-answer": f"{refused_na}/{len(na)}" if len(na) else "-",
         "false refusals": str(false_ref),
+        "no final answer": str(no_final),
         "wrong, evidence in context (generation)": gen_txt,
         "wrong, evidence not in context (retrieval)": ret_txt,
         "latency p50/p95 s": f"{fmt(row['latency_p50_s'], 2)}/{fmt(row['latency_p95_s'], 2)}",

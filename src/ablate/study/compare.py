@@ -140,9 +140,20 @@ def component_of(key: str, stages: Collection[str] = ()) -> str | None:
     return head
 
 
+#: A param ending so is the content hash of the file another param names (``generator.prompt_sha256`` of
+#: ``generator.prompt``): when both change, the file is the one factor; alone, an edit of the same file is one.
+CONTENT_HASH_SUFFIX = "_sha256"
+
+
+def _hash_of_changed(key: str, changed: Collection[str]) -> bool:
+    """``key`` is the content hash of a param that changed too (:data:`CONTENT_HASH_SUFFIX`)."""
+    return key.endswith(CONTENT_HASH_SUFFIX) and key[: -len(CONTENT_HASH_SUFFIX)] in changed
+
+
 def varying_params(runs: Sequence[RecordedRun]) -> list[str]:
     """Params whose value differs between ``runs``: the pipeline's shape, and params every run logs (a stage's
-    params that only some runs log are part of the shape change), bookkeeping left out. Sorted, shape first."""
+    params that only some runs log are part of the shape change), bookkeeping left out, and a file's content hash
+    when the param naming the file differs too. Sorted, shape first."""
     shape = [k for k in R.PIPELINE_PARAMS if len({repr(_shape(r, k)) for r in runs}) > 1]
     keys = sorted(set.intersection(*(set(r.params) for r in runs))) if runs else []
     rest = [
@@ -152,7 +163,7 @@ def varying_params(runs: Sequence[RecordedRun]) -> list[str]:
         and k not in R.PIPELINE_PARAMS
         and len({repr(norm_value(r.params.get(k))) for r in runs}) > 1
     ]
-    return shape + rest
+    return shape + [k for k in rest if not _hash_of_changed(k, rest)]
 
 
 def differing_components(a: Mapping[str, str], b: Mapping[str, str]) -> list[str]:
@@ -203,6 +214,8 @@ def _diff(a: RecordedRun, b: RecordedRun) -> _Diff:
             explained.add(comp)
         if key in a.params and key in b.params:
             params[key] = (ra, rb)
+    for key in [k for k in params if _hash_of_changed(k, params)]:
+        del params[key]  # the file's name changed: its content hash is that change, not another factor
     if axes:
         explained |= set(a.stages) ^ set(b.stages)
     split = (a.split, b.split) if a.split != b.split else None

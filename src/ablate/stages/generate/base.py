@@ -4,7 +4,8 @@ A generator turns (question, context passages) into an answer. Subclasses say ho
 (:meth:`GeneratorBase._complete`) and what identifies their model (:meth:`GeneratorBase.model_identity`); this base
 does the rest:
 
-* **Parameters** (checked at construction): ``prompt`` (a template file, :mod:`ablate.stages.generate.prompt`),
+* **Parameters** (checked at construction): ``prompt`` (a shipped template's name or a template file,
+  :mod:`ablate.stages.generate.prompt`; a name follows the corpus language once the stage is bound),
   ``context_k`` (how many of the final ranking's passages go in), ``max_tokens``, ``temperature`` (0 = greedy),
   ``seed``, ``repeats`` (``> 1`` measures consistency; intervals still resample questions), and optional prices per
   1,000 input / output tokens for the cost figure.
@@ -18,6 +19,7 @@ does the rest:
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 import math
@@ -29,7 +31,7 @@ from typing import Any, ClassVar
 from ablate.cache import Cache, key_of
 from ablate.progress import Progress
 from ablate.stages.base import Fingerprint, StageContext, check_float, check_int, check_str, fingerprint_of
-from ablate.stages.generate.prompt import PromptTemplate
+from ablate.stages.generate.prompt import SETTING, PromptChoice, PromptTemplate, choose_prompt
 
 Messages = list[dict[str, str]]
 KIND = "generations"
@@ -72,8 +74,8 @@ class GeneratorBase:
         price_out_per_1k: float | None = None,
     ) -> None:
         self.name = name
-        self.prompt_path = str(check_str(f"{name}.prompt", prompt))
-        self.template = PromptTemplate.load(self.prompt_path, f"{name}.prompt")
+        self.prompt = str(check_str(f"{name}.prompt", prompt))
+        self._use_prompt(choose_prompt(self.prompt, None, f"{name}.prompt"))
         self.context_k = check_int(f"{name}.context_k", context_k, 1, 100)
         self.max_tokens = check_int(f"{name}.max_tokens", max_tokens, 1, 8192)
         self.temperature = check_float(f"{name}.temperature", temperature, 0.0, 2.0)
@@ -89,6 +91,18 @@ class GeneratorBase:
         )
         self.stats: dict[str, float] = {"generated": 0.0, "cached": 0.0}
 
+    def _use_prompt(self, choice: PromptChoice) -> None:
+        self.prompt_path = choice.path
+        self.prompt_name = choice.name
+        self.prompt_source = choice.source
+        self.template = PromptTemplate.load(choice.path, f"{self.name}.prompt")
+
+    def use_template(self, template: PromptTemplate) -> None:
+        """Ask ``template`` (loaded by the caller, e.g. a judgement template) instead of the configured prompt; the
+        params, the fingerprint and the cache key follow it."""
+        self.template = template
+        self.prompt_path, self.prompt_name, self.prompt_source = template.path, None, SETTING
+
     # -- identity ---------------------------------------------------------------------------------------------------
     def model_identity(self) -> dict[str, Any]:  # pragma: no cover - subclasses
         raise NotImplementedError
@@ -99,7 +113,8 @@ class GeneratorBase:
     def params(self) -> dict[str, Any]:
         return {
             **self.backend_params(),
-            "prompt": self.prompt_path,
+            "prompt": self.prompt_name or self.prompt_path,  # the shipped template's name, else the file
+            "prompt_source": self.prompt_source,
             "prompt_sha256": self.template.sha256,
             "context_k": self.context_k,
             "max_tokens": self.max_tokens,
@@ -112,8 +127,8 @@ class GeneratorBase:
 
     def fingerprint(self) -> Fingerprint:
         params = {
-            k: v for k, v in self.params().items() if k != "prompt"
-        }  # the path is where, the sha256 is what
+            k: v for k, v in self.params().items() if k not in ("prompt", "prompt_source")
+        }  # the name or path is where, the sha256 is what
         return fingerprint_of(
             self,
             params,
@@ -130,7 +145,15 @@ class GeneratorBase:
         return fp
 
     def bind(self, snapshot: Any, split: str) -> GeneratorBase:
-        return self
+        """This stage when its prompt runs as named; else a copy with the template of the corpus language
+        (:func:`~ablate.stages.generate.prompt.choose_prompt`: ``grounded`` is ``grounded_zh`` on a Chinese corpus)."""
+        choice = choose_prompt(self.prompt, getattr(snapshot, "language", None), f"{self.name}.prompt")
+        if (choice.path, choice.source) == (self.prompt_path, self.prompt_source):
+            return self
+        bound = copy.copy(self)
+        bound.stats = dict.fromkeys(self.stats, 0.0)
+        bound._use_prompt(choice)
+        return bound
 
     def prepare(self, context: StageContext) -> None:
         """Load the model (subclasses); the base has nothing to prepare."""
