@@ -44,8 +44,8 @@ def hand_answers(corpus: str, n_questions: int) -> dict[str, list[tuple[str, str
     for q in qids:
         gold = snap.queries[q].answers[0]
         ctx = tuple(list(snap.chunk_text)[:2])
-        a += [(q, f"The policy says so. Answer: {gold}", ctx), (q, "Answer: 12345 yuan", ctx)]
-        b += [(q, f"The policy says so. Answer: {gold}", ctx), (q, "NO_ANSWER", ())]
+        a += [(q, f"The policy says so.\nAnswer: {gold}", ctx), (q, "Answer: 12345 yuan", ctx)]
+        b += [(q, f"The policy says so.\nAnswer: {gold}", ctx), (q, "NO_ANSWER", ())]
     return {"A": a, "B": b}
 
 
@@ -280,7 +280,14 @@ def test_validate_answers_rule_kappa_equals_sklearn_and_rates(tmp_path: Path) ->
     assert "WARNING: under 30 graded answers" in p.stdout
     folder = pool_path.with_suffix(".validation")
     rows = list(csv.DictReader((folder / "pairs.csv").open(encoding="utf-8")))
-    assert len(rows) == 12 and set(rows[0]) == {"qid", "answer_sha256", "human", "rule", "judge"}
+    assert len(rows) == 12 and set(rows[0]) == {
+        "qid",
+        "answer_sha256",
+        "human",
+        "rule",
+        "judge",
+        "judge_rationale",
+    }
     # the rule: the gold-bearing short answers correct, the wrong number and the refusal not
     assert sorted({(r["human"], r["rule"]) for r in rows}) == [
         ("correct", "correct"), ("partly", "correct"), ("partly", "wrong"), ("wrong", "wrong")]  # fmt: skip

@@ -14,11 +14,12 @@ import argparse
 import shlex
 import sys
 from collections import Counter
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from ablate.app.label_answers import Loaded, load_pool, question_check
-from ablate.app.label_common import add_labels_dir, add_overrides
+from ablate.app.label_common import add_labels_dir, add_overrides, plain
 from ablate.errors import AblateError, InputError
 from ablate.evaluation.generation import score_answer
 from ablate.labels import answer_validation as V
@@ -27,7 +28,7 @@ from ablate.labels.answerpool import AnswerEntry
 from ablate.labels.journal import now
 
 #: How the rule is named in the report.
-RULE = "ablate.evaluation.generation.score_answer (correct = 1)"
+RULE = "ablate.evaluation.generation.score_answer: the short final answer (correct = 1)"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -44,10 +45,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_overrides(p, "generator=llama_cpp (the LLM judge; without one, the rule alone)")
 
 
-def rule_verdict(entry: AnswerEntry) -> str:
-    """The rule's verdict on an answer: ``correct`` when it scores correct against the gold answers, else
-    ``wrong`` (the rule has no partly). The answer's passages are not needed for correctness."""
-    score = score_answer(entry.answer, list(entry.golds), [], [])
+def rule_verdict(entry: AnswerEntry, candidates: Sequence[str] = ()) -> str:
+    """The rule's verdict on an answer: ``correct`` when it scores correct against the gold answers (its short final
+    answer, the question's candidates), else ``wrong`` (the rule has no partly). The answer's passages are not needed
+    for correctness."""
+    score = score_answer(entry.answer, list(entry.golds), [], [], entry.question, candidates)
     return "correct" if score.correct >= 1.0 else "wrong"
 
 
@@ -84,12 +86,13 @@ def run(args: argparse.Namespace) -> int:
         )
     entries = [e for e in loaded.pool.entries if e.key in humans]
     judge_name: str | None = None
-    verdicts: list[str | None] = [None] * len(entries)
+    verdicts: list[tuple[str | None, str]] = [(None, "")] * len(entries)
     if _has_generator(loaded.cfg):
-        judge_name, verdicts = _judge(loaded, args.overrides, entries)
+        judge_name, verdicts = _judge(loaded, entries)
+    queries = loaded.snapshot.queries
     graded = [
-        V.Graded(e.qid, e.answer_sha256, humans[e.key], rule_verdict(e), v)
-        for e, v in zip(entries, verdicts, strict=True)
+        V.Graded(e.qid, e.answer_sha256, humans[e.key], rule_verdict(e, queries[e.qid].candidates), v, why)
+        for e, (v, why) in zip(entries, verdicts, strict=True)
     ]
     rule = V.agreement([(g.qid, g.human, g.rule) for g in graded], ("correct", "wrong"), args.seed)
     judged = [(g.qid, g.human, g.judge) for g in graded if g.judge is not None]
@@ -117,12 +120,32 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _judge(loaded: Loaded, overrides: list[str], entries: list[AnswerEntry]) -> tuple[str, list[str | None]]:
-    """The LLM judge's identity and its grade of each answer (``None``: no grade)."""
-    raise AblateError(
-        "validate-answers: the LLM answer judge is not available in this build. Fix: drop generator=... (the rule "
-        "alone is validated)"
+def _judge(loaded: Loaded, entries: list[AnswerEntry]) -> tuple[str, list[tuple[str | None, str]]]:
+    """The LLM judge the composed ``generator`` and ``answer.judge_model`` / ``answer.judge_prompt`` make (as a run
+    with ``answer.judge=llm`` makes it: :func:`ablate.runner.judge.build_judge`, the corpus language's template),
+    its identity, and its (grade, rationale) of each answer (grade ``None``: unparseable output)."""
+    from ablate.app.config import build_stage
+    from ablate.app.label_judge import cache_of
+    from ablate.app.paths import CONF_DIR
+    from ablate.runner.judge import build_judge
+    from ablate.stages.base import StageContext
+    from ablate.stages.generate.judge import AnswerJudge, JudgeItem
+
+    cfg = loaded.cfg
+    generator = build_stage("generator", cfg.generator)
+    block = {**plain(cfg, "answer"), "judge": "llm"}
+    judge = build_judge(block, generator, CONF_DIR / "prompts")
+    assert isinstance(judge, AnswerJudge)
+    judge = judge.bind(loaded.snapshot, loaded.pool.meta.split)
+    cache = cache_of(cfg)
+    judge.prepare(StageContext(loaded.snapshot, cache, False))
+    print(f"LLM judge {judge.identity}: {len(entries)} answers", file=sys.stderr)
+    verdicts = judge.judge(
+        [JudgeItem(e.question, e.golds, e.answer) for e in entries], cache, show_progress=True
     )
+    return judge.identity, [
+        (v.grade if v.grade in answerjournal.GRADES else None, v.rationale) for v in verdicts
+    ]
 
 
 def _summary(report: dict[str, Any], rule: V.JudgeAgreement, judge: V.JudgeAgreement | None) -> str:

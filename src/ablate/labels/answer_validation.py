@@ -36,7 +36,7 @@ from ablate.labels.answerjournal import GRADES, LEVEL
 VALIDATION_MD = "validation_answers.md"
 VALIDATION_JSON = "validation_answers.json"
 PAIRS_CSV = "pairs.csv"
-PAIRS_COLUMNS = ("qid", "answer_sha256", "human", "rule", "judge")
+PAIRS_COLUMNS = ("qid", "answer_sha256", "human", "rule", "judge", "judge_rationale")
 #: Under this many graded answers the report warns that its figures are too uncertain to compare judges.
 MIN_GRADED = 30
 RESAMPLES = 1000
@@ -52,6 +52,7 @@ class Graded:
     human: str
     rule: str  # correct | wrong
     judge: str | None = None
+    rationale: str = ""  # the LLM judge's one line
 
 
 @dataclass(frozen=True)
@@ -210,7 +211,7 @@ def write_report(
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(PAIRS_COLUMNS)
-    w.writerows((g.qid, g.answer_sha256, g.human, g.rule, g.judge or "") for g in graded)
+    w.writerows((g.qid, g.answer_sha256, g.human, g.rule, g.judge or "", g.rationale) for g in graded)
     atomic_write_bytes(folder / PAIRS_CSV, buf.getvalue().encode("utf-8"))
     atomic_write_bytes(folder / VALIDATION_MD, render_markdown(report, rule, judge).encode("utf-8"))
     data = {**report, "rule_agreement": asdict(rule), "judge_agreement": asdict(judge) if judge else None}
