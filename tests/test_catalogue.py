@@ -156,6 +156,38 @@ def _serve_pool(journal_line: dict | None) -> Callable[[Path], None]:
     return apply
 
 
+def _answers_pool(journal_line: dict | None) -> Callable[[Path], None]:
+    """An answers pool of the tiny corpus in ``<case>/labels/tiny/answer_pools/a.jsonl``; with ``journal_line``, an
+    answer journal whose one line is a good human grade of its answer with those fields changed."""
+
+    def apply(root: Path) -> None:
+        from ablate.labels import answerpool
+
+        block = {"name": None, "path": str(root), "split": "dev", "identity": "employee", "as_of": None,
+                 "chunker": None, "language": None, "split_file": None, "labels": None}  # fmt: skip
+        meta = answerpool.AnswerPoolMeta("tiny", str(root), "dev", corpus_config=block)
+        text = "Answer: 76.00 yuan"
+        sha = answerpool.answer_sha256(text)
+        entries = [answerpool.AnswerEntry("q1", "How much is INV-102?", ("76.00 yuan",), text, sha, ("A",))]
+        labels = root.parent / "labels" / "tiny"
+        answerpool.write(labels / "answer_pools" / "a.jsonl", answerpool.AnswerPool(meta, entries))
+        if journal_line is not None:
+            line = {"qid": "q1", "answer_sha256": sha, "answer": text, "grade": "correct", "assessor": "human",
+                    "time": "t"}  # fmt: skip
+            _edit("../labels/tiny/answer_journal.jsonl", json.dumps(line | journal_line) + "\n")(root)
+
+    return apply
+
+
+VALIDATE_ANSWERS = [
+    "validate-answers",
+    "--labels-dir",
+    "{dir}/labels",
+    "--pool",
+    "{dir}/labels/tiny/answer_pools/a.jsonl",
+]
+
+
 CASES = [
     # -- config: groups, keys, values --------------------------------------------------------------------------------
     Case("unknown-variant", ["variant=E"], "variant='E' is not valid; valid options: A, B, C, D, oracle"),
@@ -907,6 +939,72 @@ CASES = [
         base=False,
         code=2,
         absent="labels",
+    ),
+    # python -m ablate.label pool-answers / serve --answers / validate-answers (grading answers)
+    Case(
+        "label-pool-answers-unknown-run",
+        ["pool-answers", "--runs", "0" * 32, "--tracking-uri", "sqlite:///{store}"],
+        "--runs: no run '" + "0" * 32 + "' in sqlite:///",
+        module="ablate.label",
+        base=False,
+        code=2,
+        absent="labels",
+    ),
+    Case(
+        "serve-answers-no-pool",
+        [
+            "serve",
+            "--labels-dir",
+            "{dir}/labels",
+            "--port",
+            "0",
+            "--answers",
+            "{dir}/labels/tiny/answer_pools/n.jsonl",
+        ],
+        "n.jsonl: no such answers pool",
+        module="ablate.label",
+        base=False,
+        code=2,
+    ),
+    Case(
+        "validate-answers-other-corpus",
+        [*VALIDATE_ANSWERS, "corpus=demo"],
+        "a.jsonl was made on corpus tiny (",
+        setup=_answers_pool({}),
+        module="ablate.label",
+        base=False,
+        code=2,
+        absent="labels/tiny/answer_pools/a.validation",
+    ),
+    Case(
+        "validate-answers-unknown-qid",
+        VALIDATE_ANSWERS,
+        "answer_journal.jsonl:1: question 'q99' is not in tiny's queries.jsonl",
+        setup=_answers_pool({"qid": "q99"}),
+        module="ablate.label",
+        base=False,
+        code=2,
+        absent="labels/tiny/answer_pools/a.validation",
+    ),
+    Case(
+        "validate-answers-unknown-answer",
+        VALIDATE_ANSWERS,
+        "answer_journal.jsonl:1: answer_sha256 '000000000000' is not the SHA-256 of its answer",
+        setup=_answers_pool({"answer_sha256": "0" * 64}),
+        module="ablate.label",
+        base=False,
+        code=2,
+        absent="labels/tiny/answer_pools/a.validation",
+    ),
+    Case(
+        "validate-answers-no-grades",
+        VALIDATE_ANSWERS,
+        "holds no human grade of an answer of pool a.jsonl",
+        setup=_answers_pool({"assessor": "llm:m"}),
+        module="ablate.label",
+        base=False,
+        code=2,
+        absent="labels/tiny/answer_pools/a.validation",
     ),
 ]
 

@@ -1,14 +1,18 @@
 """``python -m ablate.label COMMAND ...``: labels that grow with the runs.
 
-=========  =====================================================================================================
-pool       the unjudged units in the top ``--depth`` of some runs (TREC depth-k pooling): ``labels/<corpus>/pools/``
-serve      judge a pool in the browser; every judgement appended to ``labels/<corpus>/journal.jsonl`` at once
-judge      judge a pool with an LLM (``generator=llama_cpp`` or ``openai``), into the same journal
-validate   how far an LLM assessor agrees with the human labels (Cohen's kappa, the variants' order)
-commit     the journal as a new label version beside the old one (``labels/<corpus>/versions/NAME``)
-=========  =====================================================================================================
+================  ==============================================================================================
+pool              the unjudged units in the top ``--depth`` of some runs (TREC depth-k pooling): ``labels/<corpus>/pools/``
+serve             judge a pool in the browser; every judgement appended to ``labels/<corpus>/journal.jsonl`` at once
+                  (``--answers POOL``: grade answers, into ``labels/<corpus>/answer_journal.jsonl``)
+judge             judge a pool with an LLM (``generator=llama_cpp`` or ``openai``), into the same journal
+validate          how far an LLM assessor agrees with the human labels (Cohen's kappa, the variants' order)
+commit            the journal as a new label version beside the old one (``labels/<corpus>/versions/NAME``)
+pool-answers      the distinct answers runs wrote (their ``answers.csv``): ``labels/<corpus>/answer_pools/``
+validate-answers  how far the answer rule and an LLM answer judge agree with the human grades of an answers pool
+================  ==============================================================================================
 
-Each command is a module ``ablate.app.label_<command>`` with ``add_arguments(parser)`` and ``run(args) -> int``;
+Each command is a module ``ablate.app.label_<command>`` (``-`` as ``_``) with ``add_arguments(parser)`` and
+``run(args) -> int``;
 it is imported only when it runs (a browser page's web framework is not loaded to make a pool).
 """
 
@@ -24,11 +28,17 @@ from ablate.errors import AblateError
 
 COMMANDS: dict[str, str] = {
     "pool": "pool the unjudged results of runs for judging",
-    "serve": "judge a pool in the browser (a local page on 127.0.0.1)",
+    "serve": "judge a pool (or grade answers) in the browser (a local page on 127.0.0.1)",
     "judge": "judge a pool with an LLM assessor",
     "validate": "measure an LLM assessor against the human labels",
     "commit": "turn the journal into a new label version",
+    "pool-answers": "pool the distinct answers of runs for grading",
+    "validate-answers": "measure the answer rule and an LLM answer judge against human grades",
 }
+
+
+def module_of(command: str) -> str:
+    return "ablate.app.label_" + command.replace("-", "_")
 
 
 def parser() -> argparse.ArgumentParser:
@@ -40,7 +50,7 @@ def parser() -> argparse.ArgumentParser:
     sub = ap.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name, help_text in COMMANDS.items():
         p = sub.add_parser(name, help=help_text, description=help_text)
-        importlib.import_module(f"ablate.app.label_{name}").add_arguments(p)
+        importlib.import_module(module_of(name)).add_arguments(p)
     return ap
 
 
@@ -52,7 +62,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.overrides = [*args.overrides, *extra]
     elif extra:
         ap.error(f"unrecognized arguments: {' '.join(extra)}")
-    module = importlib.import_module(f"ablate.app.label_{args.command}")
+    module = importlib.import_module(module_of(args.command))
     try:
         return int(module.run(args))
     except AblateError as e:

@@ -7,9 +7,11 @@ from __future__ import annotations
 import argparse
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from ablate.data.snapshot import Snapshot
+from ablate.errors import AblateError, InputError
+from ablate.labels import poolfile
 from ablate.labels.journal import PairCheck
 from ablate.labels.legend import Legend, legend
 from ablate.labels.workspace import DEFAULT_DIR, Workspace
@@ -105,3 +107,42 @@ def grade_legend(snapshot: Snapshot) -> Legend:
     """The corpus's grade legend: corpus.yaml's ``grades``, else one that follows its labels and language."""
     used = {g for q in snapshot.qrels.values() for j in q.judgements.values() for g in j.values()}
     return legend(snapshot.manifest, used, snapshot.language, str(snapshot.root / "corpus.yaml"))
+
+
+class MadeOn(Protocol):
+    """What a pool's description says of its corpus (a relevance pool's or an answers pool's)."""
+
+    corpus: str
+    corpus_path: str
+    corpus_config: dict[str, Any]
+
+
+def pool_corpus(pool_path: Path, meta: MadeOn, overrides: list[str]) -> Any:
+    """The composed config for ``overrides``; a corpus setting that is not the pool's is refused."""
+    if not meta.corpus_config:
+        raise InputError(
+            str(poolfile.meta_path(pool_path)),
+            "has no corpus_config: it does not say which corpus settings the pool was made on",
+            "make the pool with python -m ablate.label pool",
+        )
+    cfg = compose(overrides)
+    if overridden(overrides, "corpus"):
+        given = plain(cfg, "corpus")
+        differ = sorted(
+            k for k in set(given) | set(meta.corpus_config) if given.get(k) != meta.corpus_config.get(k)
+        )
+        if differ:
+            fix = "Fix: drop the corpus settings: a pool is judged on the corpus it was made on"
+            gpath = str(given.get("path") or "")
+            gname = given.get("name") or Path(gpath).name
+            if gname != meta.corpus or Path(gpath).resolve() != Path(meta.corpus_path).resolve():
+                raise AblateError(
+                    f"pool {pool_path} was made on corpus {meta.corpus} ({meta.corpus_path}), "
+                    f"not {gname} ({gpath}). {fix}"
+                )
+            k = differ[0]
+            raise AblateError(
+                f"pool {pool_path} was made on corpus {meta.corpus} with corpus.{k}="
+                f"{meta.corpus_config.get(k)!r}, not {given.get(k)!r}. {fix}"
+            )
+    return cfg

@@ -1,4 +1,5 @@
-"""``python -m ablate.label serve --pool FILE``: judge a pool in the browser, on a page served at 127.0.0.1.
+"""``python -m ablate.label serve --pool FILE``: judge a pool in the browser, on a page served at 127.0.0.1
+(``--answers FILE``: grade an answers pool instead, :mod:`ablate.app.label_answers`).
 
 The pool says which corpus it was made on (its ``.json``: ``corpus_config``); that corpus is loaded as a run loads
 it, the pool's pairs and every line of the journal are checked against it and its grade legend before the page
@@ -17,8 +18,9 @@ from pathlib import Path
 from typing import Any
 
 from ablate.app import label_common
+from ablate.app.label_common import pool_corpus
 from ablate.data.snapshot import Snapshot
-from ablate.errors import AblateError, ConfigError, InputError
+from ablate.errors import ConfigError, InputError
 from ablate.labels import journal, poolfile
 from ablate.labels.page import PageData, PassageText, QuestionText
 from ablate.labels.workspace import check_name
@@ -28,7 +30,12 @@ DEFAULT_PORT = 8765
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--pool", required=True, help="the pool to judge: labels/<corpus>/pools/<name>.tsv")
+    which = p.add_mutually_exclusive_group(required=True)
+    which.add_argument("--pool", help="the pool to judge: labels/<corpus>/pools/<name>.tsv")
+    which.add_argument(
+        "--answers",
+        help="an answers pool to grade (correct / partly / wrong): labels/<corpus>/answer_pools/<name>.jsonl",
+    )
     p.add_argument(
         "--assessor",
         default=None,
@@ -61,37 +68,6 @@ def _login() -> str:
         return getpass.getuser()
     except (KeyError, OSError):
         return "anonymous"
-
-
-def pool_corpus(pool_path: Path, meta: poolfile.PoolMeta, overrides: list[str]) -> Any:
-    """The composed config for ``overrides``; a corpus setting that is not the pool's is refused."""
-    if not meta.corpus_config:
-        raise InputError(
-            str(poolfile.meta_path(pool_path)),
-            "has no corpus_config: it does not say which corpus settings the pool was made on",
-            "make the pool with python -m ablate.label pool",
-        )
-    cfg = label_common.compose(overrides)
-    if label_common.overridden(overrides, "corpus"):
-        given = label_common.plain(cfg, "corpus")
-        differ = sorted(
-            k for k in set(given) | set(meta.corpus_config) if given.get(k) != meta.corpus_config.get(k)
-        )
-        if differ:
-            fix = "Fix: drop the corpus settings: a pool is judged on the corpus it was made on"
-            gpath = str(given.get("path") or "")
-            gname = given.get("name") or Path(gpath).name
-            if gname != meta.corpus or Path(gpath).resolve() != Path(meta.corpus_path).resolve():
-                raise AblateError(
-                    f"pool {pool_path} was made on corpus {meta.corpus} ({meta.corpus_path}), "
-                    f"not {gname} ({gpath}). {fix}"
-                )
-            k = differ[0]
-            raise AblateError(
-                f"pool {pool_path} was made on corpus {meta.corpus} with corpus.{k}="
-                f"{meta.corpus_config.get(k)!r}, not {given.get(k)!r}. {fix}"
-            )
-    return cfg
 
 
 def check_pool(pool_path: Path, pool: poolfile.Pool, snapshot: Snapshot) -> None:
@@ -173,11 +149,16 @@ def listen(port: int) -> socket.socket:
 
 
 def run(args: argparse.Namespace) -> int:
-    from werkzeug.serving import make_server
-
     from ablate.labels.page import Progress, create_app, ordered
 
     assessor = assessor_name(args.assessor)
+    if args.answers is not None:
+        from ablate.app.label_answers import answer_app
+
+        app, said = answer_app(args, assessor)
+        sock = listen(args.port)
+        print(said, flush=True)
+        return serve(app, sock, "each grade is saved as it is made")
     pool_path = Path(args.pool).expanduser().resolve()
     pool = poolfile.read(pool_path)
     cfg = pool_corpus(pool_path, pool.meta, list(args.overrides))
@@ -188,9 +169,7 @@ def run(args: argparse.Namespace) -> int:
     # every line of the journal, before anything is served: a bad line is one error, not a page that fails later
     journal.read(ws.journal, label_common.pair_check(snapshot), data.legend.values)
     app = create_app(data)
-    logging.getLogger("werkzeug").setLevel(logging.WARNING)  # no line per request: the journal is the record
     sock = listen(args.port)
-    server = make_server(HOST, 0, app, threaded=True, fd=sock.fileno())
     order = ordered(pool.entries)
     progress = Progress(data, order)
     left = sum(not progress.done(e) for e in order)
@@ -199,10 +178,16 @@ def run(args: argparse.Namespace) -> int:
         f"judgements go to {ws.journal}",
         flush=True,
     )
-    print(
-        f"open http://{HOST}:{server.port}/ (Ctrl-C stops; each judgement is saved as it is made)",
-        flush=True,
-    )
+    return serve(app, sock, "each judgement is saved as it is made")
+
+
+def serve(app: Any, sock: socket.socket, saved: str) -> int:
+    """Serve ``app`` on the listening ``sock`` (werkzeug's threaded server) until Ctrl-C."""
+    from werkzeug.serving import make_server
+
+    logging.getLogger("werkzeug").setLevel(logging.WARNING)  # no line per request: the journal is the record
+    server = make_server(HOST, 0, app, threaded=True, fd=sock.fileno())
+    print(f"open http://{HOST}:{server.port}/ (Ctrl-C stops; {saved})", flush=True)
     try:
         server.serve_forever()
     finally:

@@ -62,9 +62,15 @@ def append(path: Path, judgements: Judgement | Sequence[Judgement]) -> None:
     """Append ``judgements`` to the journal at ``path`` (created with its folder when missing): one write under an
     exclusive lock, then fsync, so the lines are on disk when this returns."""
     items = [judgements] if isinstance(judgements, Judgement) else list(judgements)
-    if not items:
+    append_objects(path, [asdict(j) for j in items])
+
+
+def append_objects(path: Path, objects: Sequence[Mapping[str, object]]) -> None:
+    """Append each of ``objects`` as one JSON line to ``path`` (created with its folder when missing): one write
+    under an exclusive lock, then fsync (every journal of :mod:`ablate.labels` is written through here)."""
+    if not objects:
         return
-    data = "".join(json.dumps(asdict(j), ensure_ascii=False) + "\n" for j in items).encode("utf-8")
+    data = "".join(json.dumps(dict(o), ensure_ascii=False) + "\n" for o in objects).encode("utf-8")
     path.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:
@@ -78,6 +84,30 @@ def append(path: Path, judgements: Judgement | Sequence[Judgement]) -> None:
         os.close(fd)  # closing releases the lock
 
 
+def read_objects(path: Path) -> list[tuple[str, object]]:
+    """``(path:line, parsed JSON)`` of every non-blank line of the journal at ``path`` (none when it does not
+    exist). A line that is not JSON raises :class:`InputError` naming ``path:line``, except a last line without its
+    newline: a write cut short by a crash, never acknowledged, ignored."""
+    if not path.exists():
+        return []
+    raw = path.read_bytes()
+    lines = raw.decode("utf-8", errors="replace").split("\n")
+    torn = not raw.endswith(b"\n")
+    out: list[tuple[str, object]] = []
+    for i, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            out.append((f"{path}:{i}", json.loads(line)))
+        except json.JSONDecodeError as e:
+            if i == len(lines) and torn:
+                break
+            raise InputError(
+                f"{path}:{i}", f"is not a JSON object ({e.msg})", "fix or delete that line"
+            ) from None
+    return out
+
+
 def read(
     path: Path,
     check: PairCheck | None = None,
@@ -89,27 +119,8 @@ def read(
     ``grades`` (when given) hold its grade. A bad line raises :class:`InputError` naming ``path:line`` and the fix.
     A last line without its newline that does not parse is a write cut short by a crash: it is ignored (the
     judgement it held was never acknowledged)."""
-    if not path.exists():
-        return []
-    raw = path.read_bytes()
-    lines = raw.decode("utf-8", errors="replace").split("\n")
-    torn = not raw.endswith(b"\n")
     allowed = set(grades) if grades is not None else None
-    out: list[Judgement] = []
-    for i, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        last = i == len(lines)
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as e:
-            if last and torn:
-                break
-            raise InputError(
-                f"{path}:{i}", f"is not a JSON object ({e.msg})", "fix or delete that line"
-            ) from None
-        out.append(_judgement(obj, f"{path}:{i}", check, allowed))
-    return out
+    return [_judgement(obj, where, check, allowed) for where, obj in read_objects(path)]
 
 
 def _judgement(obj: object, where: str, check: PairCheck | None, allowed: set[int] | None) -> Judgement:

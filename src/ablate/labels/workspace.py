@@ -6,6 +6,9 @@
         pools/<name>.tsv        qid, unit, runs, best_rank (python -m ablate.label pool)
         pools/<name>.json       what the pool was made from (corpus, unit, label version, runs, depth)
         journal.jsonl           every judgement, one JSON object per line, appended as it is made
+        answer_pools/<name>.jsonl  distinct answers of some runs, to grade (python -m ablate.label pool-answers)
+        answer_pools/<name>.json   what the answers pool was made from; <name>.validation/ its validate-answers report
+        answer_journal.jsonl    every grade of an answer (correct / partly / wrong), appended as it is made
         validation/<assessor>/  validation.md, validation.json, pairs.csv (python -m ablate.label validate)
         versions/<NAME>/        a committed label version: the qrels files, version.json, CHANGELOG.md
 
@@ -25,6 +28,7 @@ from ablate.safenames import PLAIN_NAME_RULE, inside, name_problem
 #: The default labels folder, relative to the working directory (like ``./outputs/``).
 DEFAULT_DIR = "labels"
 JOURNAL = "journal.jsonl"
+ANSWER_JOURNAL = "answer_journal.jsonl"
 
 
 def check_name(key: str, name: str) -> str:
@@ -57,6 +61,18 @@ class Workspace:
     @property
     def journal(self) -> Path:
         return self.dir / JOURNAL
+
+    @property
+    def answer_journal(self) -> Path:
+        return self.dir / ANSWER_JOURNAL
+
+    @property
+    def answer_pools(self) -> Path:
+        return self.dir / "answer_pools"
+
+    def answer_pool(self, name: str) -> Path:
+        """``answer_pools/<name>.jsonl``."""
+        return inside(self.answer_pools, check_name("--name", name) + ".jsonl")
 
     @property
     def pools(self) -> Path:
