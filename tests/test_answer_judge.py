@@ -174,7 +174,7 @@ def test_an_unparsed_grade_counts_and_is_never_correct(tmp_path: Path) -> None:
     snap = load_corpus(_answers_corpus(tmp_path / "corpus"))
     answered = {
         "q1": Answered(("INV-102#p0",), ("Answer: 1,250 yuan [1]",), grades=(UNPARSED,), rationales=("?",)),
-        "q2": Answered(("POL-1#4.2-b",), ("supervisor approval [1]",), grades=("correct",), rationales=("",)),
+        "q2": Answered(("POL-1#4.2-b",), ("Answer: supervisor approval [1]",), grades=("correct",), rationales=("",)),
     }
     table = _scored(snap, answered).answers
     m = answer_metrics(table, AnswerCosts(), bootstrap=0, seed=0)
@@ -239,7 +239,7 @@ def test_the_judge_is_part_of_the_run_identity(tmp_path: Path) -> None:
     smol, s_comps = _key(_job(corpus, "answer.judge=llm", f"answer.judge_model={SMOLLM2}"), snap)
     assert smol != llm and s_comps["answer"]["resources"] != llm_comps["answer"]["resources"]
     assert s_comps["generator"] == llm_comps["generator"]  # the run's generator is the same
-    grounded = PROMPTS / "grounded_qa.txt"
+    grounded = PROMPTS / "grounded.txt"
     terse = tmp_path / "terse.txt"
     terse.write_text(grounded.read_text(encoding="utf-8").replace("briefly", "tersely"), encoding="utf-8")
     new_prompt, p_comps = _key(_job(corpus, "answer.judge=llm", f"generator.prompt={terse}"), snap)

@@ -32,7 +32,7 @@ from conftest import TINY_DOCS, TINY_MANIFEST, TINY_QRELS, TINY_QUERIES, write_c
 
 pytest.importorskip("llama_cpp")
 PROMPTS = CONF_DIR / "prompts"
-GROUNDED = str(PROMPTS / "grounded_qa.txt")
+GROUNDED = str(PROMPTS / "grounded.txt")
 JUDGE = str(PROMPTS / "answer_judge.txt")
 
 
