@@ -28,10 +28,14 @@ of them alike:
 * ``aligned-sorted``: sorted, reusing only whole blocks of ``n_batch`` tokens of the shared prefix. llama.cpp
   evaluates a prompt in blocks of ``n_batch`` tokens from position 0; a prompt evaluated whole and one resumed at a
   block boundary run the same blocks, so the answers should not change (``prefix``'s split falls anywhere).
+* ``raw-b64``, ``aligned-b64-sorted``: the same with ``n_batch`` 64 instead of llama-cpp-python's 512 (what ablate
+  runs): smaller blocks let more of a shared prefix be reused, but evaluating in other blocks may itself change an
+  answer, so these are compared with ``raw-b64`` too.
 
-Reported: seconds and answers per second of each contender, the ratio to ``raw``, prompt tokens evaluated, and how
-many answers are byte-identical to ``raw``'s. Figures are wall seconds of generation only (models are loaded before
-the clock starts).
+Reported: seconds and answers per second of each contender, the ratio to ``raw`` (total, and the median of the
+per-step ratios), prompt tokens evaluated and reused, and how many answers are byte-identical to ``raw``'s and to
+those of the raw loop with the same ``n_batch``. Figures are wall seconds of generation only (models are loaded
+before the clock starts).
 """
 
 from __future__ import annotations
@@ -39,6 +43,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import statistics
 import sys
 import tempfile
@@ -51,7 +56,10 @@ from typing import Any
 from _common import REPO, RESULTS, Report, machine_facts, say
 
 Messages = list[dict[str, str]]
-CONDITIONS = ("ablate", "raw", "prefix", "prefix-sorted", "aligned-sorted")
+#: contenders: ``ablate``, or a raw loop ``raw`` / ``prefix`` / ``aligned``, with ``-b<N>`` (``n_batch`` N instead of
+#: llama-cpp-python's 512, the default ablate runs) and ``-sorted`` (prompts sorted by text) as suffixes
+CONDITION = re.compile(r"^(ablate|(raw|prefix|aligned)(-b(\d+))?(-sorted)?)$")
+DEFAULT = "ablate,raw,prefix-sorted,aligned-sorted,raw-b64,aligned-b64-sorted"
 
 
 # --------------------------------------------------------------------------------------------------------------------
@@ -151,20 +159,28 @@ class Raw:
     """A direct llama-cpp-python loop; ``mode``: ``whole`` (reset before each prompt), ``prefix`` (llama-cpp-python's
     own reuse of the prefix shared with the previous prompt) or ``aligned`` (only whole ``n_batch`` blocks of it)."""
 
-    def __init__(self, s: dict[str, Any], mode: str = "whole") -> None:
+    def __init__(self, s: dict[str, Any], mode: str = "whole", n_batch: int | None = None) -> None:
         import contextlib
 
         from llama_cpp import Llama
 
-        from ablate.stages.generate.llama_cpp import open_vocab
-
+        # ablate is imported only for "aligned" (its rendering and tokenizing of the chat template)
         self.s, self.mode = s, mode
         threads = s["n_threads"] or max(1, os.cpu_count() or 1)
         with open(os.devnull, "w") as null, contextlib.redirect_stderr(null):
             self.llm = Llama(
-                model_path=s["path"], n_ctx=s["n_ctx"], n_threads=threads, seed=s["seed"], verbose=False
+                model_path=s["path"],
+                n_ctx=s["n_ctx"],
+                n_threads=threads,
+                seed=s["seed"],
+                verbose=False,
+                **({"n_batch": n_batch} if n_batch else {}),
             )
-        self.vocab = open_vocab(s["path"], "bench") if mode == "aligned" else None
+        self.vocab = None
+        if mode == "aligned":
+            from ablate.stages.generate.llama_cpp import open_vocab
+
+            self.vocab = open_vocab(s["path"], "bench")
         self.prev: list[int] = []  # the previous prompt's tokens
         self.prompt_tokens = 0  # evaluated (not reused)
         self.reused_tokens = 0
@@ -183,12 +199,12 @@ class Raw:
         return shared
 
     def answer(self, messages: Messages) -> str:
-        from ablate.stages.generate.llama_cpp import prompt_token_ids
-
         llm = self.llm
         if self.mode == "whole":
             llm.reset()
         elif self.mode == "aligned":
+            from ablate.stages.generate.llama_cpp import prompt_token_ids
+
             assert self.vocab is not None
             tokens = prompt_token_ids(self.vocab, messages)
             keep = self._keep(tokens)
@@ -224,13 +240,11 @@ class Raw:
 
 
 def contender(name: str, s: dict[str, Any]) -> Any:
-    return {
-        "ablate": lambda: Ablate(s),
-        "raw": lambda: Raw(s, "whole"),
-        "prefix": lambda: Raw(s, "prefix"),
-        "prefix-sorted": lambda: Raw(s, "prefix"),
-        "aligned-sorted": lambda: Raw(s, "aligned"),
-    }[name]()
+    m = CONDITION.match(name)
+    assert m is not None, name
+    if name == "ablate":
+        return Ablate(s)
+    return Raw(s, "whole" if m[2] == "raw" else m[2], int(m[4]) if m[4] else None)
 
 
 def order(name: str, prompts: list[dict[str, Any]]) -> list[int]:
@@ -298,6 +312,38 @@ def run_one(engine: str, data: dict[str, Any]) -> None:
 # --------------------------------------------------------------------------------------------------------------------
 
 
+def prefix_stats(data: dict[str, Any]) -> list[list[Any]]:
+    """What reuse could save, counted with the model's tokenizer (no model run): per order (split, sorted by text),
+    the prompt tokens, those shared with the previous prompt, and those in whole blocks of 512 and 64 tokens."""
+    from ablate.stages.generate.llama_cpp import open_vocab, prompt_token_ids
+
+    vocab = open_vocab(data["settings"]["path"], "bench")
+    tokens = [prompt_token_ids(vocab, p["messages"]) for p in data["prompts"]]
+    rows = []
+    for name in ("split order", "sorted by text"):
+        idx = order("x-sorted" if name.startswith("sorted") else "x", data["prompts"])
+        total = shared = b512 = b64 = 0
+        prev: list[int] = []
+        for i in idx:
+            t = tokens[i]
+            k = 0
+            for a, b in zip(prev, t, strict=False):
+                if a != b:
+                    break
+                k += 1
+            k = min(k, len(t) - 1)
+            total, shared = total + len(t), shared + k
+            b512, b64 = b512 + k // 512 * 512, b64 + k // 64 * 64
+            prev = t
+        rows.append([name, len(idx), total, max(len(t) for t in tokens), shared, b512, b64])
+    return rows
+
+
+def _same(r: dict[str, Any], other: dict[str, Any] | None) -> int:
+    """How many answers of ``r`` are byte-identical to ``other``'s for the same prompt."""
+    return sum(1 for a, b in zip(r["texts"], other["texts"], strict=True) if a == b) if other else 0
+
+
 def report(
     data: dict[str, Any], res: dict[str, dict[str, Any]], names: list[str], facts: dict[str, str]
 ) -> None:
@@ -313,27 +359,27 @@ def report(
             "Wall seconds of generation only; contenders side by side, prompt by prompt (see the script's docstring)."
         ),
     )
-    base = res.get("raw")
+    base = res["raw"] if "raw" in res else None
     rows = []
     for name in names:
         r = res[name]
         total = sum(r["seconds"])
-        same = sum(1 for a, b in zip(r["texts"], base["texts"], strict=True) if a == b) if base else n
-        ratio = (
-            statistics.median(b / a for a, b in zip(r["seconds"], base["seconds"], strict=True) if a > 0)
-            if base
-            else float("nan")
-        )
+        m = CONDITION.match(name)
+        peer_name = f"raw-b{m[4]}" if m and m[4] else "raw"
+        peer = res.get(peer_name)
         rows.append(
             [
                 name,
                 total,
                 n / total,
                 (sum(base["seconds"]) / total) if base else float("nan"),
-                ratio,
+                statistics.median(b / a for a, b in zip(r["seconds"], base["seconds"], strict=True) if a > 0)
+                if base
+                else float("nan"),
                 r["prompt_tokens"],
                 r["reused_tokens"],
-                f"{same}/{n}",
+                f"{_same(r, base)}/{n}" if base else "n/a",
+                f"{_same(r, peer)}/{n} ({peer_name})" if peer else "n/a",
             ]
         )
     rep.heading("Side by side")
@@ -342,11 +388,12 @@ def report(
             "contender",
             "seconds",
             "answers/s",
-            "speed vs raw (answers/s ratio)",
+            "answers/s vs raw",
             "median per-prompt ratio",
             "prompt tokens evaluated",
             "reused",
-            "answers byte-identical to raw",
+            "byte-identical to raw",
+            "to raw at its n_batch",
         ],
         rows,
     )
@@ -357,9 +404,22 @@ def report(
             ]
             if diff:
                 rep.para(
-                    f"{name}: answers differing from raw: "
+                    f"{name}: answers differing from raw's: "
                     + ", ".join(f"{prompts[i]['variant']}/{prompts[i]['qid']}" for i in diff)
                 )
+    rep.heading("What prefix reuse could save (counted, not timed)")
+    rep.table(
+        [
+            "order",
+            "prompts",
+            "prompt tokens",
+            "longest prompt",
+            "shared with the previous prompt",
+            "in whole blocks of 512",
+            "in whole blocks of 64",
+        ],
+        prefix_stats(data),
+    )
     rep.heading("Machine")
     rep.facts(facts)
     rep.emit()
@@ -400,8 +460,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--questions", type=int, default=20, help="dev questions per variant, in split order (20: all)"
     )
+    ap.add_argument("--conditions", default=DEFAULT, help=f"contenders (default {DEFAULT}; see CONDITION)")
     ap.add_argument(
-        "--conditions", default=",".join(CONDITIONS), help=f"contenders (of {', '.join(CONDITIONS)})"
+        "--stats", action="store_true", help="print the prefix statistics (no model run) and stop"
     )
     ap.add_argument("--dump", default="", help="write the messages and settings as JSON and stop")
     ap.add_argument("--messages", default="", help="read the messages from this JSON (written by --dump)")
@@ -421,13 +482,21 @@ def main(argv: list[str] | None = None) -> int:
         Path(a.dump).write_text(json.dumps(data, ensure_ascii=False, indent=1), encoding="utf-8")
         say(f"wrote {len(data['prompts'])} prompts to {a.dump}")
         return 0
+    if a.stats:
+        for row in prefix_stats(data):
+            print(row)
+        return 0
     if a.engine:
         run_one(a.engine, data)
         return 0
     names = [c for c in a.conditions.split(",") if c]
-    unknown = sorted(set(names) - set(CONDITIONS))
+    unknown = [n for n in names if not CONDITION.match(n)]
     if unknown:
-        print(f"error: --conditions {unknown[0]}: one of {', '.join(CONDITIONS)}", file=sys.stderr)
+        print(
+            f"error: --conditions {unknown[0]}: ablate, or raw|prefix|aligned[-b<N>][-sorted]. Fix: e.g. "
+            f"--conditions {DEFAULT}",
+            file=sys.stderr,
+        )
         return 2
     facts = machine_facts(["llama-cpp-python"])
     say(f"{len(data['prompts'])} prompts x {len(names)} contenders")
