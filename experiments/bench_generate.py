@@ -461,6 +461,7 @@ def main(argv: list[str] | None = None) -> int:
         "--questions", type=int, default=20, help="dev questions per variant, in split order (20: all)"
     )
     ap.add_argument("--conditions", default=DEFAULT, help=f"contenders (default {DEFAULT}; see CONDITION)")
+    ap.add_argument("--start", type=int, default=0, help="skip this many dev questions per variant first")
     ap.add_argument(
         "--stats", action="store_true", help="print the prefix statistics (no model run) and stop"
     )
@@ -477,7 +478,15 @@ def main(argv: list[str] | None = None) -> int:
         data = json.loads(Path(a.messages).read_text(encoding="utf-8"))
     else:
         say("building the messages (retrieval through ablate's pipeline; its caches may serve it)")
-        data = build_messages(a.variants.split(","), a.questions, a.overrides)
+        data = build_messages(a.variants.split(","), a.start + a.questions, a.overrides)
+    if a.start:  # the questions from --start on, per variant
+        seen: dict[str, int] = {}
+        kept = []
+        for p in data["prompts"]:
+            seen[p["variant"]] = seen.get(p["variant"], 0) + 1
+            if a.start < seen[p["variant"]] <= a.start + a.questions:
+                kept.append(p)
+        data["prompts"] = kept
     if a.dump:
         Path(a.dump).write_text(json.dumps(data, ensure_ascii=False, indent=1), encoding="utf-8")
         say(f"wrote {len(data['prompts'])} prompts to {a.dump}")
