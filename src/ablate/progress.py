@@ -16,7 +16,7 @@ import importlib
 import sys
 import time
 from collections.abc import Iterator
-from typing import IO, Any
+from typing import IO, Any, Protocol
 
 
 def _duration(seconds: float) -> str:
@@ -123,11 +123,63 @@ def batches(module: str, label: str, total_items: int, batch_size: int, enabled:
         progress.close()
 
 
+class AnswerSink(Protocol):
+    """What a generator tells about each answer it hands back (:meth:`GeneratorBase.generate
+    <ablate.stages.generate.base.GeneratorBase.generate>`): the seconds it took to generate, or None when the cache
+    served it."""
+
+    def answered(self, seconds: float | None) -> None: ...
+
+
+class AnswerCount:
+    """The answers of a whole sweep: ``answers 35/100 · 65 left · ETA 4m10s``. Answers served by the cache count as
+    done but not in the mean time per answer, so the ETA (the answers left times the mean seconds of the answers
+    generated so far) stays what generating them costs; an answer left is assumed to be generated (the cache may
+    still serve it: the ETA is an upper bound). No ETA before the first answer is generated."""
+
+    def __init__(self, total: int) -> None:
+        self.total = total
+        self.done = self.cached = 0
+        self.seconds = 0.0  # generating the answers not served by the cache
+
+    def answered(self, seconds: float | None) -> None:
+        self.done += 1
+        if seconds is None:
+            self.cached += 1
+        else:
+            self.seconds += max(0.0, seconds)
+
+    @property
+    def left(self) -> int:
+        return max(0, self.total - self.done)
+
+    def eta(self) -> float | None:
+        """Seconds until the last answer: the answers left times the mean seconds of a generated answer."""
+        generated = self.done - self.cached
+        if not generated or not self.left:
+            return None if self.left else 0.0
+        return self.left * self.seconds / generated
+
+    def line(self) -> str:
+        text = f"answers {self.done:,}/{self.total:,} · {self.left:,} left"
+        if self.cached:
+            text += f" ({self.cached:,} cached)"
+        eta = self.eta()
+        if eta is not None and self.left:
+            text += f" · ETA {_duration(eta)}"
+        return text
+
+
 class SweepProgress:
     """The console of a ``-m`` sweep: one line per cell as it ends (on stdout: its label, headline figures and time,
     or ``(reused)``), and one overall line on stderr: when the first job starts, then on a terminal redrawn after
     every cell (off a terminal at most every ``interval`` seconds), and a last one when the sweep ends. The ETA is
-    the mean time of the cells that ran times the cells left; reused cells are counted apart (they cost nothing)."""
+    the mean time of the cells that ran times the cells left; reused cells are counted apart (they cost nothing).
+
+    A sweep with a generator (``answers``: how many answers its cells ask for) counts answers instead: the overall
+    line leads with :class:`AnswerCount`'s ``answers 35/100 · 65 left · ETA 4m10s`` (the ETA of the whole sweep's
+    answers, which dominate its time) and is redrawn after every answer on a terminal; the sweep is the
+    generators' :class:`AnswerSink`, and their own per-run line is left out."""
 
     def __init__(
         self,
@@ -135,6 +187,7 @@ class SweepProgress:
         out: IO[str] | None = None,
         err: IO[str] | None = None,
         interval: float = 30.0,
+        answers: int = 0,
     ) -> None:
         self.total = total
         self.out, self.err = out, err
@@ -144,6 +197,7 @@ class SweepProgress:
         self.reused = self.failed = 0
         self.started = self.closed = False
         self._drawn = False
+        self.answers = AnswerCount(answers) if answers > 0 else None
 
     @property
     def done(self) -> int:
@@ -156,8 +210,16 @@ class SweepProgress:
         return bool(getattr(self._streams()[1], "isatty", lambda: False)())
 
     def line(self) -> str:
-        """``[sweep] 3/12 cells, 1 reused, 7s elapsed, eta 19s``."""
+        """``[sweep] 3/12 cells, 1 reused, 7s elapsed, eta 19s``; with answers to count
+        ``[sweep] answers 35/100 · 65 left · ETA 4m10s · 1/5 cells, 1m02s elapsed``."""
         elapsed = time.perf_counter() - self.start
+        if self.answers is not None:
+            text = f"[sweep] {self.answers.line()} · {self.done}/{self.total} cells"
+            if self.reused:
+                text += f", {self.reused} reused"
+            if self.failed:
+                text += f", {self.failed} failed"
+            return text + f", {_duration(elapsed)} elapsed"
         text = f"[sweep] {self.done}/{self.total} cells"
         if self.reused:
             text += f", {self.reused} reused"
@@ -206,6 +268,16 @@ class SweepProgress:
         if self.started and self.done < self.total and due:
             self._say(self.line())
 
+    def answered(self, seconds: float | None) -> None:
+        """One answer of the sweep handed back (``seconds`` to generate it; None: from the cache): counted, and the
+        overall line redrawn on a terminal (off one at most every ``interval`` seconds)."""
+        if self.answers is None:
+            return
+        self.answers.answered(seconds)
+        due = self._tty() or time.perf_counter() - self._last >= self.interval
+        if self.started and due:
+            self._say(self.line())
+
     def fail(self, index: int, label: str, seconds: float) -> None:
         self.failed += 1
         self.cell(index, label, "FAILED (the error is above)", seconds)
@@ -225,8 +297,13 @@ class SweepProgress:
             parts.append(f"{self.reused} reused")
         if self.failed:
             parts.append(f"{self.failed} failed")
+        answers = ""
+        if self.answers is not None:
+            a = self.answers
+            answers = f" · answers {a.done:,}/{a.total:,}" + (f" ({a.cached:,} cached)" if a.cached else "")
         self._say(
-            f"[sweep] {self.total} cell{'s' if self.total != 1 else ''} in {_duration(elapsed)}: {', '.join(parts) or 'none run'}",
+            f"[sweep] {self.total} cell{'s' if self.total != 1 else ''} in {_duration(elapsed)}: {', '.join(parts) or 'none run'}"
+            + answers,
             final=True,
         )
 

@@ -112,6 +112,22 @@ def settle_heap() -> None:
     gc.freeze()
 
 
+def planned_answers(plan: Plan) -> int:
+    """How many answers the cells of ``plan`` that run ask their generator for: every question of the cell's split
+    times the generator's ``repeats`` (a cell a finished run stands for asks none). The corpora are the ones the
+    command-line check loaded."""
+    from ablate.runner.session import shared_session
+
+    total = 0
+    for cell in plan.cells:
+        generator = cell.job.pipeline.generator
+        if generator is None or cell.reuse is not None:
+            continue
+        snapshot = shared_session().snapshot(cell.job.corpus)
+        total += len(snapshot.split_qids(cell.job.corpus.split)) * generator.repeats
+    return total
+
+
 class Command:
     """The task function Hydra runs for each job of this command, carrying the command's plan.
 
@@ -145,7 +161,7 @@ class Command:
         )
         #: the sweep's console (this process only: a launcher's worker prints its cells' lines alone)
         self.progress: SweepProgress | None = (
-            SweepProgress(self.size) if plan.multirun and self.size else None
+            SweepProgress(self.size, answers=planned_answers(plan)) if plan.multirun and self.size else None
         )
 
     def __getstate__(self) -> dict[str, Any]:
@@ -236,7 +252,8 @@ class Command:
             job = replace(job, run_name=place[1], sweep_index=place[0])
         if task_cell(overrides) in self.settled:  # the plan found no finished run: no second look-up
             job = replace(job, output=replace(job.output, reuse=False))
-        done = run_job(job)
+        console = self.progress
+        done = run_job(job, answers=console if console is not None and console.answers is not None else None)
         out = done.headline()
         if done.reused_from:
             out["reused_from"] = done.reused_from

@@ -13,6 +13,7 @@ from ablate.cache import Cache
 from ablate.data.snapshot import Snapshot
 from ablate.data.types import Run
 from ablate.evaluation.answer_scores import Answered
+from ablate.progress import AnswerSink
 from ablate.runner.session import Session
 from ablate.stages.base import Generator
 
@@ -35,19 +36,13 @@ def check_context(snapshot: Snapshot, split: str, generator: Generator, cache: C
     _FITS.add(key)
 
 
-def answer_questions(
-    snapshot: Snapshot,
-    split: str,
-    generator: Generator,
-    run: Run,
-    cache: Cache,
-    session: Session,
-    show_progress: bool = False,
-) -> dict[str, Answered]:
-    """``qid -> what the generator wrote`` for every question of ``split``, in split order."""
-    generator = session.prepared(generator, snapshot, cache, show_progress)
+def render_prompts(
+    snapshot: Snapshot, split: str, generator: Generator, run: Run
+) -> tuple[list[str], list[tuple[str, ...]], list[list[dict[str, str]]]]:
+    """(qids, context chunk ids, chat messages) of every question of ``split``, in split order: what the generator
+    reads (``experiments/bench_generate.py`` times the generator on exactly these)."""
     qids = snapshot.split_qids(split)
-    prompts, contexts = [], []
+    contexts, prompts = [], []
     for qid in qids:
         ids = tuple(h.chunk_id for h in run.get(qid)[: generator.context_k])
         contexts.append(ids)
@@ -56,7 +51,25 @@ def answer_questions(
                 snapshot.queries[qid].text, [snapshot.chunk_text[c] for c in ids]
             )
         )
-    generations = generator.generate(prompts, cache, show_progress)
+    return qids, contexts, prompts
+
+
+def answer_questions(
+    snapshot: Snapshot,
+    split: str,
+    generator: Generator,
+    run: Run,
+    cache: Cache,
+    session: Session,
+    show_progress: bool = False,
+    answers: AnswerSink | None = None,
+) -> dict[str, Answered]:
+    """``qid -> what the generator wrote`` for every question of ``split``, in split order. ``answers`` (a sweep's
+    console) is told of each answer."""
+    generator = session.prepared(generator, snapshot, cache, show_progress)
+    qids, contexts, prompts = render_prompts(snapshot, split, generator, run)
+    told = {"answers": answers} if answers is not None else {}  # a generator of one's own may not take it
+    generations = generator.generate(prompts, cache, show_progress, **told)
     out: dict[str, Answered] = {}
     for qid, ids, gens in zip(qids, contexts, generations, strict=True):
         first = gens[0]

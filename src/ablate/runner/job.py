@@ -19,6 +19,7 @@ from ablate import record as R
 from ablate.cache import Cache
 from ablate.data.snapshot import Snapshot
 from ablate.data.split_files import mark_used_by_test
+from ablate.progress import AnswerSink
 from ablate.record_digest import seal
 from ablate.runner.emit import (
     artifacts_for,
@@ -203,8 +204,10 @@ def run_job(
     tracker: Tracker | None = None,
     session: Session | None = None,
     stream: IO[str] | None = None,
+    answers: AnswerSink | None = None,
 ) -> JobResult:
-    """Run one job inside an MLflow run (see the module docstring); returns the run id and the result."""
+    """Run one job inside an MLflow run (see the module docstring); returns the run id and the result. ``answers``
+    (a sweep's console) is told of each answer the generator hands back."""
     session = session or shared_session()
     stream = stream or sys.stdout
     snapshot = check_inputs(  # before any run exists: bad input leaves nothing behind
@@ -243,6 +246,7 @@ def run_job(
             show_progress=job.output.progress,
             doc_scores=job.corpus.chunker
             is not None,  # a chosen chunker: runs over chunkers compare at doc level
+            answers=answers,
         )
         # a split file a held-out run used may no longer be redrawn
         if result.split in HELD_OUT_SPLITS and job.corpus.split_file:

@@ -27,6 +27,7 @@ from ablate.errors import ConfigError
 from ablate.evaluation import EvalResult
 from ablate.evaluation.abstention import AbstentionReport, ThresholdChoice
 from ablate.evaluation.scoring import score_run
+from ablate.progress import AnswerSink
 from ablate.runner.access import Access, Resolver
 from ablate.runner.answers import answer_questions
 from ablate.runner.candidates import CandidateSource
@@ -293,6 +294,7 @@ def run_pipeline(
     session: Session | None = None,
     show_progress: bool = False,
     doc_scores: bool = False,
+    answers: AnswerSink | None = None,
 ) -> RunResult:
     """Run ``pipeline`` on ``split`` as ``identity`` (or as ``access`` says: per-question identities, dates and the
     version policy) and score it by ``settings`` with :func:`ablate.evaluation.scoring.score_run`, the one scoring
@@ -319,20 +321,17 @@ def run_pipeline(
 
     answered = None
     if bound.generator is not None:
-        answered = _answered(snapshot, split, bound, run, cache, session, show_progress, timings)
+        answered = _answered(snapshot, split, bound, run, cache, session, show_progress, timings, answers)
         lists["context"] = run.truncated(bound.generator.context_k)
     threshold, choice = _threshold(work, split, pipeline, settings, source, resolver, inputs, run)
     t0 = time.perf_counter()
     context = replace(inputs.context, abstain_threshold=threshold, answers=answered)
     scores = score_run(run, inputs.labels, inputs.qids, settings.eval, context)
     timings["eval_seconds"] = time.perf_counter() - t0
-    perm = inputs.permissions
-    perm["leaks"] = resolver.leaks(run)
     top_k = bound.generator.context_k if bound.generator is not None else 10
     per_question_funnel = funnel_per_query(
         lists, scores.evaluation, inputs.labels, snapshot.chunk_to_doc, settings.eval.relevance_level, top_k
     )
-
     counters = _counters(source, bound, before, cache, cache_before)
     timings.update(source.timings)
     timings["total_seconds"] = time.perf_counter() - t_start
@@ -347,7 +346,7 @@ def run_pipeline(
         fingerprints=fingerprint_keys(bound, comps),
         timings=timings,
         counters=counters,
-        permissions=perm,
+        permissions={**inputs.permissions, "leaks": resolver.leaks(run)},
         candidates={r.name: lists[r.name] for r in bound.retrievers},
         abstention=scores.abstention,
         threshold_choice=choice,
@@ -369,12 +368,13 @@ def _answered(
     session: Session,
     show_progress: bool,
     timings: dict[str, float],
+    answers: AnswerSink | None = None,
 ) -> dict[str, Any]:
     """The generator's answers to ``run``'s contexts and, with an LLM judge (``answer.judge=llm``), its grades beside
     them; the time each took goes into ``timings``."""
     assert bound.generator is not None
     t0 = time.perf_counter()
-    answered = answer_questions(snapshot, split, bound.generator, run, cache, session, show_progress)
+    answered = answer_questions(snapshot, split, bound.generator, run, cache, session, show_progress, answers)
     timings["generate_seconds"] = time.perf_counter() - t0
     if isinstance(bound.judge, AnswerJudge):
         t0 = time.perf_counter()

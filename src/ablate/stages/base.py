@@ -42,6 +42,7 @@ from ablate.errors import ConfigError
 if TYPE_CHECKING:
     from ablate.data.snapshot import Snapshot
     from ablate.data.types import Query, Run
+    from ablate.progress import AnswerSink
 
 #: Version of the rules every stage shares (ranks from 1, the tie rule, the permission mask, hit construction).
 #: Part of every fingerprint: bump it when one of those rules changes.
@@ -205,7 +206,11 @@ class Generator(Stage, Protocol):
     def prepare(self, context: StageContext) -> None: ...
 
     def generate(
-        self, prompts: Sequence[Any], cache: Cache, show_progress: bool = False
+        self,
+        prompts: Sequence[Any],
+        cache: Cache,
+        show_progress: bool = False,
+        answers: AnswerSink | None = None,
     ) -> list[list[Any]]: ...
 
     def cost(self, tokens_in: int, tokens_out: int) -> float | None: ...

@@ -29,7 +29,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, ClassVar
 
 from ablate.cache import Cache, key_of
-from ablate.progress import Progress
+from ablate.progress import AnswerSink, Progress
 from ablate.stages.base import Fingerprint, StageContext, check_float, check_int, check_str, fingerprint_of
 from ablate.stages.generate.prompt import SETTING, PromptChoice, PromptTemplate, choose_prompt
 
@@ -176,13 +176,21 @@ class GeneratorBase:
         return tokens_in / 1000 * (self.price_in or 0.0) + tokens_out / 1000 * (self.price_out or 0.0)
 
     def generate(
-        self, prompts: Sequence[Messages], cache: Cache, show_progress: bool = False
+        self,
+        prompts: Sequence[Messages],
+        cache: Cache,
+        show_progress: bool = False,
+        answers: AnswerSink | None = None,
     ) -> list[list[Generation]]:
-        """``repeats`` generations per prompt, from the cache when it has them."""
+        """``repeats`` generations per prompt, from the cache when it has them. ``answers`` (a sweep's console) is
+        told of each one, and then this run's own progress line is left out: the sweep's line counts them."""
         fp = key_of(self.generation_identity())
         out: list[list[Generation]] = []
         with Progress(
-            f"generate ({self.name})", len(prompts) * self.repeats, unit="answers", enabled=show_progress
+            f"generate ({self.name})",
+            len(prompts) * self.repeats,
+            unit="answers",
+            enabled=show_progress and answers is None,
         ) as progress:
             for messages in prompts:
                 msg_sha = hashlib.sha256(json.dumps(messages, ensure_ascii=False).encode("utf-8")).hexdigest()
@@ -208,5 +216,7 @@ class GeneratorBase:
                         self.stats["generated"] += 1
                     row.append(gen)
                     progress.update(1)
+                    if answers is not None:
+                        answers.answered(None if gen.cached else gen.latency_s)
                 out.append(row)
         return out

@@ -98,9 +98,14 @@ def open_vocab(path: str, what: str) -> Any:
 
 
 def prompt_tokens(vocab: Any, messages: Messages) -> int:
-    """How many tokens ``messages`` take once the model's chat template renders them, as
-    ``create_chat_completion`` renders them (the GGUF's template through llama-cpp-python's Jinja formatter; its
-    llama-2 fallback for a GGUF without one)."""
+    """How many tokens ``messages`` take once the model's chat template renders them (:func:`prompt_token_ids`)."""
+    return len(prompt_token_ids(vocab, messages))
+
+
+def prompt_token_ids(vocab: Any, messages: Messages) -> list[int]:
+    """The tokens of ``messages`` once the model's chat template renders them, as ``create_chat_completion`` renders
+    and tokenizes them (the GGUF's template through llama-cpp-python's Jinja formatter; its llama-2 fallback for a
+    GGUF without one)."""
     from llama_cpp import llama_chat_format as formats
 
     template = vocab.metadata.get("tokenizer.chat_template")
@@ -115,7 +120,7 @@ def prompt_tokens(vocab: Any, messages: Messages) -> int:
     else:
         formatter = formats.format_llama2
     result = formatter(messages=messages)
-    return len(vocab.tokenize(result.prompt.encode("utf-8"), add_bos=not result.added_special, special=True))
+    return list(vocab.tokenize(result.prompt.encode("utf-8"), add_bos=not result.added_special, special=True))
 
 
 def longest_prompt(
