@@ -266,7 +266,8 @@ def answer_section(
     text = [
         "## Answers",
         "Correctness over the answerable questions with gold answers (the normalised gold answer occurs in the "
-        "answer; numbers are compared as numbers with their unit), 95% bootstrap interval over questions; Δ and the "
+        "short final answer, the `Answer:` line; numbers are compared as numbers with their unit; an answer without "
+        "that line is not answered, counted under no final answer), 95% bootstrap interval over questions; Δ and the "
         "paired test against the baseline on the questions both scored ("
         + _correction_words(correction)
         + "; MDE: the "
