@@ -288,9 +288,10 @@ def answer_section(
     text = [
         "## Answers",
         "Correctness over the answerable questions with gold answers, by the judge each column names (rule: the "
-        "normalised gold answer occurs in the answer, numbers compared as numbers with their unit; llm: <model>: "
-        "the model graded the answer's conclusion correct against the gold answers, partly and wrong count 0, "
-        "answer.judge=llm), 95% bootstrap interval over questions; Δ and the "
+        "normalised gold answer occurs in the short final answer, the `Answer:` line, numbers compared as numbers "
+        "with their unit, an answer without that line is not answered and counted under no final answer; llm: "
+        "<model>: the model graded the answer's conclusion correct against the gold answers, partly and wrong count "
+        "0, answer.judge=llm), 95% bootstrap interval over questions; Δ and the "
         "paired test against the baseline on the questions both scored ("
         + _correction_words(correction)
         + "; MDE: the "
