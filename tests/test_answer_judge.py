@@ -174,7 +174,9 @@ def test_an_unparsed_grade_counts_and_is_never_correct(tmp_path: Path) -> None:
     snap = load_corpus(_answers_corpus(tmp_path / "corpus"))
     answered = {
         "q1": Answered(("INV-102#p0",), ("Answer: 1,250 yuan [1]",), grades=(UNPARSED,), rationales=("?",)),
-        "q2": Answered(("POL-1#4.2-b",), ("Answer: supervisor approval [1]",), grades=("correct",), rationales=("",)),
+        "q2": Answered(
+            ("POL-1#4.2-b",), ("Answer: supervisor approval [1]",), grades=("correct",), rationales=("",)
+        ),
     }
     table = _scored(snap, answered).answers
     m = answer_metrics(table, AnswerCosts(), bootstrap=0, seed=0)

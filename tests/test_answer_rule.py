@@ -207,3 +207,33 @@ def test_a_questions_candidates_are_read_from_queries_jsonl(tmp_path):
     queries = [{**TINY_QUERIES[0], "candidates": ["INV-102", "INV-103"]}, *TINY_QUERIES[1:]]
     snap = load_corpus(write_corpus(tmp_path / "c", TINY_DOCS, queries, TINY_QRELS, TINY_MANIFEST))
     assert snap.queries["q1"].candidates == ("INV-102", "INV-103") and snap.queries["q2"].candidates == ()
+
+
+def test_one_part_of_a_multi_part_question_is_not_correct():
+    """The demo's q061 asks for the hotel cap AND the meal allowance: its gold answers are the two parts, and an
+    answer that gives only one of them answers half of it (a person grades it 'partly', not 'correct')."""
+    parts = (("550 yuan",), ("120 yuan",))
+    half = score_answer("Answer: 550 yuan [1]", ["550 yuan", "120 yuan"], [True], PASSAGES[:1], parts=parts)
+    whole = score_answer(
+        "Answer: 550 yuan per night, 120 yuan a day [1]",
+        ["550 yuan", "120 yuan"],
+        [True],
+        PASSAGES[:1],
+        parts=parts,
+    )
+    assert half.correct == 0.0 and whole.correct == 1.0
+    alone = score_answer("Answer: 550 yuan [1]", ["550 yuan", "120 yuan"], [True], PASSAGES[:1])
+    assert alone.correct == 1.0  # without parts, gold answers are alternatives
+
+
+@pytest.mark.parametrize(
+    ("answer", "gold"),
+    [
+        ("Answer: 80 [USD] [2][3]", "USD 80"),
+        ("Answer: 3 [days] [n] [1]", "3 days"),
+        ("Answer: Deputy [n]", "deputy"),
+    ],
+)
+def test_a_word_in_brackets_is_a_word_and_the_placeholder_is_dropped(answer, gold):
+    s = score(answer, gold)
+    assert s.correct == 1.0 and s.f1 == 1.0  # "80 USD", "3 days", "deputy": the short answer is the gold

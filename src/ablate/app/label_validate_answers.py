@@ -45,11 +45,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_overrides(p, "generator=llama_cpp (the LLM judge; without one, the rule alone)")
 
 
-def rule_verdict(entry: AnswerEntry, candidates: Sequence[str] = ()) -> str:
+def rule_verdict(
+    entry: AnswerEntry, candidates: Sequence[str] = (), parts: Sequence[Sequence[str] | str] = ()
+) -> str:
     """The rule's verdict on an answer: ``correct`` when it scores correct against the gold answers (its short final
     answer, the question's candidates), else ``wrong`` (the rule has no partly). The answer's passages are not needed
     for correctness."""
-    score = score_answer(entry.answer, list(entry.golds), [], [], entry.question, candidates)
+    score = score_answer(entry.answer, list(entry.golds), [], [], entry.question, candidates, parts)
     return "correct" if score.correct >= 1.0 else "wrong"
 
 
@@ -91,7 +93,14 @@ def run(args: argparse.Namespace) -> int:
         judge_name, verdicts = _judge(loaded, entries)
     queries = loaded.snapshot.queries
     graded = [
-        V.Graded(e.qid, e.answer_sha256, humans[e.key], rule_verdict(e, queries[e.qid].candidates), v, why)
+        V.Graded(
+            e.qid,
+            e.answer_sha256,
+            humans[e.key],
+            rule_verdict(e, queries[e.qid].candidates, queries[e.qid].answer_parts),
+            v,
+            why,
+        )
         for e, (v, why) in zip(entries, verdicts, strict=True)
     ]
     rule = V.agreement([(g.qid, g.human, g.rule) for g in graded], ("correct", "wrong"), args.seed)

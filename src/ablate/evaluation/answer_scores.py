@@ -96,7 +96,10 @@ def score_answers(
         texts = [chunk_text[c] for c in a.context]
         golds = list(query.answers)
         answerable = categories.get(qid) == "answerable"
-        scores = [score_answer(t, golds, gold, texts, query.text, query.candidates) for t in a.texts]
+        scores = [
+            score_answer(t, golds, gold, texts, query.text, query.candidates, query.answer_parts)
+            for t in a.texts
+        ]
         parts = np.asarray([score_parts(t, query.answer_parts) for t in a.texts], dtype=float)
         first = scores[0]
         verdicts = _judged(a, [s.correct for s in scores])

@@ -32,7 +32,10 @@ Per question (:func:`score_answer`), against the gold answers (alternatives: mat
 * **Answer parts** (:func:`score_parts`, questions with ``answer_parts``, one gold answer per sub-question):
   ``parts_covered`` = share of the parts the short answer contains by the ``correct`` rule, ``parts_all`` = 1 when
   it contains every part (``answers`` are alternatives, any one is enough; parts are all needed). A refusal, or an
-  answer with no final answer, covers none.
+  answer with no final answer, covers none. Such a question is ``correct`` only when its short answer holds every
+  part: "550 yuan" to "what is the hotel cap and the meal allowance?" answers half of it.
+* **Brackets** (:func:`unbracket`): only ``[number]`` is a citation; the template's placeholder ``[n]`` is dropped and
+  a word a model put in brackets (``80 [USD]``, ``3 [days]``) is read as a word.
 * **Refusal** (``refused``): the answer holds the prompt's refusal marker (``NO_ANSWER``) anywhere, or its short
   answer is a plain refusal ("I don't know", "cannot be answered", "无法回答", ...); an answer with no final answer
   line is a refusal when its text is one. A refusal is never also counted as having no final answer.
@@ -358,6 +361,16 @@ def answer_contains(answer: str, gold: str) -> bool:
     return nm if nm is not None else normalize_answer(gold) in normalize_answer(answer)
 
 
+_PLACEHOLDER = re.compile(r"\[\s*n\s*\]", re.IGNORECASE)
+_WORD_IN_BRACKETS = re.compile(r"\[\s*([^\]\d\s][^\]]*?)\s*\]")
+
+
+def unbracket(short: str) -> str:
+    """A short answer with the template's placeholder ``[n]`` left out and a word a model put in square brackets
+    (``3 [days]``, ``80 [USD]``) kept as a word: only ``[number]`` is a citation."""
+    return _WORD_IN_BRACKETS.sub(r"\1", _PLACEHOLDER.sub(" ", short))
+
+
 def score_parts(answer: str, parts: Sequence[Sequence[str] | str]) -> tuple[float, float]:
     """``(parts_covered, parts_all)`` of a multi-condition question's ``answer_parts`` (each part given as its
     aliases): the share of parts the short final answer of ``answer`` (:func:`final_answer`) contains by the
@@ -369,6 +382,7 @@ def score_parts(answer: str, parts: Sequence[Sequence[str] | str]) -> tuple[floa
     short = final_answer(answer)
     if short is None or refuses(answer, short):
         return 0.0, 0.0
+    short = unbracket(short)
     found = [any(answer_contains(short, a) for a in ((p,) if isinstance(p, str) else p)) for p in parts]
     return sum(found) / len(found), float(all(found))
 
@@ -400,13 +414,16 @@ def score_answer(
     context_text: Sequence[str],
     question: str = "",
     candidates: Sequence[str] = (),
+    parts: Sequence[Sequence[str] | str] = (),
 ) -> AnswerScore:
     """Score one answer (the generator's whole text) by the module docstring's rule: EM, F1 and ``correct`` on its
     short final answer (:func:`final_answer`), the candidates rule over ``question``'s candidates
-    (:func:`question_candidates`, ``candidates``: the question's declared ones). ``context_gold[i]`` says whether
-    context passage ``i + 1`` is gold evidence; ``context_text[i]`` is its text."""
+    (:func:`question_candidates`, ``candidates``: the question's declared ones), and for a question with
+    ``parts`` (its ``answer_parts``) every part. ``context_gold[i]`` says whether context passage ``i + 1`` is gold
+    evidence; ``context_text[i]`` is its text."""
     golds = [g for g in golds if g and g.strip()]
     short = final_answer(answer)
+    short = None if short is None else unbracket(short)
     refused = refuses(answer, short)
     no_final = short is None and not refused
     scored = "" if short is None or refused else short
@@ -415,6 +432,8 @@ def score_answer(
     correct = float(bool(scored) and any(answer_contains(scored, g) for g in golds))
     if correct and names_other_candidate(scored, golds, question_candidates(question, candidates)):
         correct = 0.0
+    if correct and parts and score_parts(answer, parts)[1] < 1.0:
+        correct = 0.0  # one part of a multi-part answer is not the answer
     cited = [n for n in citations(answer) if 1 <= n <= len(context_gold)]
     cited_gold = sum(1 for n in cited if context_gold[n - 1])
     normalized_context = [normalize_answer(t) for t in context_text]
