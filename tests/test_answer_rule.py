@@ -237,3 +237,16 @@ def test_one_part_of_a_multi_part_question_is_not_correct():
 def test_a_word_in_brackets_is_a_word_and_the_placeholder_is_dropped(answer, gold):
     s = score(answer, gold)
     assert s.correct == 1.0 and s.f1 == 1.0  # "80 USD", "3 days", "deputy": the short answer is the gold
+
+
+@pytest.mark.parametrize(
+    ("answer", "gold", "ok"),
+    [
+        ("答案：600 [1]", "600 元", True),  # the unit is the question's, not contradicted
+        ("Answer: 600 dollars [1]", "600 yuan", False),  # another unit
+        ("Answer: 5 days [3]", "3 days", False),  # a citation is not a number of the answer
+        ("Answer: 5 [3]", "3", False),
+    ],
+)
+def test_a_bare_number_matches_and_a_citation_is_not_a_number(answer, gold, ok):
+    assert score(answer, gold).correct == float(ok)

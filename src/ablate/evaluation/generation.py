@@ -18,7 +18,8 @@ Per question (:func:`score_answer`), against the gold answers (alternatives: mat
 * **Token F1** (``f1``): SQuAD's bag-of-tokens F1 of the short answer, with every Han character a token (Chinese has
   no spaces).
 * **Numbers with units** (:func:`quantities`): ``38.50 yuan``, ``38.5 元``, ``¥38.5`` and ``RMB 38.5`` are the same
-  quantity; ``10%`` and ``10 percent`` too. Values are compared as numbers.
+  quantity; ``10%`` and ``10 percent`` too. Values are compared as numbers; units must agree when both sides have one
+  (a bare ``600`` answers a cap of ``600 元``; ``600 dollars`` does not); a citation ``[1]`` is not a number.
 * **Correct** (``correct``): when a gold answer holds quantities, every one of them appears in the short answer
   (value equal, unit equal when the gold has one); otherwise the normalised gold answer occurs in the normalised
   short answer. A short answer is still a phrase or a sentence ("The cap is 600 yuan"), so exact match alone would
@@ -338,14 +339,17 @@ def quantities(text: str) -> list[tuple[float, str | None]]:
 
 
 def numbers_match(answer: str, gold: str) -> bool | None:
-    """None when ``gold`` holds no number; else whether every gold quantity appears in ``answer``."""
+    """None when ``gold`` holds no number; else whether every gold quantity appears in ``answer``: the same value,
+    and the same unit unless one of the two has none (``600`` answers "what is the cap?" as ``600 元`` does;
+    ``600 dollars`` does not). Citations (``[1]``) are not numbers of the answer."""
     want = quantities(gold)
     if not want:
         return None
-    have = quantities(answer)
+    have = quantities(_CITE.sub(" ", answer))
     for value, unit in want:
         if not any(
-            abs(v - value) <= 1e-9 * max(1.0, abs(value)) and (unit is None or u == unit) for v, u in have
+            abs(v - value) <= 1e-9 * max(1.0, abs(value)) and (unit is None or u is None or u == unit)
+            for v, u in have
         ):
             return False
     return True
