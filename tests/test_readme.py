@@ -130,6 +130,16 @@ HEAVY: dict[str, str] = {
     ),
     "python -m ablate.label commit --version v3": "needs judgements in the journal: tests/test_label_commit.py",
     "python -m ablate.report --parent RUN_ID --labels v3": "needs the version v3: tests/test_report_labels.py",
+    "python -m ablate -m variant=oracle generator=llama_cpp generator.prompt=strict,grounded": (
+        "40 answers with the shipped GGUF: tests/test_prompt_names.py sweeps prompts, experiments/demo_prompts.md"
+    ),
+    "python -m ablate.label pool-answers": "needs a sweep with a generator: tests/test_label_answers_run.py",
+    "python -m ablate.label serve --answers labels/demo/answer_pools/NAME.jsonl": (
+        "a server until it is stopped: tests/test_label_answers_serve.py drives it in headless Chromium"
+    ),
+    "python -m ablate.label validate-answers --pool labels/demo/answer_pools/NAME.jsonl generator=llama_cpp": (
+        "an LLM judgement per graded answer: tests/test_label_answers_run.py, experiments/answer_judge.md"
+    ),
 }
 FIRST_MINUTE = "python -m ablate -m variant=A,B,C,oracle"
 
@@ -189,7 +199,17 @@ def _readme_demo_table() -> dict[str, dict[str, str]]:
     return _table_rows(text.split("## The demo table", 1)[1].split("\n## ", 1)[0])
 
 
-ANSWER_COLUMNS = {"run", "status", "correct", "citations support", "wrong: gen/retr", "refused n/a"}
+ANSWER_COLUMNS = {
+    "run",
+    "status",
+    "correct",
+    "correct (rule)",
+    "citations support",
+    "wrong: gen/retr",
+    "refused n/a",
+}
+#: make demo runs one judge (the rule): its correctness column names it
+DEMO_ANSWER_COLS = [c if c != "correct" else "correct (rule)" for c in ANSWER_COLS]
 
 
 def _compare_retrieval_columns(printed: dict[str, dict[str, str]], variants: list[str]) -> None:
@@ -198,7 +218,12 @@ def _compare_retrieval_columns(printed: dict[str, dict[str, str]], variants: lis
         assert v in printed, f"the console printed no {v} row: {sorted(printed)}"
         assert v in readme, f"the README's demo table has no {v} row"
         shared = [c for c in printed[v] if c not in ANSWER_COLUMNS]
-        columns = ["run", *shared, *ANSWER_COLS, "status"]  # what make demo's console prints, in its order
+        columns = [
+            "run",
+            *shared,
+            *DEMO_ANSWER_COLS,
+            "status",
+        ]  # what make demo's console prints, in its order
         assert list(readme[v]) == columns, (
             f"the console prints {columns}, the README's table has {list(readme[v])}"
         )
