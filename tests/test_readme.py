@@ -355,3 +355,43 @@ def test_every_relative_link_resolves(page):
         elif anchor and dest.suffix == ".md" and anchor not in _anchors(dest):
             broken.append(f"{target} (no heading #{anchor} in {dest.name})")
     assert not broken, f"{page.name}: " + "; ".join(broken)
+
+
+@pytest.mark.parametrize("corpus", ["demo", "demo_zh"])
+def test_the_readmes_rule_agreement_is_what_validate_answers_prints(corpus, tmp_path):
+    """The README's κ of the answer rule against the committed human grades is what `validate-answers` (the rule
+    alone, no model) computes from them today: a change to the rule that moves the figure must move the README."""
+    import shutil
+
+    grades = REPO / "experiments" / "answer_grades" / corpus
+    for name in ("pool.jsonl", "pool.json", "answer_journal.jsonl"):
+        shutil.copy(grades / name, tmp_path / name)
+    (tmp_path / "corpora").symlink_to(REPO / "corpora")  # the pool names its corpus as a clone's root does
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "ablate.label",
+            "validate-answers",
+            "--pool",
+            "pool.jsonl",
+            "--grades",
+            "answer_journal.jsonl",
+        ],
+        cwd=tmp_path,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert out.returncode == 0, out.stderr
+    m = re.search(
+        r"rule: kappa binary ([\d.]+) \[([\d.]+), ([\d.]+)\]; false positives [\d.]+ \((\d+/\d+)\)",
+        out.stdout + out.stderr,
+    )
+    assert m, out.stdout + out.stderr
+    kappa, lo, hi, fp = m.groups()
+    n = sum(1 for _ in (grades / "answer_journal.jsonl").open(encoding="utf-8"))
+    row = f"| {corpus} ({n}) | rule | {kappa} [{lo}, {hi}] | – | "
+    text = README.read_text(encoding="utf-8")
+    assert row in text and f"({fp})" in text.split(row, 1)[1].splitlines()[0], (row, fp)
