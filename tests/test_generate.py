@@ -353,17 +353,17 @@ def test_a_context_that_cannot_fit_n_ctx_is_refused_with_the_figures(tiny_corpus
     cache = Cache(tmp_path / "c")
     check_context(snap, "dev", small(context_k=5, n_ctx=4096), cache)  # fits: nothing said
     with pytest.raises(ConfigError) as e:
-        check_context(snap, "dev", small(context_k=5, n_ctx=256, max_tokens=64), cache)
+        check_context(snap, "dev", small(context_k=5, n_ctx=360, max_tokens=64), cache)
     msg = str(e.value)
     assert msg.startswith(
         "generator.context_k=5 is not valid; the longest prompt this corpus can make needs ~"
     )
-    assert "but generator.n_ctx is 256 (a worst-case bound" in msg and "Fix: lower generator.context_k" in msg
+    assert "but generator.n_ctx is 360 (a worst-case bound" in msg and "Fix: lower generator.context_k" in msg
     need = int(msg.split("needs ~")[1].split(" tokens")[0])
-    assert f"raise generator.n_ctx to {need} or more" in msg and need > 256
+    assert f"raise generator.n_ctx to {need} or more" in msg and need > 360
     fits = int(msg.split("(up to ")[1].split(" fits")[0])
     assert 0 < fits < 5
-    check_context(snap, "dev", small(context_k=fits, n_ctx=256, max_tokens=64), cache)
+    check_context(snap, "dev", small(context_k=fits, n_ctx=360, max_tokens=64), cache)
     check_context(
         snap, "dev", OpenAIGenerator(prompt=PROMPT, context_k=100), cache
     )  # a server's window: not ours
