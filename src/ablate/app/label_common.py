@@ -1,13 +1,13 @@
 """What every ``python -m ablate.label`` command shares: the labels folder, the corpus it works on (composed from
 the same settings as ``python -m ablate``: ``corpus=demo_zh``, ``corpus.path=...``), the loaded snapshot, the check
-that a judged pair belongs to it, and its grade legend."""
+that a judged pair belongs to it, its grade legend, and which tracked runs a command reads from which store."""
 
 from __future__ import annotations
 
 import argparse
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ablate.data.snapshot import Snapshot
 from ablate.errors import AblateError, InputError
@@ -17,6 +17,9 @@ from ablate.labels.legend import Legend, legend
 from ablate.labels.workspace import DEFAULT_DIR, Workspace
 from ablate.runner.settings import CorpusSpec
 
+if TYPE_CHECKING:
+    from ablate.tracking import Tracker
+
 
 def add_labels_dir(p: argparse.ArgumentParser) -> None:
     p.add_argument(
@@ -24,6 +27,26 @@ def add_labels_dir(p: argparse.ArgumentParser) -> None:
         default=DEFAULT_DIR,
         help="the labels folder: pools, the journal and versions live in <labels-dir>/<corpus>/ (default ./labels)",
     )
+
+
+def add_run_choice(p: argparse.ArgumentParser, parent_help: str, experiment_help: str) -> None:
+    """``--parent``, ``--runs`` or ``--experiment`` (one of them): which tracked runs a pool reads."""
+    which = p.add_mutually_exclusive_group()
+    which.add_argument("--parent", help=parent_help)
+    which.add_argument("--runs", help="run ids separated by commas")
+    which.add_argument("--experiment", help=experiment_help)
+
+
+def open_store(tracking_uri: str | None) -> Tracker:
+    """The MLflow store ``--tracking-uri`` names (else the default), checked to exist and opened to read only."""
+    # imported here: it imports MLflow, which a label command that reads no runs does not need
+    from ablate.study.fetch import check_store
+    from ablate.tracking import Tracker, check_uri, resolve_tracking_uri
+
+    uri = resolve_tracking_uri(tracking_uri)
+    check_store(uri)
+    check_uri(uri, "--tracking-uri", writes=False)
+    return Tracker(uri)
 
 
 def add_overrides(p: argparse.ArgumentParser, example: str = "corpus=demo_zh") -> None:

@@ -30,9 +30,11 @@ from ablate import record as R
 from ablate.app.label_common import (
     add_labels_dir,
     add_overrides,
+    add_run_choice,
     compose,
     corpus_spec,
     load,
+    open_store,
     overridden,
     workspace,
 )
@@ -58,12 +60,11 @@ class PoolRefused(AblateError):
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    which = p.add_mutually_exclusive_group()
-    which.add_argument(
-        "--parent", help="a sweep's parent run id: pool its child runs (default: the latest sweep)"
+    add_run_choice(
+        p,
+        "a sweep's parent run id: pool its child runs (default: the latest sweep)",
+        "pool every finished run of this experiment",
     )
-    which.add_argument("--runs", help="run ids separated by commas")
-    which.add_argument("--experiment", help="pool every finished run of this experiment")
     p.add_argument(
         "--depth",
         type=int,
@@ -88,13 +89,9 @@ def run(args: argparse.Namespace) -> int:
     # imported once the arguments are read: they import MLflow, pandas and the scoring code
     from ablate.evaluation.io import read_trec_run
     from ablate.runner.rescore import _config, on_snapshot, recorded_settings
-    from ablate.study.fetch import check_store, latest_parent
-    from ablate.tracking import Tracker, check_uri, resolve_tracking_uri
+    from ablate.study.fetch import latest_parent
 
-    uri = resolve_tracking_uri(args.tracking_uri)
-    check_store(uri)
-    check_uri(uri, "--tracking-uri", writes=False)
-    tracker = Tracker(uri)
+    tracker = open_store(args.tracking_uri)
     runs, left_out = _select(tracker, args, latest_parent)
     _check_together(runs)
     labels = run_labels(runs)

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ablate import record as R
-from ablate.app.label_common import add_labels_dir, add_overrides, load, workspace
+from ablate.app.label_common import add_labels_dir, add_overrides, add_run_choice, load, open_store, workspace
 from ablate.app.label_pool import PoolRefused, _check_corpus, _check_overrides, _select, _shown, run_labels
 from ablate.labels import answerpool
 from ablate.labels.journal import now
@@ -31,12 +31,11 @@ if TYPE_CHECKING:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    which = p.add_mutually_exclusive_group()
-    which.add_argument(
-        "--parent", help="a sweep's parent run id: pool its runs' answers (default: the latest sweep)"
+    add_run_choice(
+        p,
+        "a sweep's parent run id: pool its runs' answers (default: the latest sweep)",
+        "pool the answers of every finished run of this experiment",
     )
-    which.add_argument("--runs", help="run ids separated by commas")
-    which.add_argument("--experiment", help="pool the answers of every finished run of this experiment")
     p.add_argument(
         "--name",
         help="the pool's name: <labels-dir>/<corpus>/answer_pools/<name>.jsonl (default: the runs' labels, e.g. "
@@ -52,13 +51,9 @@ def run(args: argparse.Namespace) -> int:
         check_name("--name", args.name)
     _check_overrides(args.overrides)
     from ablate.runner.rescore import recorded_settings
-    from ablate.study.fetch import check_store, latest_parent
-    from ablate.tracking import Tracker, check_uri, resolve_tracking_uri
+    from ablate.study.fetch import latest_parent
 
-    uri = resolve_tracking_uri(args.tracking_uri)
-    check_store(uri)
-    check_uri(uri, "--tracking-uri", writes=False)
-    tracker = Tracker(uri)
+    tracker = open_store(args.tracking_uri)
     runs, left_out = _select(tracker, args, latest_parent)
     _check_one_corpus(runs)
     labels = run_labels(runs)

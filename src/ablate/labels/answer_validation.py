@@ -32,6 +32,7 @@ from ablate.cache import atomic_write_bytes
 from ablate.evaluation.stats.agreement import confusion, json_finite, kappa_interval
 from ablate.evaluation.stats.wilson import wilson_interval
 from ablate.labels.answerjournal import GRADES, LEVEL
+from ablate.labels.validation import Kappa
 
 VALIDATION_MD = "validation_answers.md"
 VALIDATION_JSON = "validation_answers.json"
@@ -53,14 +54,6 @@ class Graded:
     rule: str  # correct | wrong
     judge: str | None = None
     rationale: str = ""  # the LLM judge's one line
-
-
-@dataclass(frozen=True)
-class Kappa:
-    kappa: float
-    low: float
-    high: float
-    agree: float
 
 
 @dataclass(frozen=True)
