@@ -293,7 +293,9 @@ def test_the_plan_settles_only_the_cells_it_looked_up():
     from ablate.app.plan import Cell, Plan
     from ablate.runner.reuse import Lookup
 
-    job = SimpleNamespace(variant="A")  # the command labels its cells by their variant
+    job = SimpleNamespace(
+        variant="A", pipeline=SimpleNamespace(generator=None)
+    )  # labelled by variant; no answers
     plan = Plan(
         [
             Cell(("a=1", "hydra.sweep.dir=x"), job, looked_up=True),  # looked up, nothing found
