@@ -23,7 +23,7 @@ from werkzeug.wrappers import Response
 
 from ablate.labels import answerjournal
 from ablate.labels.answerpool import AnswerEntry
-from ablate.labels.page import _int
+from ablate.labels.page import _int, counts
 
 
 @dataclass(frozen=True)
@@ -162,27 +162,23 @@ def create_app(data: AnswerPageData) -> Flask:
     def page() -> str:
         progress = Progress(data)
         i = pick(progress)
-        total_done = sum(progress.done(e) for e in order)
         context: dict[str, Any] = {
             "s": strings,
             "lang": "zh-CN" if zh else "en",
             "buttons": buttons,
             "assessor": data.assessor,
             "pool": data.pool,
-            "overall": {"done": total_done, "left": len(order) - total_done, "total": len(order)},
             "can_undo": bool(progress.stack),
             "i": i,
+            **counts(order, i, progress.done),
         }
         if i is not None:
             e = order[i]
-            same = [x for x in order if x.qid == e.qid]
-            q_done = sum(progress.done(x) for x in same)
             context |= {
                 "entry": e,
                 "asked": data.asked.get(e.qid, Asked()),
                 "passages": [data.passages[c] for c in e.context if c in data.passages],
                 "current": progress.grade.get(e.key),
-                "this_question": {"done": q_done, "left": len(same) - q_done, "total": len(same)},
             }
         return render_template("grade_answers.html", **context)
 

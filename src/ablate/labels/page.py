@@ -145,6 +145,18 @@ class Progress:
         return (e.qid, e.unit) in self.grade
 
 
+def counts(order: Sequence[Any], i: int | None, done: Any) -> dict[str, dict[str, int]]:
+    """The page's progress figures: ``overall`` over ``order`` and, with an item shown (``i``), ``this_question``
+    over the items of its question (``done(item)``: graded)."""
+    n = sum(done(e) for e in order)
+    out = {"overall": {"done": n, "left": len(order) - n, "total": len(order)}}
+    if i is not None:
+        same = [x for x in order if x.qid == order[i].qid]
+        q = sum(done(x) for x in same)
+        out["this_question"] = {"done": q, "left": len(same) - q, "total": len(same)}
+    return out
+
+
 def create_app(data: PageData) -> Flask:
     """The Flask app that serves ``data``'s pool to ``data.assessor``."""
     app = Flask(__name__)
@@ -172,27 +184,23 @@ def create_app(data: PageData) -> Flask:
     def page() -> str:
         progress = Progress(data, order)
         i = pick(progress)
-        total_done = sum(progress.done(e) for e in order)
         context: dict[str, Any] = {
             "s": strings,
             "lang": "zh-CN" if data.language.startswith("zh") else "en",
             "legend": data.legend.grades,
             "assessor": data.assessor,
             "pool": data.pool,
-            "overall": {"done": total_done, "left": len(order) - total_done, "total": len(order)},
             "can_undo": bool(progress.stack),
             "i": i,
+            **counts(order, i, progress.done),
         }
         if i is not None:
             e = order[i]
-            same = [x for x in order if x.qid == e.qid]
-            q_done = sum(progress.done(x) for x in same)
             context |= {
                 "entry": e,
                 "question": data.questions.get(e.qid, QuestionText(e.qid, "")),
                 "passage": data.passages.get(e.unit, PassageText(e.unit, e.unit, "")),
                 "current": progress.grade.get((e.qid, e.unit)),
-                "this_question": {"done": q_done, "left": len(same) - q_done, "total": len(same)},
             }
         return render_template("judge.html", **context)
 
