@@ -166,6 +166,70 @@ def test_children_left_running_by_a_lost_job_end_failed_with_the_reason(tmp_path
     assert runs[other].status == "FAILED" and runs[other].tags[R.T_FAILURE] == LOST_REASON
 
 
+# -- a tracking server's client travels to the workers (issue 37) --------------------------------------------------
+def _server_uri() -> str:
+    return f"http://127.0.0.1:{_free_port()}"  # nothing listens there: opening a client makes no request
+
+
+def test_a_tracking_servers_client_survives_pickling_and_copying() -> None:
+    import copy
+    import pickle
+
+    from ablate.tracking.store import _DOWN, StoreUnavailable, _ServerClient
+
+    uri = _server_uri()
+    tracker = Tracker(uri)
+    assert isinstance(tracker.client, _ServerClient)
+    for dumps, loads in [(pickle.dumps, pickle.loads), _cloudpickle()]:
+        back = loads(dumps(tracker.client))
+        assert isinstance(back, _ServerClient) and back._uri == uri
+        assert back._client is not tracker.client._client  # the worker opens its own client
+        assert back.tracking_uri == uri  # a plain attribute of MlflowClient, looked up on it
+    for copied in (copy.copy(tracker.client), copy.deepcopy(tracker.client)):
+        assert isinstance(copied, _ServerClient) and copied.tracking_uri == uri
+    # the whole tracker, as the sweep's callback ships it with every Ray job
+    from ablate.app.callbacks import SweepCallback
+
+    callback = SweepCallback()
+    callback.tracker, callback.parent = tracker, "run123"
+    shipped = pickle.loads(pickle.dumps(callback))
+    assert shipped.tracker is not None and shipped.tracker.uri == uri and shipped.parent == "run123"
+    assert isinstance(shipped.tracker.client, _ServerClient) and shipped.tracker.client.tracking_uri == uri
+    # a copy still fails at once on a server this process found down
+    _DOWN[uri] = "the connection was refused"
+    try:
+        with pytest.raises(StoreUnavailable, match="the connection was refused"):
+            copy.copy(tracker.client).search_experiments(max_results=1)
+    finally:
+        _DOWN.pop(uri, None)
+
+
+def _cloudpickle() -> tuple[Any, Any]:
+    """Ray's own cloudpickle (what ships a Ray job) when Ray is installed, else the standard pickle again."""
+    try:
+        from ray import cloudpickle
+    except ImportError:
+        import pickle
+
+        return pickle.dumps, pickle.loads
+    return cloudpickle.dumps, cloudpickle.loads
+
+
+def test_a_half_built_server_client_has_no_attributes_and_never_recurses() -> None:
+    from ablate.tracking.store import _ServerClient
+
+    empty = _ServerClient.__new__(_ServerClient)  # what unpickling holds before its state is set
+    for name in ("search_runs", "_client", "_uri", "__setstate__", "tracking_uri"):
+        with pytest.raises(AttributeError):
+            getattr(empty, name)
+    assert not hasattr(empty, "__setstate__")
+    # an object with a URI and no client yet: still an AttributeError
+    half = _ServerClient.__new__(_ServerClient)
+    half.__dict__["_uri"] = "http://127.0.0.1:1"
+    with pytest.raises(AttributeError, match="no client"):
+        half.search_runs  # noqa: B018 - the lookup is the test
+
+
 @pytest.mark.parametrize(
     ("option", "target"),
     [
