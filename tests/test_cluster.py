@@ -629,7 +629,9 @@ def test_a_killed_ray_worker_leaves_its_job_failed_and_a_rerun_completes_from_th
     statuses = sorted(c.status for c in tracker.children(parent.run_id))
     assert statuses == ["FAILED"] + ["FINISHED"] * 5
 
-    rerun = _sweep(tmp_path, *args, **env)
+    # tracking.reuse=false: every cell runs again (else the 5 finished cells are copied, with their first counters),
+    # so the counters below say what the caches saved
+    rerun = _sweep(tmp_path, *args, "tracking.reuse=false", **env)
     assert rerun.returncode == 0, rerun.stderr[-4000:]
     newest = _parents(tracker, "killed")[0]
     children = tracker.children(newest.run_id)
@@ -637,6 +639,7 @@ def test_a_killed_ray_worker_leaves_its_job_failed_and_a_rerun_completes_from_th
     # from the caches: the dense variants encoded no passage again
     dense = [c for c in children if c.tags.get(R.T_VARIANT) in ("B", "C")]
     assert dense and all(c.metrics["dense_passages_encoded"] == 0 for c in dense)
+    assert not any(R.T_REUSED_FROM in c.tags for c in children)
 
 
 @pytest.mark.slow
