@@ -11,10 +11,13 @@ from __future__ import annotations
 import json
 import multiprocessing as mp
 import os
+import secrets
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -34,6 +37,8 @@ from ablate.tracking import Tracker
 SRC = str(Path(ablate.__file__).resolve().parents[1])
 REPO = Path(SRC).parent
 KEY = "ab" * 32
+#: the Ray token of the clusters these tests start (Ray reads it from RAY_AUTH_TOKEN: nothing written to ~/.ray)
+RAY_TOKEN = secrets.token_hex(32)
 
 
 # -- a cache shared by concurrent writers --------------------------------------------------------------------------
@@ -166,6 +171,70 @@ def test_children_left_running_by_a_lost_job_end_failed_with_the_reason(tmp_path
     assert runs[other].status == "FAILED" and runs[other].tags[R.T_FAILURE] == LOST_REASON
 
 
+# -- a tracking server's client travels to the workers (issue 37) --------------------------------------------------
+def _server_uri() -> str:
+    return f"http://127.0.0.1:{_free_port()}"  # nothing listens there: opening a client makes no request
+
+
+def test_a_tracking_servers_client_survives_pickling_and_copying() -> None:
+    import copy
+    import pickle
+
+    from ablate.tracking.store import _DOWN, StoreUnavailable, _ServerClient
+
+    uri = _server_uri()
+    tracker = Tracker(uri)
+    assert isinstance(tracker.client, _ServerClient)
+    for dumps, loads in [(pickle.dumps, pickle.loads), _cloudpickle()]:
+        back = loads(dumps(tracker.client))
+        assert isinstance(back, _ServerClient) and back._uri == uri
+        assert back._client is not tracker.client._client  # the worker opens its own client
+        assert back.tracking_uri == uri  # a plain attribute of MlflowClient, looked up on it
+    for copied in (copy.copy(tracker.client), copy.deepcopy(tracker.client)):
+        assert isinstance(copied, _ServerClient) and copied.tracking_uri == uri
+    # the whole tracker, as the sweep's callback ships it with every Ray job
+    from ablate.app.callbacks import SweepCallback
+
+    callback = SweepCallback()
+    callback.tracker, callback.parent = tracker, "run123"
+    shipped = pickle.loads(pickle.dumps(callback))
+    assert shipped.tracker is not None and shipped.tracker.uri == uri and shipped.parent == "run123"
+    assert isinstance(shipped.tracker.client, _ServerClient) and shipped.tracker.client.tracking_uri == uri
+    # a copy still fails at once on a server this process found down
+    _DOWN[uri] = "the connection was refused"
+    try:
+        with pytest.raises(StoreUnavailable, match="the connection was refused"):
+            copy.copy(tracker.client).search_experiments(max_results=1)
+    finally:
+        _DOWN.pop(uri, None)
+
+
+def _cloudpickle() -> tuple[Any, Any]:
+    """Ray's own cloudpickle (what ships a Ray job) when Ray is installed, else the standard pickle again."""
+    try:
+        from ray import cloudpickle
+    except ImportError:
+        import pickle
+
+        return pickle.dumps, pickle.loads
+    return cloudpickle.dumps, cloudpickle.loads
+
+
+def test_a_half_built_server_client_has_no_attributes_and_never_recurses() -> None:
+    from ablate.tracking.store import _ServerClient
+
+    empty = _ServerClient.__new__(_ServerClient)  # what unpickling holds before its state is set
+    for name in ("search_runs", "_client", "_uri", "__setstate__", "tracking_uri"):
+        with pytest.raises(AttributeError):
+            getattr(empty, name)
+    assert not hasattr(empty, "__setstate__")
+    # an object with a URI and no client yet: still an AttributeError
+    half = _ServerClient.__new__(_ServerClient)
+    half.__dict__["_uri"] = "http://127.0.0.1:1"
+    with pytest.raises(AttributeError, match="no client"):
+        half.search_runs  # noqa: B018 - the lookup is the test
+
+
 @pytest.mark.parametrize(
     ("option", "target"),
     [
@@ -226,8 +295,10 @@ def _env(**extra: str) -> dict[str, str]:
         OMP_WAIT_POLICY="PASSIVE", HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", RAY_USAGE_STATS_ENABLED="0"
     )
     # Ray 2.5x: once a token exists (~/.ray/auth_token, made by the first local Ray), a `ray start` cluster requires
-    # it; a driver sends it only in token mode. Say so on both sides.
+    # it; a driver sends it only in token mode. Say so on both sides, with this module's own token in the
+    # environment: no Ray here writes ~/.ray/auth_token, and none of another user's clusters accepts these tests.
     env["RAY_AUTH_MODE"] = "token"
+    env["RAY_AUTH_TOKEN"] = RAY_TOKEN
     env.pop("RAY_ADDRESS", None)
     env.pop("MLFLOW_TRACKING_URI", None)
     env.update(extra)
@@ -292,31 +363,87 @@ def test_sharded_encoding_over_two_ray_workers_matches_one_process_and_is_writte
     assert job.stats["model_loaded"] == 0 and job.stats["passages_encoded"] == 0
 
 
+def _pids_using(folder: Path) -> list[int]:
+    """Processes whose command line names ``folder`` (a Ray node's own temp dir names every process of that node)."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if str(folder).encode() in cmdline:
+            pids.append(int(entry.name))
+    return pids
+
+
+def _stop_ray_head(proc: subprocess.Popen[bytes], temp: Path) -> None:
+    """Stop the Ray head this module started, and only it: SIGTERM to `ray start --block` (it stops the processes
+    it spawned), SIGKILL to its process group if it does not end, then to any process still naming its temp dir
+    (by pid, never `ray stop`, which stops every Ray on the machine)."""
+    for sig, wait in ((signal.SIGTERM, 60), (signal.SIGKILL, 20)):
+        try:
+            os.killpg(proc.pid, sig)
+            proc.wait(wait)
+            break
+        except ProcessLookupError:
+            break
+        except subprocess.TimeoutExpired:
+            continue
+    deadline = time.time() + 30
+    while (left := _pids_using(temp)) and time.time() < deadline:
+        for pid in left:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        time.sleep(0.5)
+    assert not _pids_using(temp), f"Ray processes of {temp} still run"
+
+
 @pytest.fixture(scope="module")
 def ray_head() -> Iterator[str]:
+    """A Ray head on 127.0.0.1 (2 CPUs, a 100 MB object store, no dashboard) with its own temp dir (a short path:
+    Ray's sockets live there) instead of /tmp/ray; stopped and its temp dir removed at the end, even on failure."""
     _need_ray()
     ray_bin = str(Path(sys.executable).parent / "ray")
     port = _free_port()
-    subprocess.run(
+    temp = Path(tempfile.mkdtemp(prefix="ablate-ray-", dir="/tmp"))
+    log_path = temp / "head.log"
+    log = open(log_path, "wb")
+    proc = subprocess.Popen(
         [
             ray_bin,
             "start",
             "--head",
+            "--block",
             f"--port={port}",
             "--node-ip-address=127.0.0.1",
             "--num-cpus=2",
             "--include-dashboard=false",
-            "--object-store-memory=200000000",
+            "--object-store-memory=100000000",
             "--disable-usage-stats",
+            f"--temp-dir={temp}",
         ],
-        check=True,
         env=_env(),
-        capture_output=True,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
     )
     try:
+        deadline = time.time() + 300
+        while b"block forever" not in log_path.read_bytes():
+            if proc.poll() is not None or time.time() > deadline:
+                raise RuntimeError(f"ray start did not start: {log_path.read_text()[-2000:]}")
+            time.sleep(1)
         yield f"127.0.0.1:{port}"
     finally:
-        subprocess.run([ray_bin, "stop", "--force"], env=_env(), capture_output=True, timeout=120)
+        try:
+            _stop_ray_head(proc, temp)
+        finally:
+            log.close()
+            shutil.rmtree(temp, ignore_errors=True)
 
 
 @pytest.fixture(scope="module")
@@ -502,7 +629,9 @@ def test_a_killed_ray_worker_leaves_its_job_failed_and_a_rerun_completes_from_th
     statuses = sorted(c.status for c in tracker.children(parent.run_id))
     assert statuses == ["FAILED"] + ["FINISHED"] * 5
 
-    rerun = _sweep(tmp_path, *args, **env)
+    # tracking.reuse=false: every cell runs again (else the 5 finished cells are copied, with their first counters),
+    # so the counters below say what the caches saved
+    rerun = _sweep(tmp_path, *args, "tracking.reuse=false", **env)
     assert rerun.returncode == 0, rerun.stderr[-4000:]
     newest = _parents(tracker, "killed")[0]
     children = tracker.children(newest.run_id)
@@ -510,3 +639,52 @@ def test_a_killed_ray_worker_leaves_its_job_failed_and_a_rerun_completes_from_th
     # from the caches: the dense variants encoded no passage again
     dense = [c for c in children if c.tags.get(R.T_VARIANT) in ("B", "C")]
     assert dense and all(c.metrics["dense_passages_encoded"] == 0 for c in dense)
+    assert not any(R.T_REUSED_FROM in c.tags for c in children)
+
+
+@pytest.mark.slow
+def test_a_ray_sweep_logging_to_the_server_in_mlflow_tracking_uri_finishes_every_job_under_one_parent(
+    ray_head: str, mlflow_server: tuple[str, Path], tmp_path: Path, tiny_corpus: Path
+) -> None:
+    """Issue 37: the store named by MLFLOW_TRACKING_URI (a server): the sweep's callback, and with it the server's
+    client, travels to every Ray job; unpickling it there recursed forever and all 4 jobs failed."""
+    uri, server_root = mlflow_server
+    work = tmp_path / "work"
+    t0 = time.perf_counter()
+    p = _sweep(
+        work,
+        "hydra/launcher=ray",
+        "corpus=beir",
+        f"corpus.path={tiny_corpus}",
+        "corpus.split=dev",
+        "corpus.identity=employee",
+        "tracking.experiment=ray-env-uri",
+        "stats.bootstrap=200",
+        "progress=false",
+        "variant=A,C",
+        "rrf.k=1,60",
+        RAY_ADDRESS=ray_head,
+        MLFLOW_TRACKING_URI=uri,
+        ABLATE_CACHE_DIR=str(tmp_path / "cache"),
+    )
+    print(f"the Ray sweep took {time.perf_counter() - t0:.1f} s")
+    assert p.returncode == 0, p.stderr[-4000:]
+    assert "RecursionError" not in p.stderr and "without closing the run" not in p.stderr
+
+    tracker = Tracker(uri)
+    (parent,) = _parents(tracker, "ray-env-uri")
+    assert parent.status == "FINISHED"
+    children = tracker.children(parent.run_id)
+    assert sorted(c.status for c in children) == ["FINISHED"] * 4
+    cells = sorted((c.tags[R.T_VARIANT], c.params.get("rrf.k", "-")) for c in children)
+    assert [v for v, _ in cells] == ["A", "A", "C", "C"]
+    assert sorted(k for v, k in cells if v == "C") == ["1", "60"]
+    assert all(c.metrics["ndcg_at_10"] > 0 for c in children)
+    # the jobs ran in Ray workers, not in the command's process
+    assert {c.tags[R.T_PID] for c in children}.isdisjoint({parent.tags[R.T_PID]})
+    # the report is the parent's artifact, in the server's artifact store; nothing went to a local store
+    report = tracker.download_artifact(parent.run_id, "report/ablation.md", tmp_path / "dl")
+    assert report is not None and "ndcg@10" in report.read_text()
+    stored = server_root / "artifacts" / parent.experiment_id / parent.run_id / "artifacts" / "report"
+    assert (stored / "ablation.md").is_file()
+    assert not (work / "mlflow.db").exists() and not (work / "mlartifacts").exists()

@@ -73,29 +73,55 @@ def _unreachable(e: BaseException, timeout: float) -> str | None:
 class _ServerClient:
     """An ``MlflowClient`` of a tracking server that does not call a server this process found down (:data:`_DOWN`):
     each call to it raises :class:`StoreUnavailable` at once. A sweep whose server died mid-way so costs one
-    request's retries, not those of every request its remaining jobs and its end would make."""
+    request's retries, not those of every request its remaining jobs and its end would make.
+
+    Pickled (to a launcher's worker: the sweep's callback travels with every Ray job) as its URI alone; the worker
+    opens its own client (:func:`_server_client`). An attribute this class lacks is looked up on the client, never
+    on an object still being built (unpickling looks up ``__setstate__`` before any attribute is set)."""
 
     def __init__(self, client: Any, uri: str) -> None:
         self._client, self._uri = client, uri
 
+    def __reduce__(self) -> tuple[Any, tuple[str]]:
+        return _server_client, (self._uri,)
+
     def __getattr__(self, name: str) -> Any:
-        attr = getattr(self._client, name)
+        # only called for a name not found on the object: `_client` itself missing means a half-built object
+        if name.startswith("__") or name in ("_client", "_uri"):
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        client = self.__dict__.get("_client")
+        if client is None:
+            raise AttributeError(
+                f"{type(self).__name__!r} object has no attribute {name!r} (it has no client)"
+            )
+        attr = getattr(client, name)
         if not callable(attr):
             return attr
+        uri = self._uri
 
         def call(*args: Any, **kwargs: Any) -> Any:
-            if self._uri in _DOWN:
-                raise StoreUnavailable(self._uri, _DOWN[self._uri])
+            if uri in _DOWN:
+                raise StoreUnavailable(uri, _DOWN[uri])
             try:
                 return attr(*args, **kwargs)
             except Exception as e:
                 why = _unreachable(e, float(os.environ.get("MLFLOW_HTTP_REQUEST_TIMEOUT", "120")))
                 if why is None:
                     raise
-                _DOWN[self._uri] = why
-                raise StoreUnavailable(self._uri, why) from None
+                _DOWN[uri] = why
+                raise StoreUnavailable(uri, why) from None
 
         return call
+
+
+def _server_client(uri: str) -> _ServerClient:
+    """A :class:`_ServerClient` of the tracking server at ``uri`` with its own ``MlflowClient`` (and MLflow's HTTP
+    retries bounded by :data:`HTTP_LIMITS`, unless set in the environment). Opening it makes no request."""
+    from mlflow.tracking import MlflowClient
+
+    for name, value in HTTP_LIMITS.items():
+        os.environ.setdefault(name, value)
+    return _ServerClient(MlflowClient(tracking_uri=uri), uri)
 
 
 def _redacted(uri: str) -> str:
