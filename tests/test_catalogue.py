@@ -35,6 +35,22 @@ class Case:
     runs: Callable[[str], dict[str, str]] | None = None  # logs runs the case needs in the store; more {names}
 
 
+#: A YAML alias bomb (the "billion laughs"): six lines whose aliases repeat nine times over, 9**6 values in all.
+BOMB = "".join(
+    f"{x}: &{x} [{', '.join([f'*{p}' for _ in range(9)] if p else ['lol'] * 9)}]\n"
+    for p, x in zip(["", *"abcde"], "abcdef", strict=True)
+)
+
+
+def _link(name: str, target: str = "../secret.txt") -> Callable[[Path], None]:
+    """A symbolic link ``name`` (in the case's corpus folder) to ``target`` (relative to the link's folder)."""
+
+    def apply(root: Path) -> None:
+        (root / name).symlink_to(target)
+
+    return apply
+
+
 def _edit(name: str, text: str | bytes) -> Callable[[Path], None]:
     def apply(root: Path) -> None:
         p = root / name
@@ -1005,6 +1021,92 @@ CASES = [
         base=False,
         code=2,
         absent="labels/tiny/answer_pools/a.validation",
+    ),
+    # -- issue 37: documents and prompt templates (YAML alias bombs, links out of the folder, Unicode names, unknown
+    # placeholders) -----------------------------------------------------------------------------------------------------
+    Case(
+        "ingest-alias-bomb",
+        ["{corpus}/docs", "--out", "{dir}/out"],
+        "bomb.md (front matter):6: its aliases repeat more than 65,536 characters of values (at *d): an alias bomb",
+        _edit("docs/bomb.md", f"---\n{BOMB}---\n# Bomb\n\ntext\n"),
+        module="ablate.ingest",
+        base=False,
+        code=2,
+        absent="out",
+    ),
+    Case(
+        "ingest-meta-too-long",
+        ["{corpus}/docs", "--out", "{dir}/out"],
+        "a.txt.meta.yaml: is 70,008 bytes long; front matter and sidecar files are metadata",
+        _all(_edit("docs/a.txt", "Text.\n"), _edit("docs/a.txt.meta.yaml", f"title: {'x' * 70000}\n")),
+        module="ablate.ingest",
+        base=False,
+        code=2,
+        absent="out",
+    ),
+    Case(
+        "corpus-yaml-alias-bomb",
+        ["variant=A"],
+        "corpus.yaml:14: its aliases repeat more than 1,048,576 characters of values (at *le): an alias bomb",
+        _edit("corpus.yaml", TINY_MANIFEST.rstrip("\n") + "\n" + BOMB.replace("&", "&l").replace("*", "*l")),
+        code=2,
+    ),
+    Case(
+        "ingest-link-outside",
+        ["{corpus}/docs", "--out", "{dir}/out"],
+        "docs/leak.txt: is a link to ",
+        _all(
+            _edit("docs/a.txt", "Text.\n"),
+            _edit("secret.txt", "Not for the corpus.\n"),
+            _link("docs/leak.txt"),
+        ),
+        module="ablate.ingest",
+        base=False,
+        code=2,
+        absent="out",
+    ),
+    Case(
+        "ingest-nfc-nfd-names",
+        ["{corpus}/docs", "--out", "{dir}/out"],
+        "'cafe\\u0301.md' and 'caf\\xe9.md': these two file names differ only in their Unicode normalisation",
+        _all(
+            _edit("docs/caf\u00e9.md", "# Caf\u00e9\n\nCoffee.\n"),
+            _edit("docs/cafe\u0301.md", "# Caf\u00e9\n\nCoffee.\n"),
+        ),
+        module="ablate.ingest",
+        base=False,
+        code=2,
+        absent="out",
+    ),
+    Case(
+        "generator-prompt-placeholder",
+        ["variant=A", "generator=llama_cpp", "generator.prompt={corpus}/typo.txt"],
+        "typo.txt:6: unknown placeholder {passage} (it would reach the model as it is written). Fix: did you mean "
+        "{passages}? (this template's placeholders: {passages}, {question})",
+        _edit(
+            "typo.txt", "### system\nAnswer.\n### user\n{passages}\nQuestion: {question}\nQuote {passage}.\n"
+        ),
+        code=2,
+    ),
+    Case(
+        "rerank-prompt-placeholder",
+        ["variant=A", "reranker=llm", "rerank.prompt={corpus}/typo.txt"],
+        "typo.txt:5: unknown placeholder {quesiton} (it would reach the model as it is written). Fix: did you mean "
+        "{question}? (this template's placeholders: {passage}, {question})",
+        _edit(
+            "typo.txt",
+            "### system\nJudge.\n### user\n{passage}\nIs it about {quesiton}, that is {question}?\n",
+        ),
+        code=2,
+    ),
+    Case(
+        "judge-prompt-placeholder",
+        ["variant=A", "generator=llama_cpp", "answer.judge=llm", "answer.judge_prompt={corpus}/typo.txt"],
+        "typo.txt:2: {question} is in the system section, where no placeholder is filled",
+        _edit(
+            "typo.txt", "### system\nGrade the answer to {question}.\n### user\n{question} {golds} {answer}\n"
+        ),
+        code=2,
     ),
 ]
 

@@ -131,16 +131,41 @@ def verify_entry(path: Path) -> bool | None:
     return sha.hexdigest() == want
 
 
+def process_umask() -> int:
+    """The process's umask, read without changing it where the system says it (Linux: ``/proc/self/status``), else
+    by setting it and setting it back (a moment in which another thread's new file would get the wrong mode)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def ordinary_folder(path: Path) -> Path:
+    """``path`` (a folder made by ``tempfile.mkdtemp``, 0700) given the mode of any new folder (``0o777`` less the
+    umask: 0755 under the usual 022), before it is renamed into place as an output."""
+    os.chmod(path, 0o777 & ~process_umask())
+    return path
+
+
 def atomic_write_bytes(path: Path, data: bytes) -> None:
     """Write ``data`` to ``path`` atomically (temp file in the same folder, then rename)."""
     _atomic_write(path, lambda fh: fh.write(data))
 
 
 def _atomic_write(path: Path, write: Callable[[BinaryIO], object]) -> None:
+    """The file gets the mode of any new file (``0o666`` less the umask: 0644 under the usual 022), not the 0600 of
+    the temporary file it was written as."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as fh:
+            os.fchmod(fh.fileno(), 0o666 & ~process_umask())
             write(fh)
             fh.flush()
             os.fsync(fh.fileno())

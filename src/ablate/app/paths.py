@@ -55,9 +55,9 @@ def group_options() -> dict[str, list[str]]:
 
 @functools.lru_cache(maxsize=512)
 def _parsed_yaml(path: str, mtime_ns: int, size: int) -> Any:
-    import yaml
+    from ablate.safeyaml import safe_load
 
-    return yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    return safe_load(Path(path).read_text(encoding="utf-8"))
 
 
 def read_yaml(path: Path) -> Any:

@@ -40,6 +40,7 @@ from ablate.data.snapshot import LabelProjection, Snapshot
 from ablate.data.types import Chunk, Document, Qrels, Query, SubQuestion
 from ablate.errors import ConfigError, InputError
 from ablate.safenames import PLAIN_NAME_RULE, inside, name_problem
+from ablate.safeyaml import YamlLimitError, safe_load
 
 
 def _sha_file(path: Path) -> str:
@@ -56,10 +57,12 @@ def read_manifest(root: Path) -> dict[str, Any]:
         return {}
     lines, _ = read_text_lines(p)
     try:
-        m = yaml.safe_load("\n".join(lines)) or {}
+        m = safe_load("\n".join(lines)) or {}
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f"{p}:{mark.line + 1}" if mark else str(p)
+        if isinstance(e, YamlLimitError):
+            raise InputError(where, str(e.problem), e.fix) from None
         raise InputError(where, f"invalid YAML ({getattr(e, 'problem', e)})", "fix the YAML syntax") from None
     if not isinstance(m, dict):
         raise InputError(

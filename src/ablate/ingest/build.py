@@ -86,7 +86,7 @@ def _front_matter(src: Source) -> DocMeta | None:
         return None
     try:
         text, _ = decode(src.path)
-    except Unreadable:
+    except (Unreadable, OSError):
         return None  # reported when the file is read
     front, _, _ = split_front_matter(text)
     if front is None:

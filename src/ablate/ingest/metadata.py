@@ -21,6 +21,7 @@ from __future__ import annotations
 import datetime as dt
 import difflib
 import re
+import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,10 +29,15 @@ from typing import Any
 import yaml
 
 from ablate.errors import InputError
+from ablate.safeyaml import YamlLimitError, loader_with, safe_load
 
 KEYS = ("id", "title", "version", "effective_date", "series", "acl", "lang", "metadata")
 LANGS = ("en", "zh")
 SIDECAR = ".meta.yaml"
+#: The most bytes a front matter or a sidecar file may hold, and the most characters its YAML aliases may repeat:
+#: they are metadata (an id, a title, dates, groups), a few hundred bytes; 64 KiB leaves room for long titles and
+#: many groups while a crafted file (an alias bomb: 274 bytes that expand to 28 MB) is refused before it is used.
+META_MAX = 64 * 1024
 _FRONT = re.compile(
     r"\A(?:\ufeff)?---[ \t]*\r?\n(.*?)(?:\r?\n)?^(?:---|\.\.\.)[ \t]*(?:\r?\n|\Z)", re.S | re.M
 )
@@ -68,15 +74,33 @@ _Loader.yaml_implicit_resolvers = {
     k: [(tag, rx) for tag, rx in v if tag != "tag:yaml.org,2002:timestamp"]
     for k, v in yaml.SafeLoader.yaml_implicit_resolvers.items()
 }
+#: :class:`_Loader` whose aliases may repeat at most :data:`META_MAX` characters (:mod:`ablate.safeyaml`).
+_LimitedLoader = loader_with(_Loader, META_MAX)
+
+
+def too_long(where: str, size: int) -> InputError:
+    """The refusal of a front matter or sidecar of ``size`` bytes (more than :data:`META_MAX`)."""
+    return InputError(
+        where,
+        f"is {size:,} bytes long; front matter and sidecar files are metadata (id, title, version, dates, acl) and "
+        f"may hold at most {META_MAX:,} bytes",
+        "keep only the metadata keys there and move any text into the document itself",
+    )
 
 
 def load_yaml(text: str, where: str, first_line: int = 1) -> dict[str, Any]:
-    """A YAML mapping (empty for an empty text), else :class:`InputError` at ``where:line``."""
+    """A YAML mapping (empty for an empty text), else :class:`InputError` at ``where:line``: also for a text longer
+    than :data:`META_MAX` bytes and for aliases that repeat more than that (:mod:`ablate.safeyaml`)."""
+    size = len(text.encode("utf-8"))
+    if size > META_MAX:
+        raise too_long(where, size)
     try:
-        data = yaml.load(text, Loader=_Loader)  # noqa: S506 (a SafeLoader)
+        data = safe_load(text, _LimitedLoader)
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         at = f"{where}:{mark.line + first_line}" if mark else where
+        if isinstance(e, YamlLimitError):
+            raise InputError(at, str(e.problem), e.fix) from None
         raise InputError(at, f"invalid YAML ({getattr(e, 'problem', e)})", "fix the YAML syntax") from None
     if data is None:
         return {}
@@ -140,7 +164,7 @@ def _doc_id(where: str, v: Any) -> str | None:
             f"id {s!r} contains white space or '#'",
             "give an id without spaces or '#', e.g. POL-TRAVEL-2026",
         )
-    return s
+    return None if s is None else unicodedata.normalize("NFC", s)
 
 
 def check_meta(raw: dict[str, Any], where: str) -> DocMeta:
@@ -207,6 +231,9 @@ def read_sidecar(path: Path) -> DocMeta | None:
     side = sidecar_of(path)
     if not side.is_file():
         return None
+    size = side.stat().st_size
+    if size > META_MAX:
+        raise too_long(str(side), size)
     try:
         text = side.read_bytes().decode("utf-8-sig")
     except UnicodeDecodeError:

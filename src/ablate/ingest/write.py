@@ -21,6 +21,7 @@ from ablate.cache import atomic_write_bytes
 from ablate.errors import ConfigError
 from ablate.ingest.build import Result
 from ablate.safenames import inside, name_problem
+from ablate.safeyaml import safe_load
 
 MARKER = "ingest"
 FILES = ("corpus.jsonl", "corpus.yaml", "ingest_report.md")
@@ -30,7 +31,7 @@ def _earlier_manifest(out: Path) -> dict[str, Any] | None:
     """``out``'s corpus.yaml when it is an earlier ingest's (a mapping with an ``ingest:`` block), else ``None``."""
     p = out / "corpus.yaml"
     try:
-        m = yaml.safe_load(p.read_text(encoding="utf-8")) if p.is_file() else None
+        m = safe_load(p.read_text(encoding="utf-8")) if p.is_file() else None
     except (yaml.YAMLError, UnicodeDecodeError, OSError):
         return None
     return m if isinstance(m, dict) and isinstance(m.get(MARKER), dict) else None

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ablate.cache import ordinary_folder
 from ablate.data.labelsets import CHANGELOG, VERSION_FILE
 from ablate.errors import ConfigError, InputError
 from ablate.labels.journal import Judgement
@@ -301,7 +302,7 @@ def write_version(folder: Path, files: Mapping[str, bytes]) -> None:
     """Write the version's files into a temp folder beside ``folder`` and rename it into place: a version is there
     whole or not at all, and an existing folder is never written into (the rename fails)."""
     folder.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=folder.parent))
+    tmp = ordinary_folder(Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=folder.parent)))
     try:
         for name, data in files.items():
             with open(tmp / name, "wb") as fh:

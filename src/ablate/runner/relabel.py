@@ -232,7 +232,9 @@ def _config_yaml(path: Path, folder: Path) -> str:
     """The run's ``config.yaml`` with ``corpus.labels`` set to the label version's folder."""
     import yaml
 
-    cfg = yaml.safe_load(path.read_text(encoding="utf-8"))
+    from ablate.safeyaml import safe_load
+
+    cfg = safe_load(path.read_text(encoding="utf-8"))
     cfg["corpus"]["labels"] = str(folder)
     return str(yaml.safe_dump(cfg, sort_keys=False, allow_unicode=True))
 

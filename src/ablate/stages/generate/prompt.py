@@ -3,6 +3,9 @@
 A template is a text file with a ``### system`` and a ``### user`` section; the user section holds ``{passages}`` and
 ``{question}`` (a relevance-judgement template for ``reranker=llm``: ``{passage}`` and ``{question}``). Passages are
 numbered from 1 in context order (``[1] title — text``), which is what an answer cites.
+Every ``{name}`` of a template is checked when it is loaded (before any run): a placeholder its kind does not fill
+(a typo such as ``{quesiton}``), or any placeholder in the system section (only the user section is filled), would
+reach the model as it is written, so it is refused, naming the file, the line and the placeholders the kind knows.
 The file's sha256 is part of the generator's fingerprint (so changing one word regenerates everything) and the file
 is attached to every run that used it.
 
@@ -16,6 +19,7 @@ already names a language's template, ``language:<code>`` when the corpus languag
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import re
 from collections.abc import Sequence
@@ -31,6 +35,33 @@ PROMPTS_DIR = Path(__file__).resolve().parents[4] / "conf" / "prompts"
 SETTING = "setting"
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]*")
 _LANGUAGE_OWN = re.compile(r".+_[a-z]{2}")
+_PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+def check_placeholders(path: Path, text: str, fields: Sequence[str]) -> None:
+    """Refuse a ``{name}`` of ``text`` (a template file's text) that will not be filled: in the user section one
+    that is not among ``fields`` (the kind's placeholders, ``"{question}"`` ...), in the system section any.
+    :class:`InputError` at ``path:line`` with the known placeholders and the nearest one."""
+    user_at = text.find(SECTIONS[1])
+    known = ", ".join(fields)
+    for m in _PLACEHOLDER.finditer(text):
+        line = text.count("\n", 0, m.start()) + 1
+        if m.start() < user_at:
+            raise InputError(
+                f"{path}:{line}",
+                f"{m.group(0)} is in the system section, where no placeholder is filled (it would reach the model "
+                "as it is written)",
+                f"move it to the '### user' section, whose placeholders are {known}",
+            )
+        if m.group(0) not in fields:
+            close = difflib.get_close_matches(m.group(0), fields, n=1, cutoff=0.8)
+            raise InputError(
+                f"{path}:{line}",
+                f"unknown placeholder {m.group(0)} (it would reach the model as it is written)",
+                f"did you mean {close[0]}? (this template's placeholders: {known})"
+                if close
+                else f"use this template's placeholders: {known}",
+            )
 
 
 def answer_templates() -> list[str]:
@@ -99,6 +130,7 @@ class PromptTemplate:
             raise InputError(
                 str(p), "has no '### system' and '### user' sections", "start it with '### system'"
             )
+        check_placeholders(p, text, fields)
         system, user = text.lstrip()[len(SECTIONS[0]) :].split(SECTIONS[1], 1)
         for field in fields:
             if field not in user:

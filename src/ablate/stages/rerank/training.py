@@ -50,7 +50,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ablate.cache import Cache, key_of
+from ablate.cache import Cache, key_of, ordinary_folder
 from ablate.errors import ConfigError, InputError
 from ablate.progress import Progress
 from ablate.stages.base import check_float, check_int, library_versions
@@ -293,7 +293,7 @@ def _train_into(
     """Run ``fit`` into a temporary sibling of ``target``, write ``meta`` (with the training time) and rename it into
     place, so a reader sees a whole model or none. Returns the training seconds."""
     target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent))
+    tmp = ordinary_folder(Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)))
     try:
         t0 = time.perf_counter()
         fit(tmp)
