@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from ablate.app import label_common, label_serve
-from ablate.labels import journal, poolfile
+from ablate.labels import guard, journal, poolfile
 from ablate.labels.page import create_app, ordered
 from ablate.labels.workspace import Workspace
 
@@ -85,6 +85,13 @@ def app_for(pool_path: Path, labels: Path, assessor: str = "human:alice"):
     return create_app(data), data
 
 
+def client(app):
+    """Flask's test client sending the page's token with every request, as the page's forms do."""
+    c = app.test_client()
+    c.environ_base["HTTP_X_ABLATE_TOKEN"] = guard.token_of(app)
+    return c
+
+
 def lines(path: Path) -> list[dict]:
     return [json.loads(x) for x in path.read_text(encoding="utf-8").splitlines()] if path.exists() else []
 
@@ -109,7 +116,7 @@ def test_judge_skip_undo_and_resume_write_the_journal(tmp_path: Path) -> None:
     assert [q for q, _ in order] == ["q025"] * 3 + ["q003"] * 3
     ranks = [e.best_rank for e in ordered(data.entries)]
     assert ranks == [1, 2, 3, 1, 2, 3]
-    c = app.test_client()
+    c = client(app)
     page = c.get("/").get_data(as_text=True)
     assert shown(page) == order[0]
     q = snapshot("demo").queries["q025"]
@@ -160,7 +167,7 @@ def test_every_pair_judged_says_so_and_undo_reopens(tmp_path: Path) -> None:
     labels = tmp_path / "labels"
     pool_path = make_pool(labels, qids=("q025",), per_question=2)
     app, data = app_for(pool_path, labels)
-    c = app.test_client()
+    c = client(app)
     for qid, unit in [(e.qid, e.unit) for e in ordered(data.entries)]:
         assert c.post("/judge", data={"qid": qid, "unit": unit, "grade": "1"}).status_code == 303
     page = c.get("/").get_data(as_text=True)
@@ -173,7 +180,7 @@ def test_a_pair_outside_the_pool_or_a_grade_outside_the_legend_is_refused(tmp_pa
     labels = tmp_path / "labels"
     pool_path = make_pool(labels)
     app, data = app_for(pool_path, labels)
-    c = app.test_client()
+    c = client(app)
     e = ordered(data.entries)[0]
     for form in (
         {"qid": e.qid, "unit": e.unit, "grade": "3"},
@@ -285,8 +292,16 @@ class NoRedirect(urllib.request.HTTPRedirectHandler):
         return None
 
 
+def page_token(html: str) -> str:
+    """The token a served page carries (its forms send it back)."""
+    m = re.search(r'<meta name="ablate-token" content="([^"]+)">', html)
+    assert m, html
+    return m.group(1)
+
+
 def post(url: str, form: dict[str, str]) -> tuple[int, str]:
-    """POST a form the way the page's buttons do; (status, Location)."""
+    """POST a form the way the page's buttons do (its token, fetched from the page first); (status, Location)."""
+    form = {"token": page_token(get(urllib.parse.urljoin(url, "/"))), **form}
     opener = urllib.request.build_opener(NoRedirect)
     req = urllib.request.Request(url, data=urllib.parse.urlencode(form).encode(), method="POST")
     try:
