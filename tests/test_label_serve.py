@@ -341,6 +341,29 @@ def test_killed_server_loses_no_acknowledged_judgement_and_resumes(tmp_path: Pat
     assert 'id="all-done">4<' in get(base + "/")
 
 
+@pytest.mark.parametrize(("signum", "code", "line"), [
+    (signal.SIGINT, 130, "error: interrupted by the user"),
+    (signal.SIGTERM, 143, "error: terminated by signal 15"),
+])  # fmt: skip
+def test_ctrl_c_or_sigterm_ends_serve_with_one_error_line_and_its_exit_code(
+    tmp_path: Path, servers, signum: int, code: int, line: str
+) -> None:
+    labels = tmp_path / "labels"
+    pool_path = make_pool(labels)
+    e = ordered(poolfile.read(pool_path).entries)[0]
+    port = free_port()
+    proc = start(pool_path, labels, port)
+    servers.append(proc)
+    assert post(f"http://127.0.0.1:{port}/judge", {"qid": e.qid, "unit": e.unit, "grade": "1"})[0] == 303
+    proc.send_signal(signum)
+    out, err = proc.communicate(timeout=60)
+    assert (proc.returncode, err) == (code, line + "\n")
+    assert out == ""  # what it printed before (the pool, the address) was read by start()
+    assert [(j["qid"], j["grade"]) for j in lines(labels / "demo" / "journal.jsonl")] == [(e.qid, 1)]
+    with socket.socket() as s:  # the port is free again
+        s.bind(("127.0.0.1", port))
+
+
 def test_serve_refuses_a_bad_journal_line_a_busy_port_and_a_pool_of_another_corpus(tmp_path: Path) -> None:
     labels = tmp_path / "labels"
     pool_path = make_pool(labels)
