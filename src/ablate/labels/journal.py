@@ -87,7 +87,8 @@ def append_objects(path: Path, objects: Sequence[Mapping[str, object]]) -> None:
         start = os.fstat(fd).st_size
         try:
             view = memoryview(data)
-            while view:  # one write for a regular file; more only if the kernel takes part of it (a full disk)
+            # one write for a regular file; more only if the kernel takes part of it (a full disk)
+            while view:
                 n = os.write(fd, view)
                 view = view[n:]
             os.fsync(fd)
