@@ -22,6 +22,7 @@ from ablate.labels import answerjournal, answerpool
 from ablate.labels.answer_page import AnswerPageData, Asked, create_app
 from ablate.labels.journal import append_objects
 from ablate.labels.workspace import Workspace
+from test_label_serve import client
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -203,7 +204,7 @@ def test_page_grades_skips_undoes_and_resumes(tmp_path: Path) -> None:
     labels = tmp_path / "labels"
     app, data = app_for(make_pool(labels), labels)
     order = [e.key for e in data.entries]
-    c = app.test_client()
+    c = client(app)
     page = c.get("/").get_data(as_text=True)
     assert shown(page) == order[0]
     e0 = data.entries[0]

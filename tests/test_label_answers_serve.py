@@ -129,3 +129,16 @@ def test_a_real_browser_grades_answers_with_clicks_and_keys_and_a_killed_server_
     servers.append(start(pool_path, labels, port2))
     page = get(f"http://127.0.0.1:{port2}/")
     assert f'name="answer_sha256" value="{order[2][1]}"' in page and 'id="all-done">3<' in page
+
+
+def test_ctrl_c_ends_serve_answers_with_one_error_line_and_exit_130(
+    tmp_path: Path,
+    servers,  # noqa: F811 - the fixture imported above
+) -> None:
+    labels = tmp_path / "labels"
+    pool_path = make_pool(labels, corpus="demo_zh")
+    server = start(pool_path, labels, free_port())
+    servers.append(server)
+    server.send_signal(signal.SIGINT)
+    out, err = server.communicate(timeout=60)
+    assert (server.returncode, err, out) == (130, "error: interrupted by the user\n", "")

@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from ablate.app import label_common, label_serve
-from ablate.labels import journal, poolfile
+from ablate.labels import guard, journal, poolfile
 from ablate.labels.page import create_app, ordered
 from ablate.labels.workspace import Workspace
 
@@ -85,6 +85,13 @@ def app_for(pool_path: Path, labels: Path, assessor: str = "human:alice"):
     return create_app(data), data
 
 
+def client(app):
+    """Flask's test client sending the page's token with every request, as the page's forms do."""
+    c = app.test_client()
+    c.environ_base["HTTP_X_ABLATE_TOKEN"] = guard.token_of(app)
+    return c
+
+
 def lines(path: Path) -> list[dict]:
     return [json.loads(x) for x in path.read_text(encoding="utf-8").splitlines()] if path.exists() else []
 
@@ -109,7 +116,7 @@ def test_judge_skip_undo_and_resume_write_the_journal(tmp_path: Path) -> None:
     assert [q for q, _ in order] == ["q025"] * 3 + ["q003"] * 3
     ranks = [e.best_rank for e in ordered(data.entries)]
     assert ranks == [1, 2, 3, 1, 2, 3]
-    c = app.test_client()
+    c = client(app)
     page = c.get("/").get_data(as_text=True)
     assert shown(page) == order[0]
     q = snapshot("demo").queries["q025"]
@@ -160,7 +167,7 @@ def test_every_pair_judged_says_so_and_undo_reopens(tmp_path: Path) -> None:
     labels = tmp_path / "labels"
     pool_path = make_pool(labels, qids=("q025",), per_question=2)
     app, data = app_for(pool_path, labels)
-    c = app.test_client()
+    c = client(app)
     for qid, unit in [(e.qid, e.unit) for e in ordered(data.entries)]:
         assert c.post("/judge", data={"qid": qid, "unit": unit, "grade": "1"}).status_code == 303
     page = c.get("/").get_data(as_text=True)
@@ -173,7 +180,7 @@ def test_a_pair_outside_the_pool_or_a_grade_outside_the_legend_is_refused(tmp_pa
     labels = tmp_path / "labels"
     pool_path = make_pool(labels)
     app, data = app_for(pool_path, labels)
-    c = app.test_client()
+    c = client(app)
     e = ordered(data.entries)[0]
     for form in (
         {"qid": e.qid, "unit": e.unit, "grade": "3"},
@@ -285,8 +292,16 @@ class NoRedirect(urllib.request.HTTPRedirectHandler):
         return None
 
 
+def page_token(html: str) -> str:
+    """The token a served page carries (its forms send it back)."""
+    m = re.search(r'<meta name="ablate-token" content="([^"]+)">', html)
+    assert m, html
+    return m.group(1)
+
+
 def post(url: str, form: dict[str, str]) -> tuple[int, str]:
-    """POST a form the way the page's buttons do; (status, Location)."""
+    """POST a form the way the page's buttons do (its token, fetched from the page first); (status, Location)."""
+    form = {"token": page_token(get(urllib.parse.urljoin(url, "/"))), **form}
     opener = urllib.request.build_opener(NoRedirect)
     req = urllib.request.Request(url, data=urllib.parse.urlencode(form).encode(), method="POST")
     try:
@@ -324,6 +339,29 @@ def test_killed_server_loses_no_acknowledged_judgement_and_resumes(tmp_path: Pat
     servers.append(proc2)
     assert shown(get(base + "/")) == order[4]
     assert 'id="all-done">4<' in get(base + "/")
+
+
+@pytest.mark.parametrize(("signum", "code", "line"), [
+    (signal.SIGINT, 130, "error: interrupted by the user"),
+    (signal.SIGTERM, 143, "error: terminated by signal 15"),
+])  # fmt: skip
+def test_ctrl_c_or_sigterm_ends_serve_with_one_error_line_and_its_exit_code(
+    tmp_path: Path, servers, signum: int, code: int, line: str
+) -> None:
+    labels = tmp_path / "labels"
+    pool_path = make_pool(labels)
+    e = ordered(poolfile.read(pool_path).entries)[0]
+    port = free_port()
+    proc = start(pool_path, labels, port)
+    servers.append(proc)
+    assert post(f"http://127.0.0.1:{port}/judge", {"qid": e.qid, "unit": e.unit, "grade": "1"})[0] == 303
+    proc.send_signal(signum)
+    out, err = proc.communicate(timeout=60)
+    assert (proc.returncode, err) == (code, line + "\n")
+    assert out == ""  # what it printed before (the pool, the address) was read by start()
+    assert [(j["qid"], j["grade"]) for j in lines(labels / "demo" / "journal.jsonl")] == [(e.qid, 1)]
+    with socket.socket() as s:  # the port is free again
+        s.bind(("127.0.0.1", port))
 
 
 def test_serve_refuses_a_bad_journal_line_a_busy_port_and_a_pool_of_another_corpus(tmp_path: Path) -> None:

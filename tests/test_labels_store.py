@@ -35,13 +35,15 @@ def test_journal_appends_and_the_latest_judgement_stands(tmp_path: Path) -> None
     assert set(json.loads(lines[0])) == set(journal.FIELDS)
 
 
-def test_a_torn_last_line_is_ignored_but_a_bad_line_is_refused(tmp_path: Path) -> None:
+def test_a_torn_last_line_is_moved_aside_but_a_bad_line_is_refused(tmp_path: Path) -> None:
     p = tmp_path / "journal.jsonl"
     journal.append(p, journal.judgement("q1", "D#1", 2, "human:a"))
     with p.open("a", encoding="utf-8") as f:
         f.write('{"qid": "q1", "unit": "D#')  # a write cut short by a crash
     assert len(journal.read(p)) == 1
-    p.write_text(p.read_text(encoding="utf-8") + "\n", encoding="utf-8")
+    assert [s.read_text() for s in tmp_path.glob("journal.jsonl.torn-*")] == ['{"qid": "q1", "unit": "D#']
+    with p.open("a", encoding="utf-8") as f:
+        f.write('{"qid": "q1", "unit": "D#\n')  # a whole line that is not JSON: not a tear
     with pytest.raises(InputError, match=r"journal.jsonl:2"):
         journal.read(p)
 

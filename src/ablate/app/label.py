@@ -68,9 +68,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except AblateError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print("interrupted: every judgement made so far is in the journal", file=sys.stderr)
-        return 130
+    # Ctrl-C and SIGTERM are not caught here: they reach ablate.app.interrupts (python -m ablate.label), which says
+    # one line "error: ..." and exits 130 or 143, as python -m ablate does; every journal line written is on disk
     except Exception as e:  # noqa: BLE001 - one line, like the other entry points
         say_unexpected(e)
         return 1

@@ -15,7 +15,7 @@ import getpass
 import logging
 import socket
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from ablate.app import label_common
 from ablate.app.label_common import pool_corpus
@@ -181,16 +181,17 @@ def run(args: argparse.Namespace) -> int:
     return serve(app, sock, "each judgement is saved as it is made")
 
 
-def serve(app: Any, sock: socket.socket, saved: str) -> int:
-    """Serve ``app`` on the listening ``sock`` (werkzeug's threaded server) until Ctrl-C."""
+def serve(app: Any, sock: socket.socket, saved: str) -> NoReturn:
+    """Serve ``app`` on the listening ``sock`` (werkzeug's threaded server) until Ctrl-C or SIGTERM, which end the
+    command as they end every other (:mod:`ablate.app.interrupts`: one line ``error: ...``, exit 130 or 143)."""
     from werkzeug.serving import make_server
 
     logging.getLogger("werkzeug").setLevel(logging.WARNING)  # no line per request: the journal is the record
     server = make_server(HOST, 0, app, threaded=True, fd=sock.fileno())
     print(f"open http://{HOST}:{server.port}/ (Ctrl-C stops; {saved})", flush=True)
     try:
-        server.serve_forever()
+        server.serve_forever()  # SIGTERM's exception passes through; Ctrl-C's werkzeug swallows, and returns
     finally:
         server.server_close()
         sock.close()
-    return 0
+    raise KeyboardInterrupt  # nothing else ends serve_forever: the Ctrl-C it swallowed, raised again

@@ -8,7 +8,8 @@ Every grade is a POST appended to ``answer_journal.jsonl`` before the answer ret
 (:func:`ablate.labels.answerjournal.append`: one write, fsync); undo appends ``grade: null``. What is done is read
 back from the journal on every page, so a reload or a restarted server opens at the first ungraded answer. Skips are
 not recorded. Templates escape every value (Jinja autoescape); a POST for an answer outside the pool or a grade
-outside correct/partly/wrong is refused with 400. The same page machinery as :mod:`ablate.labels.page`.
+outside correct/partly/wrong is refused with 400. The same page machinery as :mod:`ablate.labels.page`, and the
+same guard (:mod:`ablate.labels.guard`: 403 for another host, another origin or a POST without the page's token).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from typing import Any
 from flask import Flask, abort, redirect, render_template, request
 from werkzeug.wrappers import Response
 
-from ablate.labels import answerjournal
+from ablate.labels import answerjournal, guard
 from ablate.labels.answerpool import AnswerEntry
 from ablate.labels.page import _int, counts
 
@@ -140,6 +141,7 @@ class Progress:
 def create_app(data: AnswerPageData) -> Flask:
     """The Flask app that serves ``data``'s answers to ``data.assessor``."""
     app = Flask(__name__)
+    guard.protect(app)  # Host, Origin and the page's token, before any view (CSRF, DNS rebinding)
     order = list(data.entries)
     index = {e.key: i for i, e in enumerate(order)}
     zh = data.language.startswith("zh")

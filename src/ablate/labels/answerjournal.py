@@ -12,8 +12,10 @@ answer (undo). ``assessor`` says who graded: ``human`` or ``human:<name>`` (a pe
 ``answer`` (:func:`ablate.labels.answerpool.answer_sha256`): a line is self-contained, so a hand-written journal
 needs no pool to be read, and a line whose hash is not that of its answer is refused.
 
-Written like the relevance journal (:func:`ablate.labels.journal.append_objects`: one write under an exclusive lock,
-then fsync, before the page hears OK); the latest standing line of an (qid, answer) wins (:func:`latest`).
+Written and read like the relevance journal, by the same code (:func:`ablate.labels.journal.append_objects`: one
+write under an exclusive lock, then fsync, before the page hears OK; a line torn by a crash is cut off to a side file
+``answer_journal.jsonl.torn-<time>`` when the journal is next opened, :func:`ablate.labels.journal.cut_torn_tail`);
+the latest standing line of an (qid, answer) wins (:func:`latest`).
 """
 
 from __future__ import annotations
@@ -67,7 +69,8 @@ def append(path: Path, grades: AnswerGrade | Sequence[AnswerGrade]) -> None:
 def read(path: Path, check: QuestionCheck | None = None) -> list[AnswerGrade]:
     """Every grade of the journal at ``path`` (none when it does not exist), in order. A bad line (not the keys of
     :data:`FIELDS`, a grade not in :data:`GRADES` or null, a hash that is not its answer's, a question ``check``
-    refuses) raises :class:`InputError` naming ``path:line``; a torn last line (a crash mid-write) is ignored."""
+    refuses) raises :class:`InputError` naming ``path:line``; a torn last line (a crash mid-write) is moved to a side
+    file first."""
     return [_grade(obj, where, check) for where, obj in read_objects(path)]
 
 

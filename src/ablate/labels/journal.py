@@ -10,14 +10,19 @@ back their latest judgement of that pair (undo). ``assessor`` says who judged: `
 
 Each judgement is one ``write`` of one whole line to a file opened for appending, under an exclusive lock, followed by
 ``fsync``: a closed tab, a killed server or a power cut loses at most the judgement being written, and the next start
-reads every line before it. The latest line for a (qid, unit) wins (:func:`latest`).
+reads every line before it. A line torn by a crash mid-write (bytes after the last newline) is cut off to a side file
+``journal.jsonl.torn-<time>`` the next time the journal is opened, to read or to append, with one ``warning:`` line
+naming both files (:func:`cut_torn_tail`), so it is never glued to the next judgement. The latest line for a
+(qid, unit) wins (:func:`latest`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
 import os
+import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
@@ -66,31 +71,134 @@ def append(path: Path, judgements: Judgement | Sequence[Judgement]) -> None:
 
 
 def append_objects(path: Path, objects: Sequence[Mapping[str, object]]) -> None:
-    """Append each of ``objects`` as one JSON line to ``path`` (created with its folder when missing): one write
-    under an exclusive lock, then fsync (every journal of :mod:`ablate.labels` is written through here)."""
+    """Append each of ``objects`` as one JSON line to ``path`` (created with its folder when missing): under an
+    exclusive lock, a torn tail cut off first (:func:`cut_torn_tail`), then one write of the whole lines on a file
+    opened for appending, then fsync (every journal of :mod:`ablate.labels` is written through here). A write that
+    fails part way is taken back before the error is raised, so no line is ever left half-written by this process."""
     if not objects:
         return
     data = "".join(json.dumps(dict(o), ensure_ascii=False) + "\n" for o in objects).encode("utf-8")
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    created = not path.exists()
+    fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
-        view = memoryview(data)
-        while view:
-            n = os.write(fd, view)
-            view = view[n:]
-        os.fsync(fd)
+        cut_torn_tail(fd, path)
+        start = os.fstat(fd).st_size
+        try:
+            view = memoryview(data)
+            # one write for a regular file; more only if the kernel takes part of it (a full disk)
+            while view:
+                n = os.write(fd, view)
+                view = view[n:]
+            os.fsync(fd)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.ftruncate(fd, start)
+            raise
     finally:
         os.close(fd)  # closing releases the lock
+    if created:
+        _sync_folder(path.parent)
+
+
+def _sync_folder(folder: Path) -> None:
+    """fsync a folder, so a file just created in it survives a power cut (where the system allows)."""
+    with contextlib.suppress(OSError):
+        fd = os.open(folder, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def _tail(fd: int, size: int) -> bytes:
+    """The bytes of the file ``fd`` (``size`` bytes long) after its last newline (all of it when it has none)."""
+    block = 1 << 16
+    tail = b""
+    end = size
+    while end > 0:
+        start = max(0, end - block)
+        chunk = os.pread(fd, end - start, start)
+        k = chunk.rfind(b"\n")
+        if k >= 0:
+            return chunk[k + 1 :] + tail
+        tail = chunk + tail
+        end = start
+    return tail
+
+
+def cut_torn_tail(fd: int, path: Path) -> Path | None:
+    """Make the journal open at ``fd`` (``path``, read-write, locked by the caller) end in a whole line.
+
+    Bytes after its last newline are either a whole JSON value missing only its newline (a file edited by hand):
+    the newline is added; or a line torn by a crash mid-append, never acknowledged: they are moved to a side file
+    ``<journal>.torn-<UTC time>`` and cut off the journal, and one ``warning:`` line on stderr names both files.
+    Either way the next line appended starts a line of its own. Returns the side file, if one was written."""
+    size = os.fstat(fd).st_size
+    tail = _tail(fd, size)
+    if not tail:
+        return None
+    try:
+        if tail.strip():
+            json.loads(tail.decode("utf-8"))
+        whole = True
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        whole = False
+    if whole:
+        os.write(fd, b"\n")
+        os.fsync(fd)
+        return None
+    side = _side_file(path, tail)
+    os.ftruncate(fd, size - len(tail))
+    os.fsync(fd)
+    print(
+        f"warning: {path} ended in a partial line of {len(tail)} bytes (a write cut short by a crash, never "
+        f"acknowledged): moved it to {side}; every whole line is kept",
+        file=sys.stderr,
+        flush=True,
+    )
+    return side
+
+
+def _side_file(path: Path, data: bytes) -> Path:
+    """A new file ``<path>.torn-<UTC time>[-N]`` holding ``data``, on disk when this returns."""
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    for n in range(1000):
+        side = path.with_name(f"{path.name}.torn-{stamp}" + (f"-{n}" if n else ""))
+        try:
+            fd = os.open(side, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        except FileExistsError:
+            continue
+        try:
+            os.write(fd, data)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        return side
+    raise OSError(f"{path}: no free name for its torn tail's side file")
 
 
 def read_objects(path: Path) -> list[tuple[str, object]]:
     """``(path:line, parsed JSON)`` of every non-blank line of the journal at ``path`` (none when it does not
-    exist). A line that is not JSON raises :class:`InputError` naming ``path:line``, except a last line without its
-    newline: a write cut short by a crash, never acknowledged, ignored."""
+    exist), read under the journal's lock after a torn tail is cut off (:func:`cut_torn_tail`). A line that is not
+    JSON raises :class:`InputError` naming ``path:line``. A journal this process may not write (a read-only copy)
+    is read as it is, a torn last line ignored."""
     if not path.exists():
         return []
-    raw = path.read_bytes()
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_APPEND)
+        writable = True
+    except OSError:  # read-only: read it as it is
+        fd = os.open(path, os.O_RDONLY)
+        writable = False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX if writable else fcntl.LOCK_SH)
+        if writable:
+            cut_torn_tail(fd, path)
+        raw = _read_all(fd)
+    finally:
+        os.close(fd)
     lines = raw.decode("utf-8", errors="replace").split("\n")
     torn = not raw.endswith(b"\n")
     out: list[tuple[str, object]] = []
@@ -108,6 +216,15 @@ def read_objects(path: Path) -> list[tuple[str, object]]:
     return out
 
 
+def _read_all(fd: int) -> bytes:
+    parts: list[bytes] = []
+    offset = 0
+    while chunk := os.pread(fd, 1 << 20, offset):
+        parts.append(chunk)
+        offset += len(chunk)
+    return b"".join(parts)
+
+
 def read(
     path: Path,
     check: PairCheck | None = None,
@@ -117,8 +234,8 @@ def read(
 
     Each line must be a JSON object with the keys of :data:`FIELDS`; ``check`` (when given) must accept its pair and
     ``grades`` (when given) hold its grade. A bad line raises :class:`InputError` naming ``path:line`` and the fix.
-    A last line without its newline that does not parse is a write cut short by a crash: it is ignored (the
-    judgement it held was never acknowledged)."""
+    A last line without its newline that does not parse is a write cut short by a crash: it is moved to a side file
+    (:func:`cut_torn_tail`; the judgement it held was never acknowledged)."""
     allowed = set(grades) if grades is not None else None
     return [_judgement(obj, where, check, allowed) for where, obj in read_objects(path)]
 

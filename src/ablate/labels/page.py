@@ -8,7 +8,9 @@ appended to the journal before the answer returns (:func:`ablate.labels.journal.
 appends ``grade: null``. What is done is read back from the journal on every page (the pairs this assessor's
 standing judgements cover), so a reload or a restarted server opens at the first undone pair. Skips are not
 recorded: a skipped pair stays undone and comes round again. Templates escape every value from data (Jinja
-autoescape); a POST for a pair outside the pool or a grade outside the legend is refused with 400.
+autoescape); a POST for a pair outside the pool or a grade outside the legend is refused with 400. Only the page
+itself can judge: a request naming another host, a POST from another origin or without the page's token is refused
+with 403 before anything is written (:mod:`ablate.labels.guard`).
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from typing import Any
 from flask import Flask, abort, redirect, render_template, request
 from werkzeug.wrappers import Response
 
-from ablate.labels import journal
+from ablate.labels import guard, journal
 from ablate.labels.legend import Legend
 from ablate.labels.poolfile import PoolEntry, by_question
 
@@ -161,6 +163,7 @@ def create_app(data: PageData) -> Flask:
     """The Flask app that serves ``data``'s pool to ``data.assessor``."""
     app = Flask(__name__)
     app.config["JSON_AS_ASCII"] = False
+    guard.protect(app)  # Host, Origin and the page's token, before any view (CSRF, DNS rebinding)
     order = ordered(data.entries)
     index = {(e.qid, e.unit): i for i, e in enumerate(order)}
     grades = set(data.legend.values)
