@@ -61,6 +61,8 @@ def check_hydra_overrides(overrides: Sequence[str]) -> None:
     """One cell's overrides of Hydra's own config: see the module docstring. Other overrides pass untouched."""
     from ablate.app.plan import parse
 
+    if not any("hydra" in o for o in overrides):
+        return  # nothing of Hydra's: no second parse of every cell of a sweep
     for o in parse(overrides):
         key = str(o.key_or_group)
         if not key.startswith(("hydra/", "hydra.")):

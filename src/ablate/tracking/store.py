@@ -200,7 +200,7 @@ def check_sqlite_file(path: Path, key: str, uri: str) -> None:
 
     try:
         st = path.stat()
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):  # nothing there: the folder checks below say why
         return
     except OSError as e:
         raise ConfigError(
