@@ -140,6 +140,46 @@ def _two_scored_runs(store: str) -> dict[str, str]:
     return {"runs": ",".join(ids)}
 
 
+# -- issue 37: the store's file, Hydra's own node, plan's degenerate runs, a split not asked for (helpers) ----------
+def _other_app_db(root: Path) -> None:
+    """A SQLite database of another application beside the case's corpus: ``{dir}/notes.db`` (one table)."""
+    import sqlite3
+    from contextlib import closing
+
+    with closing(sqlite3.connect(root.parent / "notes.db")) as db:
+        db.execute("CREATE TABLE notes (id INTEGER PRIMARY KEY, body TEXT)")
+        db.execute("INSERT INTO notes (body) VALUES ('keep me')")
+        db.commit()
+
+
+def _test_labels_only(root: Path) -> None:
+    """The tiny corpus as an own corpus's pilot: one labels file, qrels/test.tsv, and no question declaring a
+    split."""
+    (root / "qrels" / "dev.tsv").rename(root / "qrels" / "test.tsv")
+    (root / "qrels" / "train.tsv").unlink()
+    queries = [{k: v for k, v in q.items() if k != "split"} for q in TINY_QUERIES]
+    (root / "queries.jsonl").write_text("".join(json.dumps(q) + "\n" for q in queries), encoding="utf-8")
+
+
+def _one_run_twice(store: str) -> dict[str, str]:
+    """A finished scored run named twice: ``{twice}`` (``A_ID,A_ID``)."""
+    first = _two_scored_runs(store)["runs"].split(",")[0]
+    return {"twice": f"{first},{first}"}
+
+
+def _one_cell_sweep(store: str) -> dict[str, str]:
+    """A finished sweep of one cell with its per_query.csv: ``{parent}``."""
+    from ablate.tracking import Tracker
+
+    t = Tracker(f"sqlite:///{store}")
+    parent = t.start("catalogue-plan-one-cell", "sweep", tags={"ablate.role": "sweep-parent"})
+    with t.run("catalogue-plan-one-cell", "A", parent_run_id=parent) as rid:
+        rows = "".join(f"q{i},answerable,{i / 10:.2f}\n" for i in range(8))
+        t.log_files(rid, {"per_query.csv": "qid,category,ndcg@10\n" + rows})
+    t.end(parent)
+    return {"parent": parent}
+
+
 GOOD_QUERIES = "".join(json.dumps(q, ensure_ascii=False) + "\n" for q in TINY_QUERIES)
 
 SERVE = ["serve", "--labels-dir", "{dir}/labels", "--port", "0", "--pool"]
@@ -1106,6 +1146,118 @@ CASES = [
         _edit(
             "typo.txt", "### system\nGrade the answer to {question}.\n### user\n{question} {golds} {answer}\n"
         ),
+        code=2,
+    ),
+    # -- issue 37: tracebacks that are now one line, and a split that was not asked for ----------------------------
+    Case(  # a text file as the store: MLflow's 89-line traceback before; the file stays as it is
+        "store-not-a-database",
+        ["tracking.uri=sqlite:///{file}"],
+        "a-file is not a SQLite database (it is another kind of file, left as it is); name a new file",
+        code=2,
+    ),
+    Case(  # someone else's database: MLflow would add its tables to it
+        "store-other-application",
+        ["tracking.uri=sqlite:///{dir}/notes.db"],
+        "notes.db is the SQLite database of another application (tables notes; not MLflow's",
+        setup=_other_app_db,
+        code=2,
+    ),
+    Case(  # a file that exists but cannot be read (even by root)
+        "store-unreadable",
+        ["tracking.uri=sqlite:////proc/self/mem"],
+        "/proc/self/mem cannot be read (",
+        code=2,
+    ),
+    Case(
+        "report-store-not-a-database",
+        ["--tracking-uri", "sqlite:///{file}", "--no-log"],
+        "a-file is not a SQLite database",
+        module="ablate.report",
+        base=False,
+        code=2,
+    ),
+    Case(
+        "label-pool-store-folder",
+        ["pool", "--tracking-uri", "sqlite:///{dir}"],
+        "is a folder; name the database file",
+        module="ablate.label",
+        base=False,
+        code=2,
+        absent="labels",
+    ),
+    Case(  # a traceback and a FAILED sweep parent before
+        "hydra-launcher-target",
+        ["-m", "hydra.launcher._target_=x"],
+        "hydra.launcher._target_='x' is not valid; Hydra's launcher is chosen as a config group option, not set by "
+        "its class or removed: hydra/launcher=basic|joblib|ray",
+        code=2,
+    ),
+    Case(
+        "hydra-sweeper-target",
+        ["-m", "hydra.sweeper._target_=x"],
+        "hydra.sweeper._target_='x' is not valid; Hydra's sweeper is chosen as a config group option",
+        code=2,
+    ),
+    Case(
+        "hydra-logging-bogus",
+        ["hydra/job_logging=bogus"],
+        "hydra/job_logging='bogus' is not valid; valid options: ablate, default, disabled, none, stdout",
+        code=2,
+    ),
+    Case(
+        "hydra-logging-null",
+        ["hydra/hydra_logging=null"],
+        "hydra/hydra_logging='null' is not valid; valid options: ablate, default, disabled",
+        code=2,
+    ),
+    Case(
+        "hydra-logging-removed",
+        ["~hydra/job_logging"],
+        "Hydra needs this config group; choose one of its options: hydra/job_logging=ablate|default",
+        code=2,
+    ),
+    Case(
+        "hydra-logging-level",
+        ["hydra.job_logging.root.level=BOGUS"],
+        "hydra.job_logging.root.level='BOGUS' is not valid; it must be a logging level: one of CRITICAL",
+        code=2,
+    ),
+    Case(
+        "hydra-logging-handler",
+        ["hydra.job_logging.handlers.file.filename=/nonexistent/x.log"],
+        "only the levels can be set here",
+        code=2,
+    ),
+    Case(
+        "hydra-verbose-number",
+        ["hydra.verbose=1"],
+        "hydra.verbose=1 is not valid; give true, false, a logger name (hydra.verbose=ablate)",
+        code=2,
+    ),
+    Case(  # printed 0.05/0 and an empty table before
+        "plan-run-twice",
+        ["--runs", "{twice}", "--tracking-uri", "sqlite:///{store}"],
+        "is named twice, and a run compared with itself has no difference to plan for; give two or more different",
+        module="ablate.plan",
+        base=False,
+        code=2,
+        runs=_one_run_twice,
+    ),
+    Case(
+        "plan-one-cell-sweep",
+        ["--parent", "{parent}", "--tracking-uri", "sqlite:///{store}"],
+        "1 run(s), so no comparison to plan. Fix: give a sweep of two or more cells",
+        module="ablate.plan",
+        base=False,
+        code=2,
+        runs=_one_cell_sweep,
+    ),
+    Case(  # ran and scored the test questions before (exit 0, a note)
+        "split-not-in-pilot",
+        [],
+        "has one labels file, qrels/test.tsv, so its only split is 'test'. Fix: make a dev and a test side with "
+        "python -m ablate.split",
+        setup=_test_labels_only,
         code=2,
     ),
 ]

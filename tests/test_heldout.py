@@ -192,3 +192,35 @@ def test_test_run_once_then_a_changed_setting_is_test_tuned_in_the_report(split_
     assert "A k1=1.5 †" in rows and "A k1=0.9 (baseline)" in rows and "A k1=1.2" in rows
     csv = (out / "ablation.csv").read_text(encoding="utf-8")
     assert "test-tuned" in csv and "dev-tuned" in csv
+
+
+def test_a_split_typed_on_the_command_line_that_a_pilot_does_not_have_is_refused(tmp_path):
+    """Issue 37: ``corpus.split=dev`` typed for a corpus whose one labels file is qrels/test.tsv ran the test
+    questions (exit 0, a note). Typed, it is refused naming the one split and how to make a dev split; the config's
+    default still runs the pilot with the note; a typed split the file has runs."""
+    from ablate.app.config import job_from_config
+    from ablate.app.precheck import compose_cell, hydra_config_dir
+    from ablate.errors import ConfigError
+    from ablate.runner.heldout import pilot_corpus
+    from ablate.runner.settings import CorpusSpec
+
+    queries = [{k: v for k, v in q.items() if k != "split"} for q in TINY_QUERIES]
+    root = write_corpus(tmp_path / "own", TINY_DOCS, queries, {"test": TINY_QRELS["dev"]}, TINY_MANIFEST)
+    with pytest.raises(ConfigError) as e:
+        pilot_corpus(CorpusSpec(path=str(root), split="dev"), split_named=True)
+    msg = str(e.value)
+    assert msg.startswith("corpus.split='dev' is not valid; the corpus ") and "qrels/test.tsv" in msg
+    assert "its only split is 'test'" in msg and f"python -m ablate.split {root}" in msg
+    assert "corpus.split_file=<its split.tsv> corpus.split=dev" in msg
+    spec, note = pilot_corpus(CorpusSpec(path=str(root), split="test"), split_named=True)
+    assert spec.split == "test" and spec.exploratory and note is None
+    spec, note = pilot_corpus(CorpusSpec(path=str(root), split="dev"))  # the config's default: the pilot
+    assert spec.split == "test" and spec.exploratory and note and "qrels/test.tsv" in note
+
+    base = ["corpus=beir", f"corpus.path={root}", "variant=A"]
+    with hydra_config_dir():  # whether the split was typed is read from the composed config's overrides
+        with pytest.raises(ConfigError, match="its only split is 'test'"):
+            job_from_config(compose_cell([*base, "corpus.split=dev"]))
+        notes: list[str] = []
+        job = job_from_config(compose_cell(base), notes=notes)  # corpus=beir's default split (test) matches
+        assert job.corpus.split == "test" and job.corpus.exploratory and notes == []

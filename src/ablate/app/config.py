@@ -212,6 +212,18 @@ def experiment_name(cfg: DictConfig) -> str:
     return Path(str(cfg.corpus.path)).name
 
 
+def split_named(cfg: DictConfig) -> bool:
+    """Whether the command line set ``corpus.split`` (an override recorded in ``hydra.overrides.task``, however it
+    was prefixed), rather than the corpus config's default."""
+    hydra = cfg.get("hydra") if isinstance(cfg, DictConfig) else None
+    task = OmegaConf.select(hydra, "overrides.task", default=None) if hydra is not None else None
+    for o in task or ():
+        key = str(o).partition("=")[0].lstrip("+~")
+        if key == "corpus.split":
+            return True
+    return False
+
+
 def job_from_config(
     cfg: DictConfig,
     launch_dir: str | None = None,
@@ -230,7 +242,8 @@ def job_from_config(
         judge = build_judge(_plain(cfg, "answer"), pipeline.generator, CONF_DIR / "prompts")
         pipeline = replace(pipeline, judge=judge)
         corpus, pilot_note = pilot_corpus(
-            CorpusSpec.from_mapping(_plain(cfg, "corpus"), _plain(cfg, "versions"), _plain(cfg, "eval"))
+            CorpusSpec.from_mapping(_plain(cfg, "corpus"), _plain(cfg, "versions"), _plain(cfg, "eval")),
+            split_named=split_named(cfg),
         )
         if pilot_note and notes is not None:
             notes.append(pilot_note)

@@ -113,6 +113,16 @@ def run(args: argparse.Namespace) -> int:
             raise ConfigError(
                 "--runs", args.runs, "give two or more run ids, comma-separated: baseline first"
             )
+        twice = next((rid for i, rid in enumerate(ids) if rid in ids[:i]), None)
+        if twice is not None:
+            from ablate.errors import ConfigError
+
+            raise ConfigError(
+                "--runs",
+                args.runs,
+                f"run {twice} is named twice, and a run compared with itself has no difference to plan for; give "
+                "two or more different run ids, comma-separated: baseline first",
+            )
         runs, swept, title = fetch_run_ids(tracker, ids), None, "the runs given"
     else:
         runs, source = fetch_runs(tracker, args.parent)
@@ -130,6 +140,14 @@ def run(args: argparse.Namespace) -> int:
         n_sims=args.sims,
         seed=args.seed,
     )
+    if not rows:
+        from ablate.errors import InputError
+
+        raise InputError(
+            title,
+            f"{len(runs)} run(s), so no comparison to plan",
+            "give a sweep of two or more cells (--parent), or two or more runs (--runs BASELINE_ID,OTHER_ID)",
+        )
     if args.json:
         for r in rows:
             print(

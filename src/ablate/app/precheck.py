@@ -9,6 +9,9 @@ What is refused here, with one line naming the key, value or file and the fix:
 * a ``hydra.callbacks`` entry that is not one of ablate's own callback classes, resolved before Hydra builds it, and
   a ``_target_`` nested in Hydra's launcher or sweeper config (command-line overrides are trusted input: they may
   name classes to build, so what Hydra builds is kept to ours: :mod:`ablate.app.targets`);
+* what Hydra builds from its own node once the command has started: the launcher and the sweeper are chosen as
+  options (``hydra/launcher=joblib``, never ``hydra.launcher._target_=...``), and its logging configs and
+  ``hydra.verbose`` hold values it can use (:mod:`ablate.app.hydra_checks`);
 * a sweep (``-m``, more than one cell) with cells on the held-out split (``corpus.split=test``) unless it is
   confirmed as the one final run of settings chosen on dev (``--confirm-test``, which the CLI turns into
   ``heldout.confirm_test=true``): :func:`ablate.runner.heldout.check_test_sweep`;
@@ -145,6 +148,7 @@ def check_command_line(argv: list[str], launch_dir: str) -> Plan:
     :class:`~ablate.errors.AblateError`."""
     from ablate.app.compose import Composer
     from ablate.app.config import job_from_config
+    from ablate.app.hydra_checks import check_hydra_config, check_hydra_overrides
     from ablate.app.plan import Cell, split_cells
     from ablate.runner.heldout import check_test_sweep
     from ablate.runner.inputs import check_generator, check_inputs
@@ -161,8 +165,10 @@ def check_command_line(argv: list[str], launch_dir: str) -> Plan:
     composer = Composer()
     with hydra_config_dir():
         for overrides in split_cells([a for a in argv if not a.startswith("-")], plan.multirun):
+            check_hydra_overrides(overrides)
             cfg = composer.compose(overrides)
             check_launcher(cfg)
+            check_hydra_config(cfg)
             check_callbacks(cfg)
             check_variant_name(cfg)
             notes: list[str] = []

@@ -57,17 +57,32 @@ class HeldOutSweepRefused(AblateError):
     """A sweep on the held-out split that the user did not confirm as the final run."""
 
 
-def pilot_corpus(corpus: CorpusSpec) -> tuple[CorpusSpec, str | None]:
+def pilot_corpus(corpus: CorpusSpec, split_named: bool = False) -> tuple[CorpusSpec, str | None]:
     """``corpus`` as an exploratory pilot when its folder has one labels file and no split file is given
     (:func:`ablate.data.corpus.pilot_split`): its ``split`` is that file's (a corpus with one labels file has no
     other split to run, so ``corpus.split``, ``test`` by default for ``corpus=beir``, is not asked to match it) and
-    ``exploratory`` is set. Returns the spec and a note when ``corpus.split`` named another split; other corpora
-    unchanged."""
+    ``exploratory`` is set. Returns the spec and a note when ``corpus.split`` (a default) named another split; other
+    corpora unchanged.
+
+    ``split_named``: the user typed ``corpus.split`` (on the command line). Then a split the folder does not have is
+    refused (:class:`~ablate.errors.ConfigError`) instead of running the one labels file: asking for ``dev`` and
+    scoring the ``test`` questions would tune on the held-out set."""
     if corpus.split_file:
         return corpus, None
     split = pilot_split(corpus.path)
     if split is None:
         return corpus, None
+    if split_named and corpus.split != split:
+        from ablate.errors import ConfigError
+
+        raise ConfigError(
+            "corpus.split",
+            corpus.split,
+            f"the corpus {corpus.path} has one labels file, qrels/{split}.tsv, so its only split is {split!r}. "
+            f"Fix: make a dev and a test side with python -m ablate.split {corpus.path} and tune with "
+            f"corpus.split_file=<its split.tsv> corpus.split=dev (docs/your-data.md, Dev and test); or drop "
+            f"corpus.split to run an exploratory pilot on all {split!r} questions",
+        )
     note = None
     if corpus.split != split:
         note = (

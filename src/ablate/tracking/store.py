@@ -3,6 +3,7 @@ probe, and the client of a server that went down (every call to it fails at once
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 from typing import Any
@@ -206,6 +207,71 @@ def _probe_server(uri: str, key: str) -> None:
         )
 
 
+#: The first 16 bytes of every SQLite 3 database file.
+SQLITE_MAGIC = b"SQLite format 3\x00"
+#: Tables every MLflow tracking database has: a database with tables but not these belongs to something else.
+MLFLOW_TABLES = ("alembic_version", "experiments", "runs")
+
+
+def check_sqlite_file(path: Path, key: str, uri: str) -> None:
+    """Refuse a ``sqlite:///`` path that exists but is no MLflow store, reading it only (never writing or locking
+    it, so the file stays byte-identical): a folder, something other than a regular file (a pipe, a device), a file
+    that cannot be read, a file that is not a SQLite database (a text file, an image) and a SQLite database of
+    another application (tables, but not all of :data:`MLFLOW_TABLES`: MLflow would add its own tables to it). An empty file or a
+    database without tables is a new store; a missing path is left to the folder checks."""
+    import sqlite3
+    import stat
+
+    from ablate.errors import ConfigError
+
+    try:
+        st = path.stat()
+    except (FileNotFoundError, NotADirectoryError):  # nothing there: the folder checks below say why
+        return
+    except OSError as e:
+        raise ConfigError(
+            key, uri, f"{path} cannot be read ({e.strerror}); choose another database file"
+        ) from None
+    new = f"name a new file or an MLflow database, e.g. {path.parent / 'mlflow.db'}"
+    if stat.S_ISDIR(st.st_mode):
+        raise ConfigError(key, uri, f"{path} is a folder; name the database file, e.g. {path}/mlflow.db")
+    if not stat.S_ISREG(st.st_mode):
+        raise ConfigError(key, uri, f"{path} is not a regular file (a pipe or a device); {new}")
+    try:
+        with path.open("rb") as f:
+            head = f.read(len(SQLITE_MAGIC))
+    except OSError as e:
+        raise ConfigError(
+            key, uri, f"{path} cannot be read ({e.strerror}); fix its permissions or {new}"
+        ) from None
+    if not head:
+        return  # an empty file: SQLite makes it a new database
+    if head != SQLITE_MAGIC:
+        raise ConfigError(
+            key, uri, f"{path} is not a SQLite database (it is another kind of file, left as it is); {new}"
+        )
+    try:  # read-only, immutable: no lock, no journal, nothing written
+        with contextlib.closing(
+            sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro&immutable=1", uri=True)
+        ) as db:
+            tables = sorted(
+                str(r[0]) for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")
+            )
+    except sqlite3.Error as e:
+        raise ConfigError(
+            key, uri, f"{path} cannot be read as a SQLite database ({e}); it is left as it is; {new}"
+        ) from None
+    tables = [t for t in tables if not t.startswith("sqlite_")]
+    if tables and not set(MLFLOW_TABLES) <= set(tables):
+        shown = ", ".join(tables[:5]) + (", ..." if len(tables) > 5 else "")
+        raise ConfigError(
+            key,
+            uri,
+            f"{path} is the SQLite database of another application (tables {shown}; not MLflow's "
+            f"{', '.join(MLFLOW_TABLES)}): MLflow would add its tables to it, so it is left as it is; {new}",
+        )
+
+
 def check_uri(uri: str, key: str = "tracking.uri", writes: bool = True) -> None:
     """Refuse, before any work, a tracking URI that cannot be opened, naming it as ``key`` (``tracking.uri`` or
     ``--tracking-uri``): an unknown scheme; a file store (a plain path or ``file://``) where the installed MLflow
@@ -240,10 +306,10 @@ def check_uri(uri: str, key: str = "tracking.uri", writes: bool = True) -> None:
                 "MLflow's deprecated file store)",
             )
         folder, what = (path if path.is_dir() else path.parent), "store"
+    if scheme == "sqlite":
+        check_sqlite_file(path, key, uri)
     if not writes:
         return
-    if path.exists() and path.is_dir() and scheme == "sqlite":
-        raise ConfigError(key, uri, f"{path} is a folder; name the database file, e.g. {path}/mlflow.db")
     if not folder.is_dir():
         hint = "it is a file" if folder.exists() else "it does not exist"
         raise ConfigError(
