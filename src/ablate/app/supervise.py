@@ -73,7 +73,9 @@ def supervise() -> None:
     stores, crash_log = f"{base}.stores", f"{base}.crash"
     watched = {*FORWARDED, signal.SIGCHLD}
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)  # an inherited SIG_IGN would reap the child before we can
-    previous = signal.pthread_sigmask(signal.SIG_BLOCK, watched)  # held from here: none is lost before the wait
+    previous = signal.pthread_sigmask(
+        signal.SIG_BLOCK, watched
+    )  # held from here: none is lost before the wait
     parent = os.getpid()
     for stream in (sys.stdout, sys.stderr):
         stream.flush()

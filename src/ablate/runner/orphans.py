@@ -95,12 +95,18 @@ def close_runs_of_process(
 
     host = socket.gethostname()
     filt = f"attributes.status = 'RUNNING' and tags.`{R.T_HOST}` = '{host}' and tags.`{R.T_PID}` = '{pid}'"
-    own = [r for r in tracker.find_runs(None, filt) if pid_start is None or r.tags.get(R.T_PID_START) == pid_start]
+    own = [
+        r
+        for r in tracker.find_runs(None, filt)
+        if pid_start is None or r.tags.get(R.T_PID_START) == pid_start
+    ]
     ids = {r.run_id for r in own}
     closed: list[RecordedRun] = []
     deadline = time.monotonic() + wait
     for parent in own:
-        children = [r for r in tracker.children(parent.run_id) if r.status == "RUNNING" and r.run_id not in ids]
+        children = [
+            r for r in tracker.children(parent.run_id) if r.status == "RUNNING" and r.run_id not in ids
+        ]
         while any(owner_alive(r) for r in children) and time.monotonic() < deadline:
             time.sleep(0.1)
         for child in children:
