@@ -95,31 +95,36 @@ def test_sigill_in_a_sweeps_cell_fails_the_cell_and_the_parent_with_one_line_and
     )  # the supervisor's files (the stores opened, the crash's stacks) are gone
 
 
-def test_sigsegv_in_a_single_run_fails_it_and_debug_prints_the_stacks(tiny_corpus, tmp_path):
-    """No sweep: the run's retriever dies of SIGSEGV. The run is FAILED with the signal, one ``error:`` line names
-    it, the stage and ABLATE_DEBUG; exit 139. With ABLATE_DEBUG=1 faulthandler's stacks follow the line."""
+def test_sigsegv_in_a_joblib_worker_fails_its_cell_and_the_parent_and_debug_prints_the_stacks(
+    tiny_corpus, tmp_path
+):
+    """``hydra/launcher=joblib``: the cells run in loky worker processes and the second one's retriever dies of
+    SIGSEGV there (the command's own process lives on: joblib reports the dead worker). The sweep's parent and the
+    crashed cell are FAILED with the signal and the stage, nothing is RUNNING; one
+    ``error:`` line names SIGSEGV and ABLATE_DEBUG; exit 139; with ABLATE_DEBUG=1 the worker's stacks follow."""
     store = tmp_path / "m.db"
-    p = _run(
-        [
-            "variant=oracle",
-            f"oracle._target_={CRASHING}",
-            "++oracle.signal=SIGSEGV",
-            *_base(tiny_corpus, store),
-        ],
-        tmp_path,
-        {"ABLATE_DEBUG": "1"},
-    )
+    args = ["-m", "hydra/launcher=joblib", "hydra.launcher.n_jobs=2", "variant=oracle"]
+    args += [f"oracle._target_={CRASHING}", "++oracle.signal=none,SIGSEGV", *_base(tiny_corpus, store)]
+    p = _run(args, tmp_path, {"ABLATE_DEBUG": "1"})
     assert p.returncode == 128 + signal.SIGSEGV, p.stderr
     errors = _errors(p.stderr)
-    assert len(errors) == 1, p.stderr
-    assert errors[0].startswith(
-        "error: crashed: signal 11 (SIGSEGV) in native code, in ablate.testing.crash (search)"
+    failure = (
+        "crashed: signal 11 (SIGSEGV) in native code in a launcher worker, in ablate.testing.crash (search)"
     )
+    assert len(errors) == 1 and errors[0].startswith(f"error: {failure}: "), p.stderr
     assert "ABLATE_DEBUG=1" in errors[0] and "faulthandler" in errors[0]
-    assert "the Python stacks at the crash (faulthandler):" in p.stderr and "Fatal Python error" in p.stderr
+    assert "the worker's Python stacks at the crash (faulthandler):" in p.stderr
+    assert "Traceback" not in p.stderr and p.stderr.count("Fatal Python error") == 1
     runs = Tracker(f"sqlite:///{store}").find_runs(None)
-    assert len(runs) == 1 and runs[0].status == "FAILED"
-    assert runs[0].failure == "crashed: signal 11 (SIGSEGV) in native code, in ablate.testing.crash (search)"
+    assert [r for r in runs if r.status == "RUNNING"] == []
+    parent = next(r for r in runs if r.tags.get(R.T_ROLE) == R.ROLE_SWEEP_PARENT)
+    cells = {r.tags.get(R.T_OVERRIDES, ""): r for r in runs if r.parent}
+    crashed = next(r for o, r in cells.items() if "SIGSEGV" in o)
+    assert parent.status == "FAILED" and parent.failure == failure
+    assert crashed.status == "FAILED" and crashed.failure == failure
+    assert crashed.tags[R.T_PID] != parent.tags[R.T_PID]  # the worker's run, closed for the worker
+    # the other cell ran beside it: it finished, or its worker was stopped with the broken pool (closed FAILED)
+    assert [r.status in ("FINISHED", "FAILED") for o, r in cells.items() if "none" in o] == [True]
 
 
 def test_the_stage_that_crashed_is_read_from_faulthandlers_stacks():
@@ -190,6 +195,9 @@ def _at_a_terminal(tmp_path: Path, *args: str) -> tuple[subprocess.Popen[bytes],
         signal.signal(signal.SIGINT, signal.SIG_DFL)
 
     env = {k: v for k, v in os.environ.items() if k not in (supervise.ENV_OFF, ENV_OPENED_STORES)}
+    env["TMPDIR"] = str(
+        tmp_path
+    )  # what a supervisor killed by SIGKILL could not remove stays in the test's folder
     p = subprocess.Popen(
         [sys.executable, str(script), *args],
         stdin=slave,

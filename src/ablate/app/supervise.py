@@ -31,7 +31,6 @@ Used by ``python -m ablate``; another entry point opts in with one line, ``super
 from __future__ import annotations
 
 import os
-import re
 import signal
 import sys
 from typing import IO, NoReturn
@@ -41,6 +40,8 @@ ENV_OFF = "ABLATE_NO_SUPERVISOR"
 #: The file the child's trackers name their stores in: :data:`ablate.tracking.tracker.ENV_OPENED_STORES` (not
 #: imported here: importing the tracking package takes longer than the whole supervisor).
 ENV_STORES = "ABLATE_OPENED_STORES"
+#: The path prefix of the command's crash stacks: faulthandler writes those of process PID to ``<prefix>.<pid>``.
+ENV_CRASH_LOG = "ABLATE_CRASH_LOG"
 #: Signals sent to the command that the parent passes on to the child (unless the terminal sent them to both).
 FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
 #: Signals of a crash in native code (faulthandler writes the Python stacks for these).
@@ -59,9 +60,21 @@ CAUSES = {
 DEBUG_HINT = "run again with ABLATE_DEBUG=1 to print every thread's Python stack at the crash (faulthandler)"
 #: ablate's own source folder (with a trailing separator): a frame in a file under it is ablate's.
 PACKAGE_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "")
-_FRAME = re.compile(r'^\s*File "(?P<path>[^"]+)", line \d+ in (?P<function>\S+)')
+#: A frame of a faulthandler dump.
+FRAME = r'^\s*File "(?P<path>[^"]+)", line \d+ in (?P<function>\S+)'
 
-_CRASH_LOG: list[IO[str]] = []  # the child's faulthandler file, open as long as the process
+_CRASH_LOG: dict[int, IO[str]] = {}  # pid -> its faulthandler file, open as long as the process
+
+
+class NativeCrash(SystemExit):
+    """A process of the command other than its main one (a launcher's worker) was ended by a signal: the command
+    ends as if it had crashed itself (its entry point closes its runs with :attr:`reason` and prints :attr:`line`);
+    exit 128 + the signal."""
+
+    def __init__(self, signum: int, site: str | None, dump: str = "") -> None:
+        super().__init__(128 + signum)
+        self.signum, self.dump = signum, dump  # dump: the worker's crash stacks (faulthandler), if any
+        self.reason, self.line = describe(signum, site, worker=True)
 
 
 def supervise() -> None:
@@ -70,7 +83,7 @@ def supervise() -> None:
     if os.environ.get(ENV_OFF) or not hasattr(os, "fork") or not hasattr(signal, "sigwaitinfo"):
         return
     base = os.path.join(os.environ.get("TMPDIR") or "/tmp", f"ablate-{os.getpid()}-{os.urandom(4).hex()}")
-    stores, crash_log = f"{base}.stores", f"{base}.crash"
+    stores = f"{base}.stores"
     watched = {*FORWARDED, signal.SIGCHLD}
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)  # an inherited SIG_IGN would reap the child before we can
     previous = signal.pthread_sigmask(
@@ -84,21 +97,24 @@ def supervise() -> None:
         signal.pthread_sigmask(signal.SIG_SETMASK, previous)
         _die_with(parent)
         os.environ[ENV_STORES] = stores
-        _enable_faulthandler(crash_log)
+        os.environ[ENV_CRASH_LOG] = base
+        watch_this_process()
         return
     start = _start_time(pid)
     status = _wait(pid, watched)
     try:
         if status is not None and os.WIFSIGNALED(status):
-            code = ended_by_signal(os.WTERMSIG(status), pid, start, stores, crash_log)
+            code = ended_by_signal(os.WTERMSIG(status), pid, start, stores, f"{base}.{pid}")
         else:
             code = os.waitstatus_to_exitcode(status) if status is not None else 1
     finally:
-        for path in (stores, crash_log):
-            try:
-                os.unlink(path)
-            except OSError:
-                pass
+        folder, name = os.path.split(base)
+        try:
+            for entry in os.listdir(folder):
+                if entry.startswith(f"{name}."):  # the stores, every process's crash stacks
+                    os.unlink(os.path.join(folder, entry))
+        except OSError:
+            pass
     _exit(code)
 
 
@@ -116,16 +132,67 @@ def _die_with(parent: int) -> None:
         os._exit(128 + int(signal.SIGKILL))
 
 
-def _enable_faulthandler(path: str) -> None:
-    """At a crash, the child writes the Python stack of every thread to ``path`` (read by the parent)."""
+def watch_this_process() -> None:
+    """At a crash, this process of a supervised command (its main one, a launcher's worker: called where a job
+    starts) writes the Python stack of every thread to ``<ABLATE_CRASH_LOG>.<pid>``, read by who reports the crash;
+    nothing outside a supervised command. Replaces the handler a launcher enabled (loky's prints to the console)."""
+    prefix, pid = os.environ.get(ENV_CRASH_LOG), os.getpid()
+    if not prefix or pid in _CRASH_LOG:
+        return
     import faulthandler
 
     try:
-        log = open(path, "w", encoding="utf-8")  # noqa: SIM115 - open as long as the process
-    except OSError:
+        log = open(f"{prefix}.{pid}", "w", encoding="utf-8")  # noqa: SIM115 - open as long as the process
+    except OSError:  # a Ray worker on another machine
         return
     faulthandler.enable(file=log, all_threads=True)
-    _CRASH_LOG.append(log)
+    _CRASH_LOG[pid] = log
+
+
+def worker_crash(e: BaseException) -> NativeCrash | None:
+    """The :class:`NativeCrash` a launcher's error stands for when its worker was ended by a signal (joblib's
+    ``TerminatedWorkerError``: "The exit codes of the workers are {SIGILL(-4)}"), else None. The crashed stage is read
+    from the worker's crash stacks (:func:`watch_this_process`)."""
+    import re
+
+    if type(e).__name__ not in ("TerminatedWorkerError", "BrokenProcessPool"):
+        return None
+    codes = [int(c) for c in re.findall(r"\((-\d+)\)", str(e))]
+    signum = next((-c for c in codes if -c in CRASHES), next((-c for c in codes), None))
+    if signum is None:
+        return None
+    dump = _worker_dump()
+    return NativeCrash(signum, crash_site(dump), dump)
+
+
+def _worker_dump() -> str:
+    """The crash stacks a worker of this command wrote (a process other than this one), or ""."""
+    prefix = os.environ.get(ENV_CRASH_LOG)
+    if not prefix:
+        return ""
+    folder, name = os.path.split(prefix)
+    try:
+        entries = sorted(os.listdir(folder))
+    except OSError:
+        return ""
+    for entry in entries:
+        if (
+            entry.startswith(f"{name}.")
+            and entry != f"{name}.{os.getpid()}"
+            and entry[len(name) + 1 :].isdigit()
+        ):
+            dump = _read(os.path.join(folder, entry))
+            if "Fatal Python error" in dump:
+                return dump
+    return ""
+
+
+def _read(path: str) -> str:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            return fh.read()
+    except OSError:
+        return ""
 
 
 def _start_time(pid: int) -> str | None:
@@ -167,11 +234,14 @@ def crash_site(dump: str) -> str | None:
     """``ablate.<module> (<function>)``: the innermost frame of an ablate module in a faulthandler dump, in the
     crashing thread first, then in the others (a native worker thread that crashed has no Python frames of its own;
     the main thread is then inside the call that started the work); None when there is none."""
+    import re
+
+    frame = re.compile(FRAME)
     blocks: list[tuple[bool, list[tuple[str, str]]]] = []  # (the crashing thread, its frames)
     for line in dump.splitlines():
         if line.startswith(("Current thread", "Thread ")):
             blocks.append((line.startswith("Current thread"), []))
-        elif blocks and (m := _FRAME.match(line)):
+        elif blocks and (m := frame.match(line)):
             blocks[-1][1].append((m["path"], m["function"]))
     blocks.sort(key=lambda b: not b[0])
     for _, frames in blocks:
@@ -182,13 +252,22 @@ def crash_site(dump: str) -> str | None:
     return None
 
 
-def describe(signum: int, site: str | None) -> tuple[str, str]:
-    """(the ``ablate.failure`` reason, the console line without ``error:``) of a command ended by ``signum``."""
+def describe(signum: int, site: str | None, worker: bool = False) -> tuple[str, str]:
+    """(the ``ablate.failure`` reason, the console line without ``error:``) of a command ended by ``signum`` (in a
+    launcher's worker: ``worker``)."""
     from ablate.app.interrupts import reason_of
 
     name = signal_name(signum)
+    if worker and signum not in CRASHES:
+        reason = f"a launcher worker was ended by signal {signum} ({name})"
+        if signum == signal.SIGKILL:
+            return reason, f"{reason}: by hand, or by the kernel when memory ran out (`dmesg` says which)"
+        return reason, reason
     if signum in CRASHES:
-        reason = f"crashed: signal {signum} ({name}) in native code" + (f", in {site}" if site else "")
+        reason = f"crashed: signal {signum} ({name}) in native code" + (
+            " in a launcher worker" if worker else ""
+        )
+        reason += f", in {site}" if site else ""
         advice = CAUSES[signal.Signals(signum)]
         return reason, f"{reason}: {advice}" + ("" if signum == signal.SIGILL else f"; {DEBUG_HINT}")
     if signum in (signal.SIGINT, signal.SIGTERM):  # ended by it before its own handler was installed
@@ -202,11 +281,7 @@ def describe(signum: int, site: str | None) -> tuple[str, str]:
 
 def ended_by_signal(signum: int, pid: int, start: str | None, stores: str, crash_log: str) -> int:
     """The child ``pid`` was ended by ``signum``: one line, its runs FAILED, the exit code (128 + ``signum``)."""
-    try:
-        with open(crash_log, encoding="utf-8", errors="replace") as fh:
-            dump = fh.read()
-    except OSError:
-        dump = ""
+    dump = _read(crash_log)
     reason, line = describe(signum, crash_site(dump))
     _say(f"error: {line}")
     debug = bool(os.environ.get("ABLATE_DEBUG"))

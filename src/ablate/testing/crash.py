@@ -19,12 +19,12 @@ from ablate.stages.retrievers.oracle import OracleRetriever
 
 #: Part of its fingerprint (every stage module declares one).
 CODE_VERSION = "ablate-test-crash/1"
-#: The signals it may send: those of a crash in native code.
-SIGNALS = ("SIGILL", "SIGSEGV", "SIGBUS", "SIGABRT", "SIGFPE")
+#: The signals it may send: those of a crash in native code; ``none``: it is the oracle (a sweep's cell that works).
+SIGNALS = ("SIGILL", "SIGSEGV", "SIGBUS", "SIGABRT", "SIGFPE", "none")
 
 
 class CrashingRetriever(OracleRetriever):
-    """The oracle, ended by ``signal`` at its first search."""
+    """The oracle, ended by ``signal`` at its first search (``none``: never)."""
 
     def __init__(self, name: str = "oracle", min_grade: int = 1, signal: str = "SIGILL") -> None:
         super().__init__(name, min_grade)
@@ -41,5 +41,6 @@ class CrashingRetriever(OracleRetriever):
         return bound
 
     def search(self, queries: Sequence[Query], depth: int, allowed: np.ndarray | None = None) -> Run:
-        os.kill(os.getpid(), getattr(signals, self.signal))
-        return super().search(queries, depth, allowed)  # pragma: no cover - the signal ended the process
+        if self.signal != "none":
+            os.kill(os.getpid(), getattr(signals, self.signal))
+        return super().search(queries, depth, allowed)
