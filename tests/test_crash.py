@@ -137,11 +137,11 @@ def test_the_stage_that_crashed_is_read_from_faulthandlers_stacks():
         f'  File "{pkg}runner/job.py", line 10 in run_job\n\n'
         "Current thread 0x00007f02 (most recent call first):\n"
         '  File "/venv/lib/python3.11/site-packages/llama_cpp/llama.py", line 1 in eval\n'
-        f'  File "{pkg}stages/generators/llama_cpp.py", line 200 in generate\n'
+        f'  File "{pkg}stages/generate/llama_cpp.py", line 200 in generate\n'
         f'  File "{pkg}runner/job.py", line 99 in run_job\n\n'
         "Extension modules: numpy.core._multiarray_umath (total: 1)\n"
     )
-    assert supervise.crash_site(dump) == "ablate.stages.generators.llama_cpp (generate)"
+    assert supervise.crash_site(dump) == "ablate.stages.generate.llama_cpp (generate)"
     native = dump.replace("Current thread 0x00007f02", "Thread 0x00007f02").replace(
         "Thread 0x00007f01", "Current thread 0x7"
     )
