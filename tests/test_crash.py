@@ -29,7 +29,7 @@ def _run(
         "ABLATE_INVOCATION",
         "ABLATE_DEBUG",
         supervise.ENV_OFF,
-        ENV_OPENED_STORES,
+        supervise.ENV_DIR,
     ):
         env.pop(name, None)
     env.update(env_extra or {})
@@ -123,8 +123,9 @@ def test_sigsegv_in_a_joblib_worker_fails_its_cell_and_the_parent_and_debug_prin
     assert parent.status == "FAILED" and parent.failure == failure
     assert crashed.status == "FAILED" and crashed.failure == failure
     assert crashed.tags[R.T_PID] != parent.tags[R.T_PID]  # the worker's run, closed for the worker
-    # the other cell ran beside it: it finished, or its worker was stopped with the broken pool (closed FAILED)
-    assert [r.status in ("FINISHED", "FAILED") for o, r in cells.items() if "none" in o] == [True]
+    # the other cell ran beside it: it finished, its worker was stopped with the broken pool (its run closed FAILED),
+    # or it never started (no run): none is RUNNING (above)
+    assert len(cells) in (1, 2)
 
 
 def test_the_stage_that_crashed_is_read_from_faulthandlers_stacks():
@@ -194,7 +195,7 @@ def _at_a_terminal(tmp_path: Path, *args: str) -> tuple[subprocess.Popen[bytes],
         fcntl.ioctl(0, termios.TIOCSCTTY, 0)
         signal.signal(signal.SIGINT, signal.SIG_DFL)
 
-    env = {k: v for k, v in os.environ.items() if k not in (supervise.ENV_OFF, ENV_OPENED_STORES)}
+    env = {k: v for k, v in os.environ.items() if k not in (supervise.ENV_OFF, supervise.ENV_DIR)}
     env["TMPDIR"] = str(
         tmp_path
     )  # what a supervisor killed by SIGKILL could not remove stays in the test's folder

@@ -9,10 +9,10 @@ the caller sees, only waits for it and exits with its exit code. When the child 
 
 * prints one line ``error: crashed: signal 4 (SIGILL) in native code, in <module> (<function>): <the likely cause
   and the fix>`` (:func:`describe`); the module is the innermost ablate frame of the Python stacks that
-  ``faulthandler``, enabled in the child, wrote to a temporary file at the crash (``ABLATE_DEBUG=1`` prints those
-  stacks after the line);
+  ``faulthandler``, enabled in the child, wrote at the crash into the command's private temporary folder
+  (``ABLATE_SUPERVISOR_DIR``, removed when the command ends; ``ABLATE_DEBUG=1`` prints those stacks after the line);
 * ends FAILED, with that reason in ``ablate.failure``, every run the child left RUNNING in the stores it opened (their
-  URIs are appended to a temporary file by :class:`ablate.tracking.Tracker`, variable ``ABLATE_OPENED_STORES``):
+  URIs are appended to a file of that folder by :class:`ablate.tracking.Tracker`, variable ``ABLATE_OPENED_STORES``):
   its own (a sweep's parent, the cell it ran) and the RUNNING child runs of those whose process is gone with it (a
   launcher worker's cell): :func:`ablate.runner.orphans.close_runs_of_process`;
 * exits 128 + the signal (132 for SIGILL), as a shell reports a process killed by it.
@@ -40,8 +40,9 @@ ENV_OFF = "ABLATE_NO_SUPERVISOR"
 #: The file the child's trackers name their stores in: :data:`ablate.tracking.tracker.ENV_OPENED_STORES` (not
 #: imported here: importing the tracking package takes longer than the whole supervisor).
 ENV_STORES = "ABLATE_OPENED_STORES"
-#: The path prefix of the command's crash stacks: faulthandler writes those of process PID to ``<prefix>.<pid>``.
-ENV_CRASH_LOG = "ABLATE_CRASH_LOG"
+#: The command's private folder (removed when it ends): faulthandler writes the crash stacks of its process PID to
+#: ``<folder>/<pid>.stacks``; the stores it opened are named in ``<folder>/stores``.
+ENV_DIR = "ABLATE_SUPERVISOR_DIR"
 #: Signals sent to the command that the parent passes on to the child (unless the terminal sent them to both).
 FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
 #: Signals of a crash in native code (faulthandler writes the Python stacks for these).
@@ -82,13 +83,16 @@ def supervise() -> None:
     the module docstring). Does nothing under ``ABLATE_NO_SUPERVISOR=1`` or where there is no ``fork``."""
     if os.environ.get(ENV_OFF) or not hasattr(os, "fork") or not hasattr(signal, "sigwaitinfo"):
         return
-    base = os.path.join(os.environ.get("TMPDIR") or "/tmp", f"ablate-{os.getpid()}-{os.urandom(4).hex()}")
-    stores = f"{base}.stores"
+    folder = os.path.join(os.environ.get("TMPDIR") or "/tmp", f"ablate-{os.getpid()}-{os.urandom(4).hex()}")
+    try:
+        os.mkdir(folder, 0o700)
+    except OSError:  # no temporary folder: the command runs unsupervised
+        return
+    stores = os.path.join(folder, "stores")
     watched = {*FORWARDED, signal.SIGCHLD}
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)  # an inherited SIG_IGN would reap the child before we can
-    previous = signal.pthread_sigmask(
-        signal.SIG_BLOCK, watched
-    )  # held from here: none is lost before the wait
+    # held from here: none is lost before the wait
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, watched)
     parent = os.getpid()
     for stream in (sys.stdout, sys.stderr):
         stream.flush()
@@ -97,25 +101,30 @@ def supervise() -> None:
         signal.pthread_sigmask(signal.SIG_SETMASK, previous)
         _die_with(parent)
         os.environ[ENV_STORES] = stores
-        os.environ[ENV_CRASH_LOG] = base
+        os.environ[ENV_DIR] = folder
         watch_this_process()
         return
     start = _start_time(pid)
     status = _wait(pid, watched)
     try:
         if status is not None and os.WIFSIGNALED(status):
-            code = ended_by_signal(os.WTERMSIG(status), pid, start, stores, f"{base}.{pid}")
+            stacks = os.path.join(folder, f"{pid}.stacks")
+            code = ended_by_signal(os.WTERMSIG(status), pid, start, stores, stacks)
         else:
             code = os.waitstatus_to_exitcode(status) if status is not None else 1
     finally:
-        folder, name = os.path.split(base)
-        try:
-            for entry in os.listdir(folder):
-                if entry.startswith(f"{name}."):  # the stores, every process's crash stacks
-                    os.unlink(os.path.join(folder, entry))
-        except OSError:
-            pass
+        _remove(folder)
     _exit(code)
+
+
+def _remove(folder: str) -> None:
+    """Remove the command's private folder (flat: the stores file, the crash stacks)."""
+    try:
+        for entry in os.listdir(folder):
+            os.unlink(os.path.join(folder, entry))
+        os.rmdir(folder)
+    except OSError:
+        pass
 
 
 def _die_with(parent: int) -> None:
@@ -134,15 +143,16 @@ def _die_with(parent: int) -> None:
 
 def watch_this_process() -> None:
     """At a crash, this process of a supervised command (its main one, a launcher's worker: called where a job
-    starts) writes the Python stack of every thread to ``<ABLATE_CRASH_LOG>.<pid>``, read by who reports the crash;
-    nothing outside a supervised command. Replaces the handler a launcher enabled (loky's prints to the console)."""
-    prefix, pid = os.environ.get(ENV_CRASH_LOG), os.getpid()
-    if not prefix or pid in _CRASH_LOG:
+    starts) writes the Python stack of every thread to ``<ABLATE_SUPERVISOR_DIR>/<pid>.stacks``, read by who reports
+    the crash; nothing outside a supervised command. Replaces the handler a launcher enabled (loky's prints to the
+    console)."""
+    folder, pid = os.environ.get(ENV_DIR), os.getpid()
+    if not folder or pid in _CRASH_LOG:
         return
     import faulthandler
 
     try:
-        log = open(f"{prefix}.{pid}", "w", encoding="utf-8")  # noqa: SIM115 - open as long as the process
+        log = open(os.path.join(folder, f"{pid}.stacks"), "w", encoding="utf-8")  # noqa: SIM115 - open as long as the process
     except OSError:  # a Ray worker on another machine
         return
     faulthandler.enable(file=log, all_threads=True)
@@ -167,20 +177,15 @@ def worker_crash(e: BaseException) -> NativeCrash | None:
 
 def _worker_dump() -> str:
     """The crash stacks a worker of this command wrote (a process other than this one), or ""."""
-    prefix = os.environ.get(ENV_CRASH_LOG)
-    if not prefix:
+    folder = os.environ.get(ENV_DIR)
+    if not folder:
         return ""
-    folder, name = os.path.split(prefix)
     try:
         entries = sorted(os.listdir(folder))
     except OSError:
         return ""
     for entry in entries:
-        if (
-            entry.startswith(f"{name}.")
-            and entry != f"{name}.{os.getpid()}"
-            and entry[len(name) + 1 :].isdigit()
-        ):
+        if entry.endswith(".stacks") and entry != f"{os.getpid()}.stacks":
             dump = _read(os.path.join(folder, entry))
             if "Fatal Python error" in dump:
                 return dump
