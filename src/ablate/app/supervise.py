@@ -80,8 +80,11 @@ class NativeCrash(SystemExit):
 
 def supervise() -> None:
     """Fork: return in the child, which runs the command; in the parent wait for the child and exit as it did (see
-    the module docstring). Does nothing under ``ABLATE_NO_SUPERVISOR=1`` or where there is no ``fork``."""
+    the module docstring). Does nothing under ``ABLATE_NO_SUPERVISOR=1``, where there is no ``fork``, or for a help
+    request (``-h``/``--help``: it runs no native code and creates no run, and the fork would be its only cost)."""
     if os.environ.get(ENV_OFF) or not hasattr(os, "fork") or not hasattr(signal, "sigwaitinfo"):
+        return
+    if any(a in ("-h", "--help") for a in sys.argv[1:]):
         return
     folder = os.path.join(os.environ.get("TMPDIR") or "/tmp", f"ablate-{os.getpid()}-{os.urandom(4).hex()}")
     try:
