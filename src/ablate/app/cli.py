@@ -333,9 +333,7 @@ def _main() -> None:
     command = Command(plan, launch_dir)
     try:
         hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name="config")(command)()
-    except (
-        NativeCrash
-    ) as e:  # a launcher's worker crashed: the command ends as a crash does (ablate.app.supervise)
+    except NativeCrash as e:  # a launcher's worker crashed: the command ends as a crash does (supervise.py)
         _crashed(e)
     except (
         BaseException

@@ -74,9 +74,7 @@ class AblateSweeper(Sweeper):
                 self.validate_batch_is_legal(batch)
             try:
                 results = self.launcher.launch(batch, initial_job_idx=initial_job_idx)
-            except (
-                Exception
-            ) as e:  # a worker that crashed in native code ends the command as a crash (one line)
+            except Exception as e:  # a worker that crashed in native code: the command ends as a crash
                 from ablate.app.supervise import worker_crash
 
                 crash = worker_crash(e)
