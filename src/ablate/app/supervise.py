@@ -24,8 +24,15 @@ which ends with its own line and code (130, 143): the parent adds nothing. If th
 (``kill -9``) the kernel kills the child too (``PR_SET_PDEATHSIG``), as before the fork; the next command's orphan
 sweep closes its runs.
 
-``ABLATE_NO_SUPERVISOR=1`` runs the command in one process (under a debugger or a profiler that follows one pid).
-Used by ``python -m ablate``; another entry point opts in with one line, ``supervise()``, before its heavy imports.
+A launcher's worker that crashes (``hydra/launcher=joblib``: the command's process lives on and joblib reports the
+dead worker) ends the command the same way, from inside it: the sweeper turns the launcher's error into a
+:class:`NativeCrash` (:func:`worker_crash`; the worker's stacks are in the same folder, :func:`watch_this_process`)
+and the command closes its runs and the worker's with the reason, prints the line and exits 128 + the signal.
+
+``ABLATE_NO_SUPERVISOR=1`` runs the command in one process (under a debugger or a profiler that follows one pid); a
+help request is never forked. Used by ``python -m ablate``, ``python -m ablate.report`` and ``python -m ablate.label
+judge|validate|validate-answers``; another entry point opts in with one line, ``supervise()``, before its heavy
+imports.
 """
 
 from __future__ import annotations
