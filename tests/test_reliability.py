@@ -331,10 +331,13 @@ def test_an_interrupt_while_a_sweep_records_reused_cells_ends_its_parent_failed(
 
 
 def _catches(pid: int, sig: int) -> bool:
-    """Whether process ``pid`` has a handler for ``sig`` (the SigCgt mask of /proc/<pid>/status)."""
+    """Whether the command started as process ``pid`` has a handler for ``sig`` (the SigCgt mask of
+    /proc/<pid>/status): the command runs in the child of the supervisor the caller started (ablate.app.supervise),
+    which blocks the signal and passes it on."""
     try:
-        status = Path(f"/proc/{pid}/status").read_text()
-    except OSError:
+        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+        status = Path(f"/proc/{children[0]}/status").read_text()
+    except (OSError, IndexError):
         return False
     mask = next(int(line.split()[1], 16) for line in status.splitlines() if line.startswith("SigCgt:"))
     return bool(mask & (1 << (sig - 1)))

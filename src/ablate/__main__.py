@@ -7,6 +7,7 @@ import os
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 from ablate.app import interrupts  # noqa: E402  (the standard library only)
+from ablate.app.supervise import supervise  # noqa: E402  (the standard library only)
 
 
 def _main() -> None:
@@ -16,4 +17,5 @@ def _main() -> None:
 
 
 if __name__ == "__main__":
+    supervise()  # a crash in native code still ends with one line and no run left RUNNING
     interrupts.guarded(_main)

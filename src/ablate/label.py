@@ -3,10 +3,15 @@
 ``error: ...``, exit 130 or 143 (:mod:`ablate.app.interrupts`)."""
 
 import os
+import sys
 
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # before torch is imported; see src/ablate/__main__.py
 
 from ablate.app import interrupts  # noqa: E402  (the standard library only)
+from ablate.app.supervise import supervise  # noqa: E402
+
+#: The commands that ask an LLM at length (llama.cpp in this process): a crash in native code is one line from ablate.
+SUPERVISED = ("judge", "validate", "validate-answers")
 
 
 def _main() -> None:
@@ -16,4 +21,6 @@ def _main() -> None:
 
 
 if __name__ == "__main__":
+    if sys.argv[1:2] and sys.argv[1] in SUPERVISED:
+        supervise()
     interrupts.guarded(_main)

@@ -24,6 +24,7 @@ from ablate.app import interrupts
 from ablate.app.entry import say_unexpected
 from ablate.app.paths import CONF_DIR, register_resolvers
 from ablate.app.plan import Plan, cell_labels, is_multirun, task_cell
+from ablate.app.supervise import NativeCrash
 from ablate.errors import AblateError
 
 log = logging.getLogger("ablate")
@@ -226,8 +227,10 @@ class Command:
         :func:`ablate.runner.job.run_job`, named by ``place`` in a sweep. Returns the headline metrics and the run
         id."""
         from ablate.app.config import job_from_config, print_notes
+        from ablate.app.supervise import watch_this_process
         from ablate.runner.job import run_job
 
+        watch_this_process()  # a launcher's worker: its crash stacks go where the command's report reads them
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
         register_resolvers()  # also in joblib workers, which never ran main()
@@ -330,6 +333,8 @@ def _main() -> None:
     command = Command(plan, launch_dir)
     try:
         hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name="config")(command)()
+    except NativeCrash as e:  # a launcher's worker crashed: the command ends as a crash does (supervise.py)
+        _crashed(e)
     except (
         BaseException
     ) as e:  # an interrupt goes to main(); anything else ends this process's open runs FAILED
@@ -342,6 +347,29 @@ def _main() -> None:
         if command.progress is not None:  # under a sweeper that did not close it (hydra/sweeper=basic)
             command.progress.close()
         _exit_for_failed_jobs(plan)
+
+
+def _crashed(crash: NativeCrash) -> None:
+    """A worker of this command crashed: its runs and this process's FAILED with the crash's reason (the worker's
+    and any other left RUNNING under this process's runs by a process that is gone), one line, exit 128 + the
+    signal."""
+    from ablate.runner.orphans import close_runs_of_process, process_tags
+    from ablate.tracking import hurry, shared_trackers
+
+    hurry(interrupts.HURRY_SECONDS)
+    print(f"error: {crash.line}", file=sys.stderr, flush=True)
+    if os.environ.get("ABLATE_DEBUG") and crash.dump.strip():
+        print(
+            f"the worker's Python stacks at the crash (faulthandler):\n{crash.dump.rstrip()}", file=sys.stderr
+        )
+    start = process_tags()[R.T_PID_START] or None
+    for tracker in shared_trackers():
+        try:
+            close_runs_of_process(tracker, os.getpid(), start, crash.reason)
+        except Exception as e:  # noqa: BLE001 - a store that cannot be written: the next command's orphans sweep
+            if os.environ.get("ABLATE_DEBUG"):
+                print(f"could not close the runs in {tracker.uri}: {e!r}", file=sys.stderr)
+    raise SystemExit(crash.code)
 
 
 def sweep_outcome(tracker: Any, parent: str, expected: int) -> tuple[int, int]:

@@ -80,3 +80,41 @@ def close_own_runs(tracker: Tracker, reason: str) -> list[str]:
     for run in runs:
         tracker.end(run.run_id, "FAILED", reason)
     return [r.run_id for r in runs]
+
+
+def close_runs_of_process(
+    tracker: Tracker, pid: int, pid_start: str | None, reason: str, wait: float = 3.0
+) -> list[RecordedRun]:
+    """End FAILED with ``reason`` the runs of a command whose process ``pid`` (started at ``pid_start``, clock ticks;
+    None: not checked) died without closing them (a native crash): its own RUNNING runs (a sweep's parent, the cell it
+    ran), and every RUNNING child run of those whose owner is gone too (a cell of a launcher worker, which the
+    command's death ends). A worker still alive gets up to ``wait`` seconds to end; one alive after that is left to
+    close its own run (or to the next command's orphan sweep). Children before their parent; returns the runs
+    closed."""
+    import time
+
+    host = socket.gethostname()
+    filt = f"attributes.status = 'RUNNING' and tags.`{R.T_HOST}` = '{host}' and tags.`{R.T_PID}` = '{pid}'"
+    own = [
+        r
+        for r in tracker.find_runs(None, filt)
+        if pid_start is None or r.tags.get(R.T_PID_START) == pid_start
+    ]
+    ids = {r.run_id for r in own}
+    closed: list[RecordedRun] = []
+    deadline = time.monotonic() + wait
+    for parent in own:
+        children = [
+            r for r in tracker.children(parent.run_id) if r.status == "RUNNING" and r.run_id not in ids
+        ]
+        while any(owner_alive(r) for r in children) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        for child in children:
+            if not owner_alive(child):
+                tracker.end(child.run_id, "FAILED", reason)
+                closed.append(child)
+    own.sort(key=lambda r: r.parent is None)
+    for run in own:
+        tracker.end(run.run_id, "FAILED", reason)
+        closed.append(run)
+    return closed

@@ -23,6 +23,29 @@ from ablate.tracking.store import HTTP_LIMITS, StoreError, _ServerClient, not_fo
 _UMASK = os.umask(0)
 os.umask(_UMASK)
 
+#: A file every store opened by this process or its launcher workers is named in, one URI a line (set by the entry
+#: point's supervisor, :mod:`ablate.app.supervise`): the process that waits for the command reads it to end the runs
+#: of a command that crashed in native code.
+ENV_OPENED_STORES = "ABLATE_OPENED_STORES"
+
+
+def note_opened(uri: str) -> None:
+    """Name ``uri`` in the file :data:`ENV_OPENED_STORES` names (one short append; nothing when it is unset or the
+    file cannot be written: a Ray worker on another machine)."""
+    path = os.environ.get(ENV_OPENED_STORES)
+    if not path:
+        return
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    except OSError:
+        return
+    try:
+        os.write(fd, (uri.replace("\n", " ") + "\n").encode())
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
 
 def failure_reason(e: BaseException) -> str:
     """The ``ablate.failure`` text for an exception that ended a run."""
@@ -89,6 +112,7 @@ class Tracker:
 
         quiet_mlflow()
         self.uri = uri
+        note_opened(uri)
         self.client: Any  # an MlflowClient (a _ServerClient around one for a tracking server)
         self._artifact_uris: dict[str, str] = {}
         self._reads: dict[tuple[Any, ...], Any] | None = None  # see held_reads

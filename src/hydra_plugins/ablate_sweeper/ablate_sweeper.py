@@ -72,7 +72,15 @@ class AblateSweeper(Sweeper):
         for batch in todo:
             if command is None or not command.plan.cells:
                 self.validate_batch_is_legal(batch)
-            results = self.launcher.launch(batch, initial_job_idx=initial_job_idx)
+            try:
+                results = self.launcher.launch(batch, initial_job_idx=initial_job_idx)
+            except Exception as e:  # a worker that crashed in native code: the command ends as a crash
+                from ablate.app.supervise import worker_crash
+
+                crash = worker_crash(e)
+                if crash is None:
+                    raise
+                raise crash from None
             for r in results:
                 _ = r.return_value  # a failed job raises here, as with Hydra's basic sweeper
             initial_job_idx += len(batch)
