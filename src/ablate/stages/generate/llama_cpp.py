@@ -15,6 +15,11 @@ AVX-512 machine runs different kernels, whose float rounding can make greedy dec
 generation made by another build is therefore never served from the cache, and two runs that differ only in the build
 say so.
 
+Before anything runs, the build's instruction sets are checked against the CPU's (:mod:`ablate.stages.generate.cpu`):
+a build this CPU cannot run is refused in one line naming the missing instruction sets and ``make setup`` as the fix,
+instead of dying mid-run with ``Illegal instruction``. ``make setup`` builds a pinned tier (``tier4``, ``tier3``;
+``neon`` on ARM; ``native`` when asked), logged as ``generator.build_tier`` beside the build (docs/builds.md).
+
 Every prompt is evaluated whole (the model's state is reset before each completion). llama-cpp-python would otherwise
 keep the tokens the previous prompt shares with this one (the system text) and evaluate only the rest, and where that
 split falls changes the float rounding of a quantised model's kernels: an answer would depend on which question was
@@ -25,6 +30,7 @@ holds.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import heapq
 import os
@@ -33,8 +39,9 @@ from typing import Any, ClassVar
 
 from ablate.cache import Cache
 from ablate.errors import AblateError, ConfigError, InputError
-from ablate.stages.base import StageContext, check_int, check_str
+from ablate.stages.base import Fingerprint, StageContext, check_int, check_str
 from ablate.stages.generate.base import Generation, GeneratorBase, Messages
+from ablate.stages.generate.cpu import build_tier, check_build_runs, installed_wheel_folder
 from ablate.stages.generate.gguf import QWEN, ResolvedGGUF, identify_gguf, resolve_gguf
 from ablate.stages.generate.prompt import PromptTemplate
 
@@ -198,6 +205,9 @@ class LlamaCppGenerator(GeneratorBase):
             self.model, f"{name}.model"
         )  # fails now, before any work, when it is missing
         self.build = llama_build()
+        if self.build != NOT_INSTALLED:  # a build this CPU cannot run: refused now, not mid-run
+            check_build_runs(self.build, f"{name} (llama.cpp)")
+        self.build_tier = build_tier(self.build, installed_wheel_folder())
         self._resolved: ResolvedGGUF | None = None
         self._llm: Any = None
 
@@ -205,6 +215,17 @@ class LlamaCppGenerator(GeneratorBase):
         """The settings, and ``build`` (:func:`llama_build`): logged as ``generator.build``, part of the fingerprint
         and so of every generation's cache key."""
         return {"model": self.model, "n_ctx": self.n_ctx, "n_threads": self.n_threads, "build": self.build}
+
+    def params(self) -> dict[str, Any]:
+        """The base's, and ``build_tier``: the name of the build (:func:`~ablate.stages.generate.cpu.build_tier`:
+        ``tier4``, ``tier3``, ``neon``, ``native`` or ``other``), logged as ``generator.build_tier``. The build string
+        is the identity; its name is left out of the fingerprint (:meth:`fingerprint`)."""
+        return {**super().params(), "build_tier": self.build_tier}
+
+    def fingerprint(self) -> Fingerprint:
+        fp = super().fingerprint()
+        params = {k: v for k, v in fp.params.items() if k != "build_tier"}
+        return dataclasses.replace(fp, params=params)
 
     def model_identity(self) -> dict[str, Any]:
         return {"gguf_sha256": self._sha256}
