@@ -9,11 +9,11 @@ Before anything runs, once the corpus is loaded, :func:`check_context_fits` refu
 prompt (the template with the ``context_k`` passages of the corpus with the most tokens and the split's question
 with the most tokens, counted by the model's own tokenizer and chat template) plus ``max_tokens`` exceeds ``n_ctx``.
 
-The llama.cpp build is part of the identity too (:func:`llama_build`, logged as ``generator.build``): pip compiles
-llama-cpp-python for the CPU it is installed on (``GGML_NATIVE``), so one version built on an AVX2 machine and on an
-AVX-512 machine runs different kernels, whose float rounding can make greedy decoding pick another token. A
-generation made by another build is therefore never served from the cache, and two runs that differ only in the build
-say so.
+The llama.cpp build is part of the identity too (:func:`llama_build`, logged as ``generator.build``): left to
+itself pip compiles llama-cpp-python for the CPU it is installed on (``GGML_NATIVE``; ``make setup`` builds a pinned
+tier instead, docs/builds.md), and one version built for AVX2 and for AVX-512 runs different kernels, whose float
+rounding can make greedy decoding pick another token. A generation made by another build is therefore never served
+from the cache, and two runs that differ only in the build say so.
 
 Before anything runs, the build's instruction sets are checked against the CPU's (:mod:`ablate.stages.generate.cpu`):
 a build this CPU cannot run is refused in one line naming the missing instruction sets and ``make setup`` as the fix,
