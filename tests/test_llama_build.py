@@ -256,6 +256,39 @@ def test_every_stage_that_loads_llama_cpp_refuses_a_build_the_cpu_lacks(monkeypa
     assert not_installed.build_tier == "other"  # it fails when it loads its model, as before
 
 
+def test_a_pinned_wheel_the_cpu_cannot_run_is_refused_before_llama_cpp_is_loaded(monkeypatch):
+    """Loading a library compiled for instructions the CPU lacks may itself stop with 'Illegal instruction': the
+    wheel folder make setup installed from names the tier, so that is checked first, without importing llama_cpp."""
+    from ablate.stages.generate import llama_cpp as stage_module
+    from ablate.stages.generate.gguf import SMOLLM2
+
+    haswell, sandy = cpu.Cpu("Haswell", HASWELL), cpu.Cpu("Sandy Bridge", SANDY)
+    with pytest.raises(
+        AblateError, match=r"\(tier4 build\) uses AVX512 \(avx512f .*pinned tier3 for this CPU"
+    ):
+        cpu.check_installed_tier("generator (llama.cpp)", haswell, "tier4-39d72cb67c1b")
+    with pytest.raises(
+        AblateError, match=r"\(tier3 build\) uses AVX2 \(avx2\), BMI2 \(bmi2\), F16C \(f16c\), FMA"
+    ):
+        cpu.check_installed_tier("generator (llama.cpp)", sandy, "tier3-11ba03268d36")
+    cpu.check_installed_tier("x", haswell, "tier3-11ba03268d36")  # runs
+    cpu.check_installed_tier(
+        "x", sandy, "native-cc0499beaae4"
+    )  # a native build: its string is checked once loaded
+    cpu.check_installed_tier("x", sandy, "")  # not installed from make setup's folders
+
+    def loaded() -> str:
+        raise AssertionError("llama.cpp was loaded before the check")
+
+    monkeypatch.setattr(cpu, "read_cpu", lambda path=cpu.CPUINFO: haswell)
+    monkeypatch.setattr(cpu, "installed_wheel_folder", lambda dist="llama-cpp-python": "tier4-39d72cb67c1b")
+    monkeypatch.setattr(stage_module, "llama_build", loaded)
+    with pytest.raises(
+        AblateError, match=r"^generator \(llama.cpp\): the installed llama-cpp-python \(tier4 build\)"
+    ):
+        stage_module.LlamaCppGenerator(model=SMOLLM2, prompt="grounded")
+
+
 #: Runs ``python -m ablate`` as a user would, on a CPU that reports only AVX2 (tier 3) with the README's tier-4 build.
 ON_AN_AVX2_CPU = f"""
 import sys

@@ -22,6 +22,7 @@ checks are pure functions of the strings and flag sets they are given.
 
 from __future__ import annotations
 
+import functools
 import json
 import platform
 import re
@@ -174,6 +175,7 @@ def read_cpu(path: Path = CPUINFO) -> Cpu | None:
         return None
 
 
+@functools.cache
 def installed_wheel_folder(dist: str = "llama-cpp-python") -> str | None:
     """The name of the folder the installed ``dist`` was installed from when pip installed it from a wheel file
     (``tier4-39d72cb67c1b``: ``make setup``'s wheel folders), from pip's ``direct_url.json``; ``None`` otherwise."""
@@ -215,16 +217,30 @@ def refusal(build: str, cpu_flags: Iterable[str], what: str, wheel_folder: str |
     )
 
 
-def check_build_runs(build: str, what: str, cpu: Cpu | None = None) -> None:
+def check_build_runs(build: str, what: str, cpu: Cpu | None = None, wheel_folder: str | None = None) -> None:
     """Refuse, before anything runs, a llama.cpp ``build`` (its system info) that uses an instruction set this CPU
-    lacks (:func:`refusal`); ``cpu``: this machine's unless given. Nothing is checked where the CPU's flags are
-    unknown (no ``/proc/cpuinfo``)."""
+    lacks (:func:`refusal`); ``cpu``: this machine's, ``wheel_folder``: :func:`installed_wheel_folder`, unless given.
+    Nothing is checked where the CPU's flags are unknown (no ``/proc/cpuinfo``)."""
     cpu = cpu if cpu is not None else read_cpu()
     if cpu is None or not cpu.flags:
         return
-    message = refusal(build, cpu.flags, what, installed_wheel_folder())
+    folder = wheel_folder if wheel_folder is not None else installed_wheel_folder()
+    message = refusal(build, cpu.flags, what, folder)
     if message is not None:
         raise AblateError(message)
+
+
+def check_installed_tier(what: str, cpu: Cpu | None = None, wheel_folder: str | None = None) -> None:
+    """Refuse, without loading llama.cpp, an installed pinned-tier wheel this CPU cannot run: the folder ``make setup``
+    installed it from names its tier (``tier4-<key>``), and a library compiled for instructions the CPU lacks may
+    already stop with 'Illegal instruction' while it loads. ``wheel_folder``: :func:`installed_wheel_folder` unless
+    given; nothing is checked for a build from elsewhere (its build string is checked once loaded,
+    :func:`check_build_runs`)."""
+    folder = wheel_folder if wheel_folder is not None else installed_wheel_folder()
+    tier = (folder or "").split("-", 1)[0]
+    if tier in TIER_FEATURES:
+        build = "CPU : " + " | ".join(f"{f} = 1" for f in sorted(TIER_FEATURES[tier])) + " |"
+        check_build_runs(build, what, cpu, folder)
 
 
 def machine() -> str:

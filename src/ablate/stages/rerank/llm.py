@@ -41,7 +41,12 @@ from ablate.stages.base import (
     fingerprint_of,
     library_versions,
 )
-from ablate.stages.generate.cpu import build_tier, check_build_runs, installed_wheel_folder
+from ablate.stages.generate.cpu import (
+    build_tier,
+    check_build_runs,
+    check_installed_tier,
+    installed_wheel_folder,
+)
 from ablate.stages.generate.gguf import QWEN, identify_gguf, resolve_gguf
 from ablate.stages.generate.llama_cpp import NOT_INSTALLED, llama_build, open_llama
 from ablate.stages.generate.prompt import PromptTemplate
@@ -243,6 +248,7 @@ class LLMReranker:
                 f"{name}.max_passage_tokens",
             )
         self._sha256 = identify_gguf(self.model, f"{name}.model")  # a missing model fails before any work
+        check_installed_tier(f"{name} (llama.cpp)")  # a pinned wheel this CPU cannot run: before loading it
         self.build = llama_build()
         if self.build != NOT_INSTALLED:  # a build this CPU cannot run: refused now, not mid-run
             check_build_runs(self.build, f"{name} (llama.cpp)")
