@@ -252,6 +252,7 @@ def test_every_stage_that_loads_llama_cpp_refuses_a_build_the_cpu_lacks(monkeypa
     with pytest.raises(AblateError, match=r"^answer_judge \(llama.cpp\): .* uses AVX512 \("):
         _judge_generator(SMOLLM2, type("Gen", (), {"prompt_path": "grounded", "n_threads": 1})())
     monkeypatch.setattr(stage_module, "llama_build", lambda: stage_module.NOT_INSTALLED)
+    monkeypatch.setattr(cpu, "installed_wheel_folder", lambda dist="llama-cpp-python": None)
     not_installed = stage_module.LlamaCppGenerator(model=SMOLLM2, prompt="grounded")
     assert not_installed.build_tier == "other"  # it fails when it loads its model, as before
 

@@ -7,7 +7,8 @@ happens to land on (``GGML_NATIVE``). This script chooses a pinned tier from the
 1. builds llama-cpp-python with that tier's ``CMAKE_ARGS`` into ``.wheels/llama-cpp-python-<version>/<tier>-<key>/``
    (``key``: the first 12 hex digits of the sha256 of the ``CMAKE_ARGS``), only when that folder holds no wheel yet,
    with ``--no-binary`` and ``--no-cache-dir`` so pip's wheel cache can never hand back another build;
-2. installs exactly that wheel (``--no-deps --force-reinstall`` when the installed build is another one);
+2. installs exactly that wheel (``--no-deps --force-reinstall`` unless pip's record of the installed one names this
+   wheel file and its sha256);
 3. installs the ``[server]`` extra's dependencies, never letting pip build or take another llama-cpp-python;
 4. reads the installed build's system info back and checks it is the tier's.
 
@@ -152,8 +153,10 @@ def wheels_in(folder: Path) -> list[Path]:
     return sorted(folder.glob(f"{name}-{VERSION}-*.whl")) if folder.is_dir() else []
 
 
-def installed_url() -> str | None:
-    """The wheel file pip installed llama-cpp-python from (its ``direct_url.json``), when it is :data:`VERSION`."""
+def installed_from() -> tuple[str, str] | None:
+    """The wheel file pip installed llama-cpp-python from and its sha256 (pip's ``direct_url.json``), when the
+    installed version is :data:`VERSION`; ``None`` for anything else (not installed, pip's own build, another
+    version)."""
     import json
     from importlib import metadata
 
@@ -164,9 +167,19 @@ def installed_url() -> str | None:
     if dist.version != VERSION:
         return None
     try:
-        return str(json.loads(dist.read_text("direct_url.json") or "{}").get("url")) or None
-    except ValueError:
+        info = json.loads(dist.read_text("direct_url.json") or "{}")
+        url, sha = info.get("url"), (info.get("archive_info") or {}).get("hashes", {}).get("sha256")
+    except (ValueError, AttributeError):
         return None
+    return (str(url), str(sha)) if url and sha else None
+
+
+def file_sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
 
 
 def pip(*args: str, env: dict[str, str] | None = None) -> None:
@@ -252,7 +265,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"llama.cpp: reusing {wheel}")
     else:
         wheel = build_wheel(p)
-    if installed_url() == wheel.resolve().as_uri():
+    if installed_from() == (
+        wheel.resolve().as_uri(),
+        file_sha256(wheel),
+    ):  # this very wheel, not a rebuilt one
         print(f"llama.cpp: {DIST} {VERSION} is already installed from {wheel.name} ({p.folder.name})")
     else:
         print(f"llama.cpp: installing {wheel}", flush=True)
