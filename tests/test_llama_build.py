@@ -273,10 +273,14 @@ def test_a_pinned_wheel_the_cpu_cannot_run_is_refused_before_llama_cpp_is_loaded
     ):
         cpu.check_installed_tier("generator (llama.cpp)", sandy, "tier3-11ba03268d36")
     cpu.check_installed_tier("x", haswell, "tier3-11ba03268d36")  # runs
-    cpu.check_installed_tier(
-        "x", sandy, "native-cc0499beaae4"
-    )  # a native build: its string is checked once loaded
     cpu.check_installed_tier("x", sandy, "")  # not installed from make setup's folders
+
+    a, b = cpu.Cpu("Xeon A", ICELAKE), cpu.Cpu("Xeon B", ICELAKE | {"amx_tile", "amx_int8"})
+    cpu.check_installed_tier("x", a, f"native-{cpu.native_key(cpu.machine(), a)}")  # built on this CPU
+    with pytest.raises(
+        AblateError, match=r"^x: the installed llama-cpp-python is a native build made on another CPU"
+    ):
+        cpu.check_installed_tier("x", a, f"native-{cpu.native_key(cpu.machine(), b)}")
 
     def loaded() -> str:
         raise AssertionError("llama.cpp was loaded before the check")

@@ -39,11 +39,13 @@ sys.path.insert(0, str(ROOT / "src"))  # ablate's stdlib-only CPU module, before
 
 from ablate.stages.generate.cpu import (  # noqa: E402
     CPUINFO,
+    NATIVE_ARGS,
     TIER_CPU_FLAGS,
     Cpu,
     build_tier,
     choose_tier,
     machine,
+    native_key,
     read_cpu,
 )
 
@@ -58,7 +60,7 @@ CMAKE_ARGS = {
     "-DGGML_BMI2=ON -DGGML_AVX_VNNI=OFF -DGGML_AVX512=OFF -DGGML_AVX512_VBMI=OFF -DGGML_AVX512_VNNI=OFF "
     "-DGGML_AVX512_BF16=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF",
     "neon": "-DGGML_NATIVE=OFF",
-    "native": "-DGGML_NATIVE=ON",
+    "native": NATIVE_ARGS,
 }
 NATIVE_ENV = "LLAMA_NATIVE"
 
@@ -103,8 +105,7 @@ def plan(arch: str, cpu: Cpu | None, native: bool, root: Path) -> Plan:
     if native:
         args = CMAKE_ARGS["native"]
         described = f"{cpu.model or 'unknown model'}, {len(cpu.flags)} flags" if cpu else "CPU flags unknown"
-        flags = " ".join(sorted(cpu.flags)) if cpu else ""
-        key = key_of(f"{args}\n{arch}\n{cpu.model if cpu else ''}\n{flags}")
+        key = native_key(arch, cpu)
         reason = (
             f"{NATIVE_ENV}=1: built for this CPU ({described}); its answers can differ from the published tables, "
             "and its build string keys its own caches"

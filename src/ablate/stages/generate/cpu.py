@@ -23,6 +23,7 @@ checks are pure functions of the strings and flag sets they are given.
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
 import platform
 import re
@@ -88,6 +89,8 @@ TIER_CPU_FLAGS: Mapping[str, tuple[str, ...]] = {
 NEON_FEATURES = frozenset({"NEON", "ARM_FMA"})
 
 CPUINFO = Path("/proc/cpuinfo")
+#: The native build's CMAKE_ARGS (``LLAMA_NATIVE=1 make setup``).
+NATIVE_ARGS = "-DGGML_NATIVE=ON"
 
 
 def build_features(build: str) -> frozenset[str]:
@@ -230,17 +233,35 @@ def check_build_runs(build: str, what: str, cpu: Cpu | None = None, wheel_folder
         raise AblateError(message)
 
 
+def native_key(arch: str, cpu: Cpu | None) -> str:
+    """The key of a native build's wheel folder (``native-<key>``): the sha256 of its CMAKE_ARGS, the machine, the
+    CPU's model and flags (first 12 hex digits), so two CPUs never share a native wheel."""
+    flags = " ".join(sorted(cpu.flags)) if cpu else ""
+    text = f"{NATIVE_ARGS}\n{arch}\n{cpu.model if cpu else ''}\n{flags}"
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:12]
+
+
 def check_installed_tier(what: str, cpu: Cpu | None = None, wheel_folder: str | None = None) -> None:
-    """Refuse, without loading llama.cpp, an installed pinned-tier wheel this CPU cannot run: the folder ``make setup``
-    installed it from names its tier (``tier4-<key>``), and a library compiled for instructions the CPU lacks may
-    already stop with 'Illegal instruction' while it loads. ``wheel_folder``: :func:`installed_wheel_folder` unless
-    given; nothing is checked for a build from elsewhere (its build string is checked once loaded,
-    :func:`check_build_runs`)."""
+    """Refuse, without loading llama.cpp, an installed ``make setup`` wheel this CPU may not run: a library compiled
+    for instructions the CPU lacks can stop with 'Illegal instruction' while it loads (a tier-4 build on an AVX2 CPU
+    does, in ``llama_print_system_info``). The folder it was installed from says what it is: a pinned tier
+    (``tier4-<key>``: its instruction sets are checked) or a native build (``native-<key>``: refused unless its key is
+    this CPU's, :func:`native_key`). ``cpu``: this machine's, ``wheel_folder``: :func:`installed_wheel_folder`,
+    unless given. A build from elsewhere is checked by its build string once loaded (:func:`check_build_runs`)."""
     folder = wheel_folder if wheel_folder is not None else installed_wheel_folder()
-    tier = (folder or "").split("-", 1)[0]
+    tier, _, key = (folder or "").partition("-")
     if tier in TIER_FEATURES:
         build = "CPU : " + " | ".join(f"{f} = 1" for f in sorted(TIER_FEATURES[tier])) + " |"
         check_build_runs(build, what, cpu, folder)
+        return
+    cpu = cpu if cpu is not None else read_cpu()
+    if tier == "native" and cpu is not None and cpu.flags and key != native_key(machine(), cpu):
+        raise AblateError(
+            f"{what}: the installed llama-cpp-python is a native build made on another CPU ({folder}; this CPU's "
+            f"would be native-{native_key(machine(), cpu)}): it may use instructions this CPU lacks and stop with "
+            "'Illegal instruction'. Fix: make setup (the pinned tier for this CPU), or LLAMA_NATIVE=1 make setup; "
+            "docs/builds.md"
+        )
 
 
 def machine() -> str:
