@@ -27,7 +27,7 @@ import hashlib
 import json
 import platform
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -262,6 +262,17 @@ def check_installed_tier(what: str, cpu: Cpu | None = None, wheel_folder: str | 
             "'Illegal instruction'. Fix: make setup (the pinned tier for this CPU), or LLAMA_NATIVE=1 make setup; "
             "docs/builds.md"
         )
+
+
+def checked_build(what: str, read_build: Callable[[], str]) -> tuple[str, str]:
+    """The build ``read_build`` reports (:func:`~ablate.stages.generate.llama_cpp.llama_build`) and its tier's name,
+    once this CPU is known to run it: the installed wheel's tier before the library is loaded
+    (:func:`check_installed_tier`), then the loaded build's own string (:func:`check_build_runs`). What every stage
+    that runs llama.cpp calls when it is built, so a sweep is refused before anything runs."""
+    check_installed_tier(what)
+    build = read_build()
+    check_build_runs(build, what)
+    return build, build_tier(build, installed_wheel_folder())
 
 
 def machine() -> str:

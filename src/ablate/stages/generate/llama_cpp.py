@@ -41,12 +41,7 @@ from ablate.cache import Cache
 from ablate.errors import AblateError, ConfigError, InputError
 from ablate.stages.base import Fingerprint, StageContext, check_int, check_str
 from ablate.stages.generate.base import Generation, GeneratorBase, Messages
-from ablate.stages.generate.cpu import (
-    build_tier,
-    check_build_runs,
-    check_installed_tier,
-    installed_wheel_folder,
-)
+from ablate.stages.generate.cpu import checked_build
 from ablate.stages.generate.gguf import QWEN, ResolvedGGUF, identify_gguf, resolve_gguf
 from ablate.stages.generate.prompt import PromptTemplate
 
@@ -209,11 +204,8 @@ class LlamaCppGenerator(GeneratorBase):
         self._sha256 = identify_gguf(
             self.model, f"{name}.model"
         )  # fails now, before any work, when it is missing
-        check_installed_tier(f"{name} (llama.cpp)")  # a pinned wheel this CPU cannot run: before loading it
-        self.build = llama_build()
-        if self.build != NOT_INSTALLED:  # a build this CPU cannot run: refused now, not mid-run
-            check_build_runs(self.build, f"{name} (llama.cpp)")
-        self.build_tier = build_tier(self.build, installed_wheel_folder())
+        # a build this CPU cannot run is refused now, not mid-run with 'Illegal instruction'
+        self.build, self.build_tier = checked_build(f"{name} (llama.cpp)", llama_build)
         self._resolved: ResolvedGGUF | None = None
         self._llm: Any = None
 

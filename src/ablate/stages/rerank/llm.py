@@ -41,14 +41,9 @@ from ablate.stages.base import (
     fingerprint_of,
     library_versions,
 )
-from ablate.stages.generate.cpu import (
-    build_tier,
-    check_build_runs,
-    check_installed_tier,
-    installed_wheel_folder,
-)
+from ablate.stages.generate.cpu import checked_build
 from ablate.stages.generate.gguf import QWEN, identify_gguf, resolve_gguf
-from ablate.stages.generate.llama_cpp import NOT_INSTALLED, llama_build, open_llama
+from ablate.stages.generate.llama_cpp import llama_build, open_llama
 from ablate.stages.generate.prompt import PromptTemplate
 from ablate.stages.rerank.pair_scores import STAT_KEYS, CachedPairScorer
 
@@ -248,11 +243,8 @@ class LLMReranker:
                 f"{name}.max_passage_tokens",
             )
         self._sha256 = identify_gguf(self.model, f"{name}.model")  # a missing model fails before any work
-        check_installed_tier(f"{name} (llama.cpp)")  # a pinned wheel this CPU cannot run: before loading it
-        self.build = llama_build()
-        if self.build != NOT_INSTALLED:  # a build this CPU cannot run: refused now, not mid-run
-            check_build_runs(self.build, f"{name} (llama.cpp)")
-        self.build_tier = build_tier(self.build, installed_wheel_folder())
+        # a build this CPU cannot run is refused now, not mid-run with 'Illegal instruction'
+        self.build, self.build_tier = checked_build(f"{name} (llama.cpp)", llama_build)
         self.stats: dict[str, float] = dict.fromkeys((*STAT_KEYS, "tokens_in"), 0.0)
         self._scorer: LlmJudgeScorer | None = None
 
