@@ -9,6 +9,7 @@ import importlib.util
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -294,33 +295,52 @@ def test_a_pinned_wheel_the_cpu_cannot_run_is_refused_before_llama_cpp_is_loaded
         stage_module.LlamaCppGenerator(model=SMOLLM2, prompt="grounded")
 
 
-#: Runs ``python -m ablate`` as a user would, on a CPU that reports only AVX2 (tier 3) with the README's tier-4 build.
+#: Runs ``python -m MODULE ARGS`` as a user would, on a CPU that reports only AVX2 (tier 3), with the README's tier-4
+#: build installed (its wheel folder and its build string).
 ON_AN_AVX2_CPU = f"""
-import sys
+import runpy, sys
 from ablate.stages.generate import cpu, llama_cpp
 cpu.read_cpu = lambda path=cpu.CPUINFO: cpu.Cpu("Haswell", frozenset({sorted(HASWELL)!r}))
+cpu.installed_wheel_folder = lambda dist="llama-cpp-python": "tier4-39d72cb67c1b"
 llama_cpp.llama_build = lambda: {TIER4!r}
-sys.argv = ["ablate", *sys.argv[1:]]
-from ablate.app.cli import main
-main()
+module = sys.argv[1]
+sys.argv = [module, *sys.argv[2:]]
+runpy.run_module(module, run_name="__main__", alter_sys=True)
 """
 
 
-def test_a_sweep_with_a_build_the_cpu_lacks_is_one_line_exit_2_and_no_run(tmp_path):
+def _judge_pool(root: Path) -> Path:
+    """A pool of two pairs of the tiny corpus, as python -m ablate.label pool records one."""
+    from ablate.labels import poolfile
+
+    block = {"name": "tiny", "path": str(root), "split": "dev", "identity": None, "as_of": None}
+    meta = poolfile.PoolMeta("tiny", str(root), "chunk", "tiny-v1", "", 10, "dev", corpus_config=block)
+    entries = [
+        poolfile.PoolEntry("q1", "INV-102#p0", ("A",), 1),
+        poolfile.PoolEntry("q2", "POL-1#4.2-a", ("A",), 2),
+    ]
+    poolfile.write(root / "pool.tsv", poolfile.Pool(meta, entries))
+    return root / "pool.tsv"
+
+
+@pytest.mark.parametrize("command", ["sweep", "label-judge"])
+def test_a_command_with_a_build_the_cpu_lacks_is_one_line_exit_2_and_leaves_nothing(tmp_path, command):
     root = write_corpus(tmp_path / "tiny", TINY_DOCS, TINY_QUERIES, TINY_QRELS, TINY_MANIFEST)
     store = tmp_path / "m.db"
-    args = [
-        "-m",
-        "variant=A,C",
-        "generator=llama_cpp",
-        "generator.model=smollm2-135m-instruct",
-        "corpus=beir",
-        f"corpus.path={root}",
-        "corpus.split=dev",
-        "corpus.identity=employee",
-        f"tracking.uri=sqlite:///{store}",
-        "progress=false",
-    ]
+    model = ["generator=llama_cpp", "generator.model=smollm2-135m-instruct"]
+    if command == "sweep":
+        args = [
+            "ablate",
+            "-m",
+            "variant=A,C",
+            *model,
+            "corpus=beir",
+            f"corpus.path={root}",
+            "corpus.split=dev",
+        ]
+        args += ["corpus.identity=employee", f"tracking.uri=sqlite:///{store}", "progress=false"]
+    else:
+        args = ["ablate.label", "judge", "--pool", str(_judge_pool(root)), *model]
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "ABLATE_CACHE_DIR": str(tmp_path / "cache")}
     env.pop("MLFLOW_TRACKING_URI", None)
     p = subprocess.run(
@@ -332,8 +352,10 @@ def test_a_sweep_with_a_build_the_cpu_lacks_is_one_line_exit_2_and_no_run(tmp_pa
         timeout=300,
     )
     assert p.returncode == 2, p.stderr
-    assert p.stderr.count("\n") == 1 and p.stderr.startswith("error: generator (llama.cpp): "), p.stderr
-    assert (
-        "uses AVX512 (avx512f avx512cd avx512bw avx512vl avx512dq)" in p.stderr and "make setup" in p.stderr
-    )
+    assert p.stderr.count("\n") == 1, p.stderr
+    assert p.stderr.startswith(
+        "error: generator (llama.cpp): the installed llama-cpp-python (tier4 build) uses "
+    ), p.stderr
+    assert "AVX512 (avx512f avx512cd avx512bw avx512vl avx512dq)" in p.stderr and "make setup" in p.stderr
     assert not store.exists() and not (tmp_path / "multirun").exists()  # no run, no store, no output folder
+    assert not (tmp_path / "labels").exists()  # nothing judged
