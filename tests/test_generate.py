@@ -54,8 +54,8 @@ class TestSmolLM2Contract(GeneratorContract):
     option = "generator/llama_cpp"
     invalid = {"context_k": 0, "max_tokens": 0, "temperature": 3.0, "seed": -1, "repeats": 0, "n_ctx": 100}
     derived = frozenset(
-        {"prompt_sha256", "prompt_source", "build"}
-    )  # the template's content and source, the build
+        {"prompt_sha256", "prompt_source", "build", "build_tier"}
+    )  # the template's content and source, the build and its tier
 
     def yaml_overrides(self):
         return [f"generator.model={SMOLLM2}"]

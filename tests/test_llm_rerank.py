@@ -48,7 +48,9 @@ class TestSmolLM2JudgeContract(RerankerContract):
     option = "reranker/llm"
     variations = {"depth": 2, "max_passage_tokens": 64, "n_ctx": 2048, "prompt": _other_prompt()}
     invalid = {"depth": 0, "max_passage_tokens": 8, "n_ctx": 100, "n_threads": -1}
-    derived = frozenset({"prompt_sha256", "build"})  # the template's content, the llama.cpp build
+    derived = frozenset(
+        {"prompt_sha256", "build", "build_tier"}
+    )  # the template's content, the llama.cpp build
 
     def yaml_overrides(self):
         return [f"rerank.model={SMOLLM2}"]

@@ -245,12 +245,14 @@ def _show(v: Any) -> str:
 
 def _stage_summary(run: RecordedRun, stage: str) -> str:
     """``rrf(k=60, window=100)``: a stage and its top-level params (not batch sizes, the llama.cpp build's system info
-    or nested settings)."""
+    and tier name, or nested settings)."""
     pre = f"{stage}."
     items = [
         f"{k[len(pre) :]}={_show(v)}"
         for k, v in run.params.items()
-        if k.startswith(pre) and "." not in k[len(pre) :] and not k.endswith(("batch_size", ".build"))
+        if k.startswith(pre)
+        and "." not in k[len(pre) :]
+        and not k.endswith(("batch_size", ".build", ".build_tier"))
     ]
     return f"{stage}({', '.join(items)})" if items else stage
 

@@ -9,11 +9,16 @@ Before anything runs, once the corpus is loaded, :func:`check_context_fits` refu
 prompt (the template with the ``context_k`` passages of the corpus with the most tokens and the split's question
 with the most tokens, counted by the model's own tokenizer and chat template) plus ``max_tokens`` exceeds ``n_ctx``.
 
-The llama.cpp build is part of the identity too (:func:`llama_build`, logged as ``generator.build``): pip compiles
-llama-cpp-python for the CPU it is installed on (``GGML_NATIVE``), so one version built on an AVX2 machine and on an
-AVX-512 machine runs different kernels, whose float rounding can make greedy decoding pick another token. A
-generation made by another build is therefore never served from the cache, and two runs that differ only in the build
-say so.
+The llama.cpp build is part of the identity too (:func:`llama_build`, logged as ``generator.build``): left to
+itself pip compiles llama-cpp-python for the CPU it is installed on (``GGML_NATIVE``; ``make setup`` builds a pinned
+tier instead, docs/builds.md), and one version built for AVX2 and for AVX-512 runs different kernels, whose float
+rounding can make greedy decoding pick another token. A generation made by another build is therefore never served
+from the cache, and two runs that differ only in the build say so.
+
+Before anything runs, the build's instruction sets are checked against the CPU's (:mod:`ablate.stages.generate.cpu`):
+a build this CPU cannot run is refused in one line naming the missing instruction sets and ``make setup`` as the fix,
+instead of dying mid-run with ``Illegal instruction``. ``make setup`` builds a pinned tier (``tier4``, ``tier3``;
+``neon`` on ARM; ``native`` when asked), logged as ``generator.build_tier`` beside the build (docs/builds.md).
 
 Every prompt is evaluated whole (the model's state is reset before each completion). llama-cpp-python would otherwise
 keep the tokens the previous prompt shares with this one (the system text) and evaluate only the rest, and where that
@@ -25,6 +30,7 @@ holds.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import heapq
 import os
@@ -33,8 +39,9 @@ from typing import Any, ClassVar
 
 from ablate.cache import Cache
 from ablate.errors import AblateError, ConfigError, InputError
-from ablate.stages.base import StageContext, check_int, check_str
+from ablate.stages.base import Fingerprint, StageContext, check_int, check_str
 from ablate.stages.generate.base import Generation, GeneratorBase, Messages
+from ablate.stages.generate.cpu import checked_build
 from ablate.stages.generate.gguf import QWEN, ResolvedGGUF, identify_gguf, resolve_gguf
 from ablate.stages.generate.prompt import PromptTemplate
 
@@ -59,6 +66,16 @@ def llama_build() -> str:
     with open(os.devnull, "w") as null, contextlib.redirect_stderr(null):
         info = llama_cpp.llama_print_system_info()
     return (info.decode("utf-8", errors="replace") if isinstance(info, bytes) else str(info)).strip()
+
+
+@functools.cache
+def build_identity() -> str:
+    """:func:`llama_build` as the identity of what this llama.cpp computes (:func:`~ablate.stages.generate.cpu.identity`:
+    a build that is not a pinned tier carries its origin), for cache keys made outside a stage's own check."""
+    from ablate.stages.generate.cpu import build_tier, identity, installed_wheel_folder
+
+    build = llama_build()
+    return identity(build, build_tier(build, installed_wheel_folder()))
 
 
 def open_llama(path: str, n_ctx: int, n_threads: int, seed: int, what: str) -> Any:
@@ -197,7 +214,8 @@ class LlamaCppGenerator(GeneratorBase):
         self._sha256 = identify_gguf(
             self.model, f"{name}.model"
         )  # fails now, before any work, when it is missing
-        self.build = llama_build()
+        # a build this CPU cannot run is refused now, not mid-run with 'Illegal instruction'
+        self.build, self.build_tier = checked_build(f"{name} (llama.cpp)", llama_build)
         self._resolved: ResolvedGGUF | None = None
         self._llm: Any = None
 
@@ -205,6 +223,17 @@ class LlamaCppGenerator(GeneratorBase):
         """The settings, and ``build`` (:func:`llama_build`): logged as ``generator.build``, part of the fingerprint
         and so of every generation's cache key."""
         return {"model": self.model, "n_ctx": self.n_ctx, "n_threads": self.n_threads, "build": self.build}
+
+    def params(self) -> dict[str, Any]:
+        """The base's, and ``build_tier``: the name of the build (:func:`~ablate.stages.generate.cpu.build_tier`:
+        ``tier4``, ``tier3``, ``neon``, ``native`` or ``other``), logged as ``generator.build_tier``. The build string
+        is the identity; its name is left out of the fingerprint (:meth:`fingerprint`)."""
+        return {**super().params(), "build_tier": self.build_tier}
+
+    def fingerprint(self) -> Fingerprint:
+        fp = super().fingerprint()
+        params = {k: v for k, v in fp.params.items() if k != "build_tier"}
+        return dataclasses.replace(fp, params=params)
 
     def model_identity(self) -> dict[str, Any]:
         return {"gguf_sha256": self._sha256}

@@ -18,7 +18,8 @@ order), not only on what its cache key holds. Passages are cut to ``max_passage_
 The scores are cached like the cross-encoder's (:mod:`ablate.stages.rerank.pair_scores`): keyed by this scorer's
 fingerprint (the GGUF's full sha256, the template's sha256, ``max_passage_tokens``, ``n_ctx``, the yes words, llama-cpp-python's
 version, the llama.cpp build's system info (:func:`~ablate.stages.generate.llama_cpp.llama_build`: kernels compiled for
-another CPU round differently; logged as ``rerank.build``) and ``CODE_VERSION``) and the texts' hashes. ``stats`` add ``tokens_in`` (prompt tokens evaluated), so a
+another CPU round differently; logged as ``rerank.build``, its tier's name as ``rerank.build_tier``; a build
+this CPU cannot run is refused before anything runs: :mod:`ablate.stages.generate.cpu`) and ``CODE_VERSION``) and the texts' hashes. ``stats`` add ``tokens_in`` (prompt tokens evaluated), so a
 run's cost per pair is ``time_rerank_seconds / rerank_pairs_scored`` and ``rerank_tokens_in / rerank_pairs_scored``.
 """
 
@@ -40,8 +41,9 @@ from ablate.stages.base import (
     fingerprint_of,
     library_versions,
 )
+from ablate.stages.generate.cpu import checked_build
 from ablate.stages.generate.gguf import QWEN, identify_gguf, resolve_gguf
-from ablate.stages.generate.llama_cpp import llama_build, open_llama
+from ablate.stages.generate.llama_cpp import build_identity, llama_build, open_llama
 from ablate.stages.generate.prompt import PromptTemplate
 from ablate.stages.rerank.pair_scores import STAT_KEYS, CachedPairScorer
 
@@ -96,7 +98,7 @@ class LlmJudgeScorer(CachedPairScorer):
             "yes_words": list(YES_WORDS),
             "score": "log_p_yes",
             "libraries": library_versions(*LIBRARIES),
-            "llama_cpp_build": llama_build(),
+            "llama_cpp_build": build_identity(),
         }
 
     def _load(self) -> Any:
@@ -241,7 +243,8 @@ class LLMReranker:
                 f"{name}.max_passage_tokens",
             )
         self._sha256 = identify_gguf(self.model, f"{name}.model")  # a missing model fails before any work
-        self.build = llama_build()
+        # a build this CPU cannot run is refused now, not mid-run with 'Illegal instruction'
+        self.build, self.build_tier = checked_build(f"{name} (llama.cpp)", llama_build)
         self.stats: dict[str, float] = dict.fromkeys((*STAT_KEYS, "tokens_in"), 0.0)
         self._scorer: LlmJudgeScorer | None = None
 
@@ -255,12 +258,13 @@ class LLMReranker:
             "n_ctx": self.n_ctx,
             "n_threads": self.n_threads,
             "build": self.build,  # the llama.cpp build: logged as rerank.build, part of the fingerprint
+            "build_tier": self.build_tier,  # its name (tier4, tier3, neon, native, other): not in the fingerprint
         }
 
     def fingerprint(self) -> Fingerprint:
         params = {
-            k: v for k, v in self.params().items() if k != "prompt"
-        }  # the path is where, the sha is what
+            k: v for k, v in self.params().items() if k not in ("prompt", "build_tier")
+        }  # the path is where, the sha is what; the build's name is its string's
         return fingerprint_of(
             self,
             params,
