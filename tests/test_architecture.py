@@ -15,8 +15,8 @@ from pathlib import Path
 SRC = Path(__file__).resolve().parents[1] / "src"
 ROOTS = (SRC / "ablate", SRC / "hydra_plugins")
 
-#: What everything may import: errors, the content cache, safe names, tables, progress lines.
-BASE = frozenset({"errors", "cache", "safenames", "tables", "progress"})
+#: What everything may import: errors, the content cache, safe names, tables, progress lines, secret redaction.
+BASE = frozenset({"errors", "cache", "safenames", "tables", "progress", "secrets"})
 #: Entry-point shims (``python -m ablate``, ``python -m ablate.report``, ...): each hands over to app/ at once.
 ENTRY = (
     "__main__",
