@@ -47,7 +47,7 @@ LAYERS: dict[str, frozenset[str]] = {
     "tracking": BASE | {"record"},
     "record_digest": BASE | {"record", "tracking"},
     "runner": BASE | {"data", "evaluation", "stages", "record", "record_digest", "tracking"},
-    "study": BASE | {"evaluation", "record", "tracking"},
+    "study": BASE | {"evaluation", "record", "record_digest", "tracking"},
     "app": BASE
     | {
         "data",

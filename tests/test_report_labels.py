@@ -404,3 +404,30 @@ def test_an_edited_label_version_file_is_refused_everywhere_it_is_read(relabelle
         assert t.experiment_id("edited-labels", create=False) is None
     finally:
         tsv.write_bytes(was)
+
+
+def test_a_report_and_a_pool_refuse_an_edited_artifact_of_a_run(relabelled):
+    """per_query.csv edited after the run: the sweep's report stops with one line instead of reporting it; run.trec
+    edited: label pool refuses to pool it. Nothing is written."""
+    t, uri, cwd = Tracker(relabelled["uri"]), relabelled["uri"], relabelled["cwd"]
+    b = relabelled["runs"]["B"]
+    root = t.local_artifact_root(b)
+    saved = {n: (root / n).read_bytes() for n in ("per_query.csv", "run.trec")}
+    try:
+        (root / "per_query.csv").write_bytes(saved["per_query.csv"].replace(b",0.", b",1.", 1))
+        out = cwd / "edited-report"
+        args = ["--parent", relabelled["parent"], "--tracking-uri", uri, "--no-log", "--out", str(out)]
+        line = _one_error(cli("ablate.report", args, cwd))
+        assert f"run B ({b}): its artifact per_query.csv was changed after the run finished" in line, line
+        assert not out.exists()
+        (root / "per_query.csv").write_bytes(saved["per_query.csv"])
+        (root / "run.trec").write_bytes(saved["run.trec"] + b"q1 Q0 X 999 0.0 edited\n")
+        pools = cwd / "labels" / "demo" / "pools"
+        before = sorted(pools.rglob("*")) if pools.exists() else []
+        p = cli("ablate.label", ["pool", "--parent", relabelled["parent"], "--tracking-uri", uri], cwd)
+        line = _one_error(p)
+        assert f"run B ({b}): its artifact run.trec was changed after the run finished" in line, line
+        assert (sorted(pools.rglob("*")) if pools.exists() else []) == before
+    finally:
+        for n, data in saved.items():
+            (root / n).write_bytes(data)

@@ -220,6 +220,16 @@ def _corpus_changed(files: RunFiles, logged: str | None, snapshot: Snapshot, new
     )
 
 
+def _unchecked(files: RunFiles) -> list[str]:
+    """The note for a run whose artifacts have no sealed record to be checked against."""
+    if not files.unsealed:
+        return []
+    return [
+        f"note: {files.who} carries no record digest (it finished before ablate sealed records): its {R.A_RUN} and "
+        "other artifacts are read as they are, unchecked; re-run it to have them checked"
+    ]
+
+
 def rescore(
     tracker: Tracker,
     run_id: str,
@@ -246,12 +256,7 @@ def rescore(
     if labels is not None:
         corpus = replace(corpus, labels=str(Path(labels).expanduser().resolve()))
     snapshot = shared_session().snapshot(corpus)
-    notes = []
-    if files.unsealed:
-        notes.append(
-            f"note: run {rec.name} ({run_id}) carries no record digest (it finished before ablate sealed records): "
-            f"its {R.A_RUN} and other artifacts are read as they are, unchecked; re-run it to have them checked"
-        )
+    notes = _unchecked(files)
     if _corpus_changed(files, rec.tags.get(R.T_SNAPSHOT), snapshot, labels is not None):
         notes.append(
             f"note: the corpus folder {snapshot.root} changed since the run (snapshot {snapshot.fingerprint[:12]}, "
