@@ -15,8 +15,9 @@ from pathlib import Path
 SRC = Path(__file__).resolve().parents[1] / "src"
 ROOTS = (SRC / "ablate", SRC / "hydra_plugins")
 
-#: What everything may import: errors, the content cache, safe names, safe YAML, tables, progress lines.
-BASE = frozenset({"errors", "cache", "safenames", "safeyaml", "tables", "progress"})
+#: What everything may import: errors, the content cache, safe names, safe YAML, tables, progress lines, secret
+#: redaction.
+BASE = frozenset({"errors", "cache", "safenames", "safeyaml", "tables", "progress", "secrets"})
 #: Entry-point shims (``python -m ablate``, ``python -m ablate.report``, ...): each hands over to app/ at once.
 ENTRY = (
     "__main__",
@@ -47,7 +48,7 @@ LAYERS: dict[str, frozenset[str]] = {
     "tracking": BASE | {"record"},
     "record_digest": BASE | {"record", "tracking"},
     "runner": BASE | {"data", "evaluation", "stages", "record", "record_digest", "tracking"},
-    "study": BASE | {"evaluation", "record", "tracking"},
+    "study": BASE | {"evaluation", "record", "record_digest", "tracking"},
     "app": BASE
     | {
         "data",

@@ -109,6 +109,67 @@ def _journal(pair: str, assessor: str = "human:a") -> Callable[[Path], None]:
     return _edit("../labels/tiny/journal.jsonl", json.dumps(line) + "\n")
 
 
+# -- issue 37: files the record holds a sha256 of, edited after they were written ------------------------------------
+def _label_version(edited: bool) -> Callable[[Path], None]:
+    """Label version v2 of tiny in the case's ./labels/tiny/versions/ (dev.tsv and version.json with its sha256, as
+    python -m ablate.label commit writes them); ``edited``: dev.tsv changed after the commit."""
+    import hashlib
+
+    def apply(root: Path) -> None:
+        body = "query-id\tcorpus-id\tscore\n" + "".join(f"{q}\t{u}\t{g}\n" for q, u, g in TINY_QRELS["dev"])
+        sha = hashlib.sha256(body.encode()).hexdigest()
+        record = {"name": "v2", "corpus": "tiny", "parent": "tiny-v1", "files": {"dev.tsv": sha}}
+        folder = "../labels/tiny/versions/v2/"
+        _edit(folder + "version.json", json.dumps(record))(root)
+        _edit(folder + "dev.tsv", body.replace("INV-120#p0\t0", "INV-120#p0\t2") if edited else body)(root)
+
+    return apply
+
+
+def _a_real_sweep_edited(store: str) -> dict[str, str]:
+    """A real one-cell sweep of the tiny corpus (python -m ablate -m variant=A) whose run.trec is then edited in the
+    store (two results swapped): ``{parent}``."""
+    import tempfile
+
+    from ablate.tracking import Tracker
+
+    where = Path(tempfile.mkdtemp(prefix="catalogue-sweep-"))
+    corpus = write_corpus(where / "tiny", TINY_DOCS, TINY_QUERIES, TINY_QRELS, TINY_MANIFEST)
+    exp = f"catalogue-edited-trec-{where.name}"
+    env = {
+        **os.environ,
+        "HF_HUB_OFFLINE": "1",
+        "TRANSFORMERS_OFFLINE": "1",
+        "ABLATE_CACHE_DIR": str(where / "c"),
+    }
+    env.pop("MLFLOW_TRACKING_URI", None)
+    args = [
+        "corpus=beir",
+        f"corpus.path={corpus}",
+        "corpus.split=dev",
+        "corpus.identity=employee",
+        "progress=false",
+    ]
+    args += [
+        "stats.bootstrap=50",
+        f"tracking.uri=sqlite:///{store}",
+        f"tracking.experiment={exp}",
+        "-m",
+        "variant=A",
+    ]
+    p = subprocess.run(
+        [sys.executable, "-m", "ablate", *args], cwd=where, env=env, capture_output=True, text=True
+    )
+    assert p.returncode == 0, p.stderr[-3000:]
+    t = Tracker(f"sqlite:///{store}")
+    (parent,) = [r for r in t.find_runs([t.experiment_id(exp, create=False)]) if r.tags.get("ablate.role")]
+    (child,) = t.children(parent.run_id)
+    trec = t.local_artifact_root(child.run_id) / "run.trec"
+    lines = trec.read_text(encoding="utf-8").splitlines(keepends=True)
+    trec.write_text("".join([lines[1], lines[0], *lines[2:]]), encoding="utf-8")
+    return {"parent": parent.run_id}
+
+
 def _a_sweep_of(corpus: str) -> Callable[[str], dict[str, str]]:
     """A finished sweep parent with one finished child run on ``corpus`` in the store: ``{parent}``."""
 
@@ -1259,6 +1320,34 @@ CASES = [
         "python -m ablate.split",
         setup=_test_labels_only,
         code=2,
+    ),
+    # -- issue 37: a file the record holds a sha256 of, edited after it was written: one line, exit 2, nothing scored
+    Case(
+        "report-labels-edited-run-trec",
+        ["--parent", "{parent}", "--labels", "v2", "--tracking-uri", "sqlite:///{store}", "--no-log"],
+        "its artifact run.trec was changed after the run finished (sha256 ",
+        _label_version(edited=False),
+        module="ablate.report",
+        base=False,
+        code=2,
+        runs=_a_real_sweep_edited,
+    ),
+    Case(
+        "labels-version-edited",
+        ["corpus.labels=v2"],
+        "dev.tsv: was changed after the label version was committed (sha256 ",
+        _label_version(edited=True),
+        code=2,
+    ),
+    Case(
+        "report-labels-edited-version",
+        ["--parent", "{parent}", "--labels", "v2", "--tracking-uri", "sqlite:///{store}", "--no-log"],
+        "dev.tsv: was changed after the label version was committed (sha256 ",
+        _label_version(edited=True),
+        module="ablate.report",
+        base=False,
+        code=2,
+        runs=_a_sweep_of("tiny"),
     ),
 ]
 

@@ -195,7 +195,7 @@ def others(swept) -> dict[str, str]:
         ("no-children", "has no child runs. Fix: pass a sweep's parent run id"),
         ("other-corpus", "the runs are of different corpora (A ["),
         ("other-chunker", "ranks tokens-100 chunks, not the corpus's own chunking"),
-        ("no-trec", "has no run.trec artifact"),
+        ("no-trec", "its artifact run.trec is missing; the record it was sealed with lists it"),
     ],
 )
 def test_runs_that_cannot_be_pooled_are_refused_in_one_line(swept, others, case, needle, tmp_path):

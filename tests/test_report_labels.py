@@ -4,8 +4,10 @@ side. Each re-scored metric is checked against pytrec_eval on the same run.trec 
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
+from dataclasses import replace
 from pathlib import Path
 
 import pandas as pd
@@ -287,3 +289,145 @@ def test_a_rescore_of_a_test_run_is_not_a_new_test_run(relabelled):
     ]
     assert new.tags["ablate.heldout"] == "first" and "ablate.test_reuse" not in new.tags
     assert new.tags["ablate.config_fp"] == old.tags["ablate.config_fp"]
+
+
+# -- edited files are never scored, nor an earlier result reused for them (issue 37) -------------------------------
+def _one_error(p) -> str:
+    errors = [line for line in p.stderr.splitlines() if line.startswith("error:")]
+    assert p.returncode == 2 and len(errors) == 1 and "Traceback" not in p.stderr, p.stderr[-3000:]
+    return errors[0]
+
+
+def _count(t: Tracker, exp: str) -> int:
+    return len(t.find_runs([t.experiment_id(exp, create=False)]))
+
+
+def test_the_rescored_runs_are_sealed_and_bound_to_the_files_they_read(relabelled):
+    from ablate import record_digest
+
+    t = Tracker(relabelled["uri"])
+    for new in relabelled["new"].values():
+        assert record_digest.check(t, new).problem is None
+        key = new.tags["ablate.rescored_inputs"]
+        assert len(key) == 64 and key not in {
+            n.tags["ablate.rescored_inputs"] for n in relabelled["new"].values() if n is not new
+        }
+
+
+def test_an_edited_run_trec_is_refused_and_the_earlier_rescore_not_reused(relabelled):
+    """The sweep was re-scored on v3 already (the fixture): after run.trec of run A is edited, a second call must
+    neither reuse that re-score nor score the edited file: one line naming the file and both digests, exit 2, nothing
+    logged. Restored byte for byte, the re-scores are reused again."""
+    t, uri = Tracker(relabelled["uri"]), relabelled["uri"]
+    a = relabelled["runs"]["A"]
+    trec = t.local_artifact_root(a) / "run.trec"
+    was = trec.read_bytes()
+    expected = hashlib.sha256(was).hexdigest()
+    n = _count(t, EXP)
+    args = [*relabelled["args"][:-4], "--no-log", "--out", str(relabelled["cwd"] / "edited")]
+    try:
+        lines = was.decode().splitlines(keepends=True)
+        trec.write_bytes("".join([lines[1], lines[0], *lines[2:]]).encode())  # two results swapped
+        edited = hashlib.sha256(trec.read_bytes()).hexdigest()
+        line = _one_error(cli("ablate.report", args, relabelled["cwd"]))
+        assert f"run A ({a}): its artifact run.trec was changed after the run finished" in line, line
+        assert f"sha256 {edited}, expected {expected}" in line and "Fix: restore the file" in line, line
+        assert "re-run the cell" in line
+        assert _count(t, EXP) == n
+        # evaluate --from-run reads it the same way
+        line = _one_error(cli("ablate.evaluate", ["--from-run", a, "--tracking-uri", uri], relabelled["cwd"]))
+        assert "its artifact run.trec was changed after the run finished" in line, line
+    finally:
+        trec.write_bytes(was)
+    p = cli("ablate.report", args, relabelled["cwd"])
+    assert p.returncode == 0 and "0 re-scored, 3 already re-scored (reused)" in p.stdout, p.stderr[-2000:]
+
+
+def test_a_copy_of_another_runs_files_is_not_that_run(relabelled, tmp_path):
+    """Run A's run.trec copied over run B's is B's file changed; A's whole record (record_digest.json and its tag)
+    copied onto B is refused as the record of another run."""
+    from ablate import record as R
+    from ablate.record_digest import ArtifactMismatch, RunFiles
+
+    t = Tracker(relabelled["uri"])
+    a, b = relabelled["runs"]["A"], relabelled["runs"]["B"]
+    ra, rb = t.local_artifact_root(a), t.local_artifact_root(b)
+    run_b = t.get_run(b)
+    saved = {name: (rb / name).read_bytes() for name in ("run.trec", R.A_RECORD_DIGEST)}
+    try:
+        (rb / "run.trec").write_bytes((ra / "run.trec").read_bytes())
+        with pytest.raises(ArtifactMismatch, match=f"run B \\({b}\\): its artifact run.trec was changed"):
+            RunFiles(t, run_b, tmp_path / "1").get("run.trec")
+        (rb / R.A_RECORD_DIGEST).write_bytes((ra / R.A_RECORD_DIGEST).read_bytes())
+        forged = replace(run_b, tags={**run_b.tags, R.T_RECORD_DIGEST: t.get_run(a).tags[R.T_RECORD_DIGEST]})
+        with pytest.raises(ArtifactMismatch, match=f"is the record of run {a}, not of this run"):
+            RunFiles(t, forged, tmp_path / "2").get("run.trec")
+    finally:
+        for name, data in saved.items():
+            (rb / name).write_bytes(data)
+    assert RunFiles(t, run_b, tmp_path / "3").get("run.trec") is not None
+
+
+def test_an_edited_label_version_file_is_refused_everywhere_it_is_read(relabelled):
+    """v3/dev.tsv edited after commit: report --labels v3 and a run with corpus.labels=v3 each stop with one line
+    naming the file, the sha256 version.json recorded and the one found; nothing is scored or logged."""
+    t, uri, cwd = Tracker(relabelled["uri"]), relabelled["uri"], relabelled["cwd"]
+    tsv = relabelled["qrels"]
+    was = tsv.read_bytes()
+    expected = json.loads((tsv.parent / "version.json").read_text())["files"]["dev.tsv"]
+    n = _count(t, EXP)
+    try:
+        tsv.write_bytes(was.replace(b"\t0\n", b"\t2\n", 1))
+        found = hashlib.sha256(tsv.read_bytes()).hexdigest()
+        line = _one_error(
+            cli("ablate.report", [*relabelled["args"][:-4], "--no-log", "--out", str(cwd / "e")], cwd)
+        )
+        assert (
+            f"{tsv}: was changed after the label version was committed (sha256 {found}, expected {expected}"
+            in line
+        )
+        assert "Fix: restore it as it was committed" in line, line
+        assert _count(t, EXP) == n
+        p = cli(
+            "ablate",
+            [
+                "variant=A",
+                "corpus.labels=v3",
+                *SWEEP,
+                f"tracking.uri={uri}",
+                "tracking.experiment=edited-labels",
+            ],
+            cwd,
+        )
+        line = _one_error(p)
+        assert f"{tsv}: was changed after the label version was committed" in line, line
+        assert t.experiment_id("edited-labels", create=False) is None
+    finally:
+        tsv.write_bytes(was)
+
+
+def test_a_report_and_a_pool_refuse_an_edited_artifact_of_a_run(relabelled):
+    """per_query.csv edited after the run: the sweep's report stops with one line instead of reporting it; run.trec
+    edited: label pool refuses to pool it. Nothing is written."""
+    t, uri, cwd = Tracker(relabelled["uri"]), relabelled["uri"], relabelled["cwd"]
+    b = relabelled["runs"]["B"]
+    root = t.local_artifact_root(b)
+    saved = {n: (root / n).read_bytes() for n in ("per_query.csv", "run.trec")}
+    try:
+        (root / "per_query.csv").write_bytes(saved["per_query.csv"].replace(b",0.", b",1.", 1))
+        out = cwd / "edited-report"
+        args = ["--parent", relabelled["parent"], "--tracking-uri", uri, "--no-log", "--out", str(out)]
+        line = _one_error(cli("ablate.report", args, cwd))
+        assert f"run B ({b}): its artifact per_query.csv was changed after the run finished" in line, line
+        assert not out.exists()
+        (root / "per_query.csv").write_bytes(saved["per_query.csv"])
+        (root / "run.trec").write_bytes(saved["run.trec"] + b"q1 Q0 X 999 0.0 edited\n")
+        pools = cwd / "labels" / "demo" / "pools"
+        before = sorted(pools.rglob("*")) if pools.exists() else []
+        p = cli("ablate.label", ["pool", "--parent", relabelled["parent"], "--tracking-uri", uri], cwd)
+        line = _one_error(p)
+        assert f"run B ({b}): its artifact run.trec was changed after the run finished" in line, line
+        assert (sorted(pools.rglob("*")) if pools.exists() else []) == before
+    finally:
+        for n, data in saved.items():
+            (root / n).write_bytes(data)

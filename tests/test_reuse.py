@@ -89,7 +89,11 @@ def test_an_identical_job_reuses_the_finished_run_with_everything_it_logged(tmp_
     assert names == sorted(p.relative_to(rb).as_posix() for p in rb.rglob("*") if p.is_file())
     assert R.A_RUN in names and R.A_PER_QUERY in names and R.A_CONFIG in names
     for name in names:
-        assert (ra / name).read_bytes() == (rb / name).read_bytes(), name
+        if name != R.A_RECORD_DIGEST:
+            assert (ra / name).read_bytes() == (rb / name).read_bytes(), name
+    # the same record, each naming its own run: a copy is never the run it copies
+    was, now = (json.loads((r / R.A_RECORD_DIGEST).read_bytes()) for r in (ra, rb))
+    assert (was.pop("run"), now.pop("run")) == (first.run_id, second.run_id) and was == now
     text = out.getvalue()
     assert f"reused run {first.run_id}" in text and "tracking.reuse=false" in text and "| C " in text
 
@@ -561,3 +565,40 @@ def test_the_note_names_what_changed_in_the_record():
         "its artifact run.trec is missing, its metrics ndcg_at_10, recall_at_10 are missing, "
         "its params bm25.k1, variant are missing"
     )
+
+
+def test_a_record_names_its_run_so_a_copy_is_not_that_run():
+    """The manifest names the run it is the record of: the same params, metrics and files under another run id are
+    another record (a byte-identical copy of run X's record in run Y is "the record of run X")."""
+    body = ({"variant": "A"}, {"ndcg_at_10": 0.5}, {"run.trec": "a" * 64})
+    x, y = record_digest.manifest(*body, "X" * 32), record_digest.manifest(*body, "Y" * 32)
+    assert record_digest.digest(x) != record_digest.digest(y)
+    assert json.loads(x)["run"] == "X" * 32 and json.loads(x)["version"] == record_digest.DIGEST_VERSION
+    assert record_digest.what_changed(x, record_digest.digest(x), y) == (
+        f"its record_digest.json is the record of run {'X' * 32}, not of this run (a copy)"
+    )
+    # a record sealed before records named their run is still read as it was written
+    old = record_digest.manifest(*body)
+    assert "run" not in json.loads(old) and json.loads(old)["version"] == record_digest.UNBOUND_VERSION
+
+
+def test_a_run_sealed_before_records_named_their_run_is_still_checked(mlflow_uri, tmp_path):
+    from ablate.record_digest import ArtifactMismatch, RunFiles
+
+    t = Tracker(mlflow_uri)
+    with t.run("digest-v1", "old") as rid:
+        t.log_run(rid, params={"variant": "A"}, metrics={"ndcg_at_10": 0.5})
+        t.log_files(rid, {"run.trec": "q1 Q0 d1 1 1.0 x\n"})
+        sha = hashlib.sha256(b"q1 Q0 d1 1 1.0 x\n").hexdigest()
+        body = record_digest.manifest(
+            {"variant": "A"}, {"ndcg_at_10": 0.5}, {"run.trec": sha}
+        )  # no run id: v1
+        t.log_files(rid, {R.A_RECORD_DIGEST: body})
+        t.set_tags(rid, {R.T_RECORD_DIGEST: record_digest.digest(body)})
+    run = t.get_run(rid)
+    assert run is not None and record_digest.check(t, run).problem is None
+    assert RunFiles(t, run, tmp_path / "a").get("run.trec") is not None
+    (t.local_artifact_root(rid) / "run.trec").write_text("q1 Q0 d2 1 1.0 x\n")
+    assert "its artifact run.trec was changed" in str(record_digest.check(t, run).problem)
+    with pytest.raises(ArtifactMismatch, match=f"expected {sha} as its sealed record lists it"):
+        RunFiles(t, run, tmp_path / "b").get("run.trec")

@@ -158,6 +158,10 @@ T_MDE_BASELINE = "ablate.mde_baseline"
 #: :mod:`ablate.runner.relabel`): the run it re-scores (its run.trec and answers.csv, nothing retrieved again); on
 #: the new sweep parent: the old sweep parent.
 T_RESCORED_FROM = "ablate.rescored_from"
+#: On a re-scored run: sha256 over the id and record digest of the run it re-scores and the sha256 of every file read
+#: from it (:meth:`ablate.record_digest.RunFiles.key`); a later ``--labels`` call reuses the re-score only while they
+#: are the same (an edited ``run.trec`` is refused, a copy of another run's files is another run).
+T_RESCORED_INPUTS = "ablate.rescored_inputs"
 #: On a re-scored run and its sweep parent: sha256 over the label version's ``<split>.tsv`` files (a version of the
 #: same name in another labels folder is another version: never taken for this one's re-scores).
 T_LABELS_SHA = "ablate.labels_sha256"

@@ -31,26 +31,38 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ablate.errors import AblateError
 from ablate.record import A_FULL_TAG_VALUES, A_RECORD_DIGEST, MDE_PREFIX, T_RECORD_DIGEST, RecordedRun
 
 if TYPE_CHECKING:
     from ablate.tracking import Tracker
 
-#: Bump when what the manifest covers or how it is written changes (older digests then no longer match).
-DIGEST_VERSION = "ablate-record-digest/1"
+#: Bump when what the manifest covers or how it is written changes (older digests then no longer match). Version 2
+#: names the run the record is of, so a byte-identical copy of a run's record is never taken for that run.
+DIGEST_VERSION = "ablate-record-digest/2"
+#: Records sealed before the manifest named its run: still checked, as they were written.
+UNBOUND_VERSION = "ablate-record-digest/1"
 #: How many changed items a note names before "and N more".
 NAMED = 3
 
 
-def manifest(params: Mapping[str, str], metrics: Mapping[str, float], artifacts: Mapping[str, str]) -> bytes:
+def manifest(
+    params: Mapping[str, str],
+    metrics: Mapping[str, float],
+    artifacts: Mapping[str, str],
+    run_id: str | None = None,
+) -> bytes:
     """The canonical bytes of a record: params and metrics as the store holds them (but a report's ``mde_*``),
-    artifacts as ``{relative path: sha256 of the bytes}``."""
-    body = {
-        "version": DIGEST_VERSION,
+    artifacts as ``{relative path: sha256 of the bytes}``, and the id of the run it is the record of (without one:
+    the form records had before they named their run, :data:`UNBOUND_VERSION`)."""
+    body: dict[str, Any] = {
+        "version": DIGEST_VERSION if run_id else UNBOUND_VERSION,
         "params": {str(k): str(v) for k, v in params.items()},
         "metrics": {str(k): repr(float(v)) for k, v in metrics.items() if not str(k).startswith(MDE_PREFIX)},
         "artifacts": {str(k): str(v) for k, v in artifacts.items()},
     }
+    if run_id:
+        body["run"] = run_id
     return (json.dumps(body, sort_keys=True, indent=1, ensure_ascii=False) + "\n").encode("utf-8")
 
 
@@ -85,7 +97,7 @@ def seal(tracker: Tracker, run_id: str) -> str:
     if run is None:
         raise RuntimeError(f"run {run_id} cannot be read back to seal its record")
     hashes, _ = _read_artifacts(tracker, run_id)
-    body = manifest(run.params, run.metrics, hashes)
+    body = manifest(run.params, run.metrics, hashes, run_id)
     tracker.log_files(run_id, {A_RECORD_DIGEST: body})
     sealed = digest(body)
     tracker.set_tags(run_id, {T_RECORD_DIGEST: sealed})
@@ -112,10 +124,20 @@ def check(tracker: Tracker, run: RecordedRun) -> Checked:
     except Exception as e:  # noqa: BLE001 - a store that cannot serve the files: the cell runs, the note says why
         text = " ".join(str(e).split())[:200]
         return Checked(f"its artifacts could not be read ({type(e).__name__}: {text})")
-    now = manifest(run.params, run.metrics, hashes)
+    now = manifest(run.params, run.metrics, hashes, None if _unbound(stored, sealed) else run.run_id)
     if digest(now) == sealed:
         return Checked(None, hashes)
     return Checked(f"{what_changed(stored, sealed, now)} (digest mismatch)", hashes)
+
+
+def _unbound(stored: bytes | None, sealed: str) -> bool:
+    """Whether the run's stored manifest is an intact record of the form before records named their run."""
+    if stored is None or digest(stored) != sealed:
+        return False
+    try:
+        return bool(json.loads(stored).get("version") == UNBOUND_VERSION)
+    except (ValueError, AttributeError):
+        return False
 
 
 def what_changed(stored: bytes | None, sealed: str, now: bytes) -> str:
@@ -125,8 +147,10 @@ def what_changed(stored: bytes | None, sealed: str, now: bytes) -> str:
     if digest(stored) != sealed:
         return f"its record no longer matches its digest, and its {A_RECORD_DIGEST} was changed"
     was, is_ = json.loads(stored), json.loads(now)
-    if was.get("version") != DIGEST_VERSION:
+    if was.get("version") not in (DIGEST_VERSION, UNBOUND_VERSION) or "version" not in was:
         return f"it was sealed by another version of the record digest ({was.get('version')})"
+    if was.get("run") != is_.get("run"):
+        return f"its {A_RECORD_DIGEST} is the record of run {was.get('run')}, not of this run (a copy)"
     parts: list[str] = []
     for section, noun in (("artifacts", "artifact"), ("metrics", "metric"), ("params", "param")):
         before: dict[str, Any] = was.get(section, {})
@@ -152,3 +176,108 @@ def _be(names: list[str], past: bool = False) -> str:
     if past:
         return "were" if len(names) > 1 else "was"
     return "are" if len(names) > 1 else "is"
+
+
+# -- reading a run's artifacts back: each checked against the digest its record was sealed with ---------------------
+class ArtifactMismatch(AblateError):
+    """An artifact a finished run's sealed record lists is not what the run logged (edited, removed or added after
+    the run finished): nothing may be computed from it."""
+
+
+#: What a mismatch tells the user to do.
+MISMATCH_FIX = (
+    "restore the file as the run logged it (a backup, or the copy a reused run shares), or re-run the cell "
+    "(python -m ablate with the run's overrides)"
+)
+
+
+class RunFiles:
+    """The artifacts of ``run`` read back into ``dst``, each checked, on every read, against the sha256 the run's
+    sealed record (``record_digest.json``, itself checked against the tag ``ablate.record_digest``) lists for it. A
+    run sealed before records named their run is checked the same way; a run without a seal (made before ablate
+    sealed records) cannot be checked: :attr:`unsealed` says so and its files are read as they are.
+
+    :attr:`hashes` holds the sha256 of every file read; :meth:`key` binds them to the run's id and seal, so a result
+    computed from them is reused only for this run with these bytes."""
+
+    def __init__(self, tracker: Tracker, run: RecordedRun, dst: str | Path) -> None:
+        self.tracker, self.run, self.dst = tracker, run, Path(dst)
+        self.hashes: dict[str, str] = {}
+        self._listed: dict[str, str] | None = None
+        self._loaded = False
+
+    @property
+    def who(self) -> str:
+        return f"run {self.run.name} ({self.run.run_id})"
+
+    @property
+    def unsealed(self) -> bool:
+        return not self.run.tags.get(T_RECORD_DIGEST)
+
+    def listed(self) -> dict[str, str] | None:
+        """``{artifact: sha256}`` as the sealed record lists them; None for a run without a seal."""
+        if self._loaded:
+            return self._listed
+        sealed = self.run.tags.get(T_RECORD_DIGEST)
+        if sealed:
+            where = self.dst / ".sealed"
+            got = self.tracker.download_artifact(self.run.run_id, A_RECORD_DIGEST, where)
+            if got is None:
+                raise ArtifactMismatch(
+                    f"{self.who}: its {A_RECORD_DIGEST} is missing, so its artifacts cannot be checked against the "
+                    f"record it was sealed with (tag {T_RECORD_DIGEST}={sealed}). Fix: {MISMATCH_FIX}"
+                )
+            body = got.read_bytes()
+            if digest(body) != sealed:
+                raise ArtifactMismatch(
+                    f"{self.who}: its {A_RECORD_DIGEST} has sha256 {digest(body)}, not the {sealed} of its tag "
+                    f"{T_RECORD_DIGEST}: it was changed after the run finished. Fix: {MISMATCH_FIX}"
+                )
+            record = json.loads(body)
+            bound = record.get("run")
+            if record.get("version") != UNBOUND_VERSION and bound != self.run.run_id:
+                raise ArtifactMismatch(
+                    f"{self.who}: its {A_RECORD_DIGEST} is the record of run {bound}, not of this run: its files are "
+                    f"a copy of another run's. Fix: {MISMATCH_FIX}"
+                )
+            self._listed = {str(k): str(v) for k, v in (record.get("artifacts") or {}).items()}
+        self._loaded = True
+        return self._listed
+
+    def get(self, name: str) -> Path | None:
+        """The artifact ``name`` downloaded and checked; None when the run has none (and its record lists none).
+        :class:`ArtifactMismatch` (one line: the file, the sha256 expected and found, the fix) when it differs from
+        the record, is missing from it or was added after it."""
+        listed = self.listed()
+        got = self.tracker.download_artifact(self.run.run_id, name, self.dst)
+        expected = None if listed is None else listed.get(name)
+        if got is None:
+            if expected is not None:
+                raise ArtifactMismatch(
+                    f"{self.who}: its artifact {name} is missing; the record it was sealed with lists it with "
+                    f"sha256 {expected}. Fix: {MISMATCH_FIX}"
+                )
+            return None
+        found = file_sha256(got)
+        if listed is not None and expected is None:
+            raise ArtifactMismatch(
+                f"{self.who}: its artifact {name} (sha256 {found}) was added after the run finished: the record it "
+                f"was sealed with has no such file. Fix: remove it, or re-run the cell"
+            )
+        if expected is not None and found != expected:
+            raise ArtifactMismatch(
+                f"{self.who}: its artifact {name} was changed after the run finished (sha256 {found}, expected "
+                f"{expected} as its sealed record lists it). Fix: {MISMATCH_FIX}"
+            )
+        self.hashes[name] = found
+        return got
+
+    def key(self) -> str:
+        """sha256 over the run's id, its seal and the sha256 of every file read: what a result computed from them
+        is reused under."""
+        body = {
+            "run": self.run.run_id,
+            "sealed": self.run.tags.get(T_RECORD_DIGEST, ""),
+            "files": dict(sorted(self.hashes.items())),
+        }
+        return hashlib.sha256(json.dumps(body, sort_keys=True).encode("utf-8")).hexdigest()

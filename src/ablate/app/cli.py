@@ -26,6 +26,7 @@ from ablate.app.paths import CONF_DIR, register_resolvers
 from ablate.app.plan import Plan, cell_labels, is_multirun, task_cell
 from ablate.app.supervise import NativeCrash
 from ablate.errors import AblateError
+from ablate.secrets import redact
 
 log = logging.getLogger("ablate")
 
@@ -190,16 +191,16 @@ class Command:
         try:
             out = self.run(cfg, place)
         except AblateError as e:
-            print(f"error: {e}", file=sys.stderr)
+            print(redact(f"error: {e}"), file=sys.stderr)
             if self.plan.multirun:
                 self._cell_line(place, None, time.perf_counter() - t0)
-                return {"error": str(e)}
+                return {"error": redact(str(e))}
             sys.exit(EXIT_CONFIG)
         except Exception as e:  # an unexpected failure: still one line, still FAILED in MLflow
             say_unexpected(e)
             if self.plan.multirun:
                 self._cell_line(place, None, time.perf_counter() - t0)
-                return {"error": str(e)}
+                return {"error": redact(str(e))}
             sys.exit(EXIT_FAILED)
         self._cell_line(place, out, time.perf_counter() - t0)
         return out

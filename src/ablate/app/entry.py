@@ -9,6 +9,7 @@ import sys
 from collections.abc import Callable, Sequence
 
 from ablate.errors import AblateError
+from ablate.secrets import redact
 
 
 def say_unexpected(e: Exception) -> None:
@@ -16,7 +17,8 @@ def say_unexpected(e: Exception) -> None:
     if os.environ.get("ABLATE_DEBUG"):
         raise e
     print(
-        f"error: unexpected {type(e).__name__}: {e} (set ABLATE_DEBUG=1 for the traceback)", file=sys.stderr
+        redact(f"error: unexpected {type(e).__name__}: {e} (set ABLATE_DEBUG=1 for the traceback)"),
+        file=sys.stderr,
     )
 
 
@@ -29,7 +31,7 @@ def run_command(
     try:
         return run(args)
     except AblateError as e:
-        print(f"error: {e}", file=sys.stderr)
+        print(redact(f"error: {e}"), file=sys.stderr)
         return 2
     except Exception as e:  # noqa: BLE001 - one line, like the CLI
         say_unexpected(e)

@@ -88,6 +88,7 @@ def run(args: argparse.Namespace) -> int:
     _check_overrides(args.overrides)
     # imported once the arguments are read: they import MLflow, pandas and the scoring code
     from ablate.evaluation.io import read_trec_run
+    from ablate.record_digest import RunFiles
     from ablate.runner.rescore import _config, on_snapshot, recorded_settings
     from ablate.study.fetch import latest_parent
 
@@ -97,15 +98,16 @@ def run(args: argparse.Namespace) -> int:
     labels = run_labels(runs)
     with tempfile.TemporaryDirectory(prefix="ablate-pool-") as tmp:
         trec: dict[str, Path] = {}
+        files = {r.run_id: RunFiles(tracker, r, Path(tmp) / r.run_id) for r in runs}  # checked on every read
         for r in runs:
-            got = tracker.download_artifact(r.run_id, R.A_RUN, Path(tmp) / r.run_id)
+            got = files[r.run_id].get(R.A_RUN)
             if got is None:
                 raise PoolRefused(
                     f"run {labels[r.run_id]} ({r.run_id}) has no {R.A_RUN} artifact, so its ranking is unknown. "
                     "Fix: re-run it with this version of ablate, or leave it out (--runs ID,ID)"
                 )
             trec[r.run_id] = got
-        cfg = _config(tracker, runs[0].run_id, tmp)
+        cfg = _config(tracker, runs[0].run_id, tmp, files[runs[0].run_id])
         corpus, _ = recorded_settings(cfg)
         corpus = replace(corpus, doc_labels=False)  # the labels as written, at their own unit
         _check_corpus(args.overrides, corpus.path, runs[0])

@@ -116,13 +116,15 @@ def _answers(
 ) -> tuple[dict[str, list[tuple[str, str, tuple[str, ...]]]], dict[str, Any]]:
     """Each run's answers (label -> ``(qid, text, context ids)``, every repeat) and the config of the first run that
     has some; a run without ``answers.csv`` is said in ``left_out``; none with one is refused."""
+    from ablate.record_digest import RunFiles
     from ablate.runner.rescore import _config, read_answers
 
     rows: dict[str, list[tuple[str, str, tuple[str, ...]]]] = {}
     with tempfile.TemporaryDirectory(prefix="ablate-pool-answers-") as tmp:
         first = None
+        files = {r.run_id: RunFiles(tracker, r, Path(tmp) / r.run_id) for r in runs}  # checked on every read
         for r in runs:
-            got = tracker.download_artifact(r.run_id, R.A_ANSWERS, Path(tmp) / r.run_id)
+            got = files[r.run_id].get(R.A_ANSWERS)
             if got is None:
                 left_out.append(
                     f"{labels[r.run_id]} ({r.run_id}): no {R.A_ANSWERS} (a run without a generator)"
@@ -137,7 +139,7 @@ def _answers(
                 f"none of the {len(runs)} run(s) wrote {R.A_ANSWERS}: there is no answer to grade. Fix: pool runs "
                 "made with a generator (python -m ablate generator=llama_cpp ...)"
             )
-        return rows, _config(tracker, first.run_id, tmp)
+        return rows, _config(tracker, first.run_id, tmp, files[first.run_id])
 
 
 def _check_one_corpus(runs: Sequence[RecordedRun]) -> None:

@@ -10,10 +10,16 @@ split (the old labels plus the journal's judgements; the corpus's own ``qrels/``
 Loading a corpus with ``labels=<that folder>`` (:func:`ablate.data.corpus.load_corpus`) reads the version's files
 instead of ``qrels/`` and records its name as the label version, the version it came from and how many of its labels
 an LLM made, so every run and report says so.
+
+``version.json``'s ``files`` holds the sha256 of each ``<split>.tsv`` as committed. Every read of the version
+(:func:`read_label_version`: a run with ``corpus.labels``, ``python -m ablate.report --labels``) checks them: a file
+edited, removed or added after the commit is one line naming it, the sha256 recorded and found, and the fix, and
+nothing is scored. (A version without ``files``, written before versions recorded them, is read as it is.)
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -57,6 +63,7 @@ def read_label_version(folder: str | Path) -> LabelVersion:
     files = tuple(sorted(root.glob("*.tsv")))
     if not files:
         raise InputError(str(root), "holds no <split>.tsv label file", fix)
+    check_files(root, files, raw.get("files"))
     assessors = {str(k): int(v) for k, v in (raw.get("assessors") or {}).items()}
     llm = int(raw.get("llm_made", sum(v for k, v in assessors.items() if k.startswith("llm:"))))
     return LabelVersion(
@@ -68,3 +75,39 @@ def read_label_version(folder: str | Path) -> LabelVersion:
         llm_made=llm,
         raw=raw,
     )
+
+
+def file_sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def check_files(root: Path, files: tuple[Path, ...], recorded: object) -> None:
+    """Each label file of the version at ``root`` against the sha256 ``version.json`` recorded for it at commit
+    (``recorded``: its ``files``; nothing is checked without one). One-line :class:`InputError` naming the first file
+    that differs, is missing or was added, the sha256 expected and found, and the fix."""
+    if not isinstance(recorded, dict) or not recorded:
+        return
+    vf = root / VERSION_FILE
+    restore = (
+        "restore it as it was committed, or commit the change as a new version (python -m ablate.label commit "
+        "--version NAME); a committed version is never edited in place"
+    )
+    for name, expected in sorted(recorded.items()):
+        path = root / str(name)
+        if not path.is_file():
+            raise InputError(str(path), f"is missing; {vf} records it with sha256 {expected}", restore)
+        found = file_sha256(path)
+        if found != expected:
+            raise InputError(
+                str(path),
+                f"was changed after the label version was committed (sha256 {found}, expected {expected} as {vf} "
+                "records it)",
+                restore,
+            )
+    for path in files:
+        if path.name not in recorded:
+            raise InputError(
+                str(path),
+                f"was added after the label version was committed ({vf} records no such file)",
+                "remove it, or commit it as a new version (python -m ablate.label commit --version NAME)",
+            )

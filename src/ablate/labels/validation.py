@@ -23,6 +23,7 @@ is computed on).
 from __future__ import annotations
 
 import csv
+import hashlib
 import io
 import json
 import math
@@ -191,6 +192,8 @@ def write_version(
         "assessors": {assessor: replaced} if assessor and replaced else {},
         "llm_made": replaced if assessor.startswith("llm:") else 0,
         "note": "made by python -m ablate.label validate to re-score runs; not a committed version",
+        # every read of the version checks its files against these (ablate.data.labelsets)
+        "files": {src.name: hashlib.sha256((folder / src.name).read_bytes()).hexdigest() for src in sources},
     }
     (folder / "version.json").write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
     return folder

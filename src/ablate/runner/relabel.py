@@ -20,8 +20,12 @@ sweep. A new run carries:
   ``components.json`` as they are, and its ``config.yaml`` with ``corpus.labels`` set to the version's folder (so
   ``python -m ablate.evaluate --from-run NEWRUN`` gives its metrics back).
 
-The old runs are only read. Running it again reuses the re-scored runs of the same sweep and label version (same
-files: ``ablate.labels_sha256``) and re-scores only the children that have none yet.
+The old runs are only read, and every file read from them is checked against the sha256 their sealed record lists
+(:class:`ablate.record_digest.RunFiles`): a ``run.trec`` (``answers.csv``, ``config.yaml``, ...) edited after the run
+stops the call with one line naming the file before anything is scored or logged. Running it again reuses the
+re-scored runs of the same sweep and label version (same files: ``ablate.labels_sha256``) only while the run each
+re-scores is the same run with the same bytes (``ablate.rescored_inputs``: its id, seal and the sha256 of each file
+read); a changed input is re-scored anew. Each re-scored run is sealed with its own record digest.
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ from ablate.data.corpus import label_folder
 from ablate.data.labelsets import LabelVersion, read_label_version
 from ablate.errors import AblateError, ConfigError
 from ablate.record import RecordedRun
+from ablate.record_digest import RunFiles, seal
 from ablate.runner.emit import label_params, per_query_frame, slices_csv
 from ablate.runner.orphans import process_tags
 from ablate.runner.rescore import Rescored, rescore
@@ -64,6 +69,8 @@ DROPPED_TAGS: tuple[str, ...] = (
 )
 #: Artifacts of the original a re-score carries over as they are (when the original has them).
 COPIED_ARTIFACTS: tuple[str, ...] = (R.A_RUN, R.A_ANSWERS, R.A_PROMPT, R.A_ABSTENTION, R.A_COMPONENTS)
+#: Every artifact of the original a re-score reads: their sha256 (checked against its sealed record) key the reuse.
+INPUT_ARTIFACTS: tuple[str, ...] = (R.A_CONFIG, R.A_MANIFEST, *COPIED_ARTIFACTS)
 
 
 class RelabelError(AblateError):
@@ -157,9 +164,12 @@ def resolve_target(tracker: Tracker, parent_id: str, labels: str, labels_dir: st
     )
 
 
-def _existing(tracker: Tracker, target: Target) -> tuple[RecordedRun | None, dict[str, RecordedRun]]:
+def _existing(
+    tracker: Tracker, target: Target, inputs: dict[str, str]
+) -> tuple[RecordedRun | None, dict[str, RecordedRun]]:
     """The new parent an earlier call made for this sweep and version, and its finished re-scored runs by the run
-    they re-score."""
+    they re-score: only those made from that run's files as they are now (``inputs``: the run's id -> the key of its
+    files, :meth:`RunFiles.key`)."""
     filt = (
         f"tags.`{R.T_RESCORED_FROM}` = '{target.parent.run_id}' and tags.`{R.T_LABELS_SHA}` = '{target.labels_sha}' "
         f"and tags.`{R.T_ROLE}` = '{R.ROLE_SWEEP_PARENT}'"
@@ -171,9 +181,23 @@ def _existing(tracker: Tracker, target: Target) -> tuple[RecordedRun | None, dic
     runs = {
         str(r.tags.get(R.T_RESCORED_FROM)): r
         for r in tracker.children(parent.run_id)
-        if r.status == "FINISHED" and r.tags.get(R.T_LABELS_SHA) == target.labels_sha
+        if r.status == "FINISHED"
+        and r.tags.get(R.T_LABELS_SHA) == target.labels_sha
+        and r.tags.get(R.T_RESCORED_INPUTS) == inputs.get(str(r.tags.get(R.T_RESCORED_FROM)))
     }
     return parent, runs
+
+
+def _read_inputs(tracker: Tracker, target: Target, tmp: str) -> dict[str, RunFiles]:
+    """Every file a re-score of each child reads, downloaded and checked against the child's sealed record (a
+    mismatch raises before anything is scored or logged)."""
+    out = {}
+    for r in target.children:
+        files = RunFiles(tracker, r, Path(tmp) / r.run_id)
+        for name in INPUT_ARTIFACTS:
+            files.get(name)
+        out[r.run_id] = files
+    return out
 
 
 def relabel_sweep(tracker: Tracker, target: Target, stream: IO[str] | None = None) -> Relabelled:
@@ -181,7 +205,13 @@ def relabel_sweep(tracker: Tracker, target: Target, stream: IO[str] | None = Non
     sweep parent (see the module docstring). Every re-score is computed before anything is logged, so a run that
     cannot be re-scored leaves nothing behind (a call that found an earlier parent only adds to it)."""
     stream = stream or sys.stdout
-    parent, done = _existing(tracker, target)
+    with tempfile.TemporaryDirectory(prefix="ablate-relabel-") as tmp:
+        inputs = _read_inputs(tracker, target, tmp)
+        return _relabel(tracker, target, inputs, stream)
+
+
+def _relabel(tracker: Tracker, target: Target, inputs: dict[str, RunFiles], stream: IO[str]) -> Relabelled:
+    parent, done = _existing(tracker, target, {k: f.key() for k, f in inputs.items()})
     todo = [r for r in target.children if r.run_id not in done]
     folder = target.version.folder
     computed = {r.run_id: rescore(tracker, r.run_id, labels=folder) for r in todo}
@@ -196,7 +226,9 @@ def relabel_sweep(tracker: Tracker, target: Target, stream: IO[str] | None = Non
                 out.runs[r.run_id] = done[r.run_id].run_id
                 out.reused.add(r.run_id)
                 continue
-            out.runs[r.run_id] = _log_rescored(tracker, target, r, computed[r.run_id], out.parent)
+            out.runs[r.run_id] = _log_rescored(
+                tracker, target, r, computed[r.run_id], out.parent, inputs[r.run_id]
+            )
     except BaseException as e:
         tracker.end(out.parent, "FAILED", f"{type(e).__name__}: {e}")
         raise
@@ -239,8 +271,11 @@ def _config_yaml(path: Path, folder: Path) -> str:
     return str(yaml.safe_dump(cfg, sort_keys=False, allow_unicode=True))
 
 
-def _log_rescored(tracker: Tracker, target: Target, old: RecordedRun, res: Rescored, parent: str) -> str:
-    """Log the re-score ``res`` of ``old`` as a new run under ``parent``; returns its id."""
+def _log_rescored(
+    tracker: Tracker, target: Target, old: RecordedRun, res: Rescored, parent: str, inputs: RunFiles
+) -> str:
+    """Log the re-score ``res`` of ``old`` as a new run under ``parent`` (its files from ``inputs``, the checked
+    copies of ``old``'s), sealed with its own record digest; returns its id."""
     import json
 
     snapshot, split = res.snapshot, res.corpus.split
@@ -249,6 +284,7 @@ def _log_rescored(tracker: Tracker, target: Target, old: RecordedRun, res: Resco
     tags.update(
         {
             R.T_RESCORED_FROM: old.run_id,
+            R.T_RESCORED_INPUTS: inputs.key(),
             R.T_LABEL_VERSION: target.version.name,
             R.T_LABELS_SHA: target.labels_sha,
             R.T_SNAPSHOT: snapshot.fingerprint,
@@ -273,17 +309,16 @@ def _log_rescored(tracker: Tracker, target: Target, old: RecordedRun, res: Resco
             default=str,
         ),
     }
-    with tempfile.TemporaryDirectory(prefix="ablate-relabel-") as tmp:
-        for name in COPIED_ARTIFACTS:
-            got = tracker.download_artifact(old.run_id, name, tmp)
-            if got is not None:
-                files[name] = got.read_bytes()
-        got = tracker.download_artifact(old.run_id, R.A_CONFIG, tmp)
-        assert got is not None  # resolve_target checked it
-        files[R.A_CONFIG] = _config_yaml(got, target.version.folder)
+    for name in COPIED_ARTIFACTS:
+        if name in inputs.hashes:
+            files[name] = (inputs.dst / name).read_bytes()
+    files[R.A_CONFIG] = _config_yaml(
+        inputs.dst / R.A_CONFIG, target.version.folder
+    )  # resolve_target checked it
     with tracker.run(target.experiment, old.name, tags, parent) as run_id:
         tracker.log_run(run_id, params=params, metrics=res.metrics)
         tracker.log_files(run_id, files)
+        seal(tracker, run_id)  # the record is complete: its digest, read back from the store
     return run_id
 
 

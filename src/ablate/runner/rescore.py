@@ -5,7 +5,9 @@ labels, split file, identity, dates, version policy, evaluation rules, bootstrap
 ``answers.csv`` (the passages each question's generator read and what it wrote) and its applied abstention threshold
 (``abstention.json``) — rebuilds the scoring inputs the way the pipeline builds them (:mod:`ablate.runner.scoring`)
 and calls the one scoring function, :func:`ablate.evaluation.scoring.score_run`, then flattens the scores as the run
-did (:func:`ablate.runner.emit.score_metrics`). Nothing is retrieved or generated again.
+did (:func:`ablate.runner.emit.score_metrics`). Nothing is retrieved or generated again. Every artifact is read
+through :class:`ablate.record_digest.RunFiles`: one that differs from the sha256 the run's sealed record lists (edited,
+removed or added after the run finished) stops the re-score with one line naming the file, both digests and the fix.
 
 :func:`compare` holds the re-scored metrics against the logged ones: equal to 1e-9, different (named), or not
 re-derivable from what the run recorded (timings, counters of work done, the funnel over the stages, which need the
@@ -28,6 +30,7 @@ from ablate.data.types import Run
 from ablate.errors import AblateError
 from ablate.evaluation.answer_scores import AnswerCosts, Answered
 from ablate.evaluation.scoring import Scores, score_run
+from ablate.record_digest import RunFiles
 from ablate.runner.access import Resolver
 from ablate.runner.emit import permission_metrics, score_metrics, split_defined
 from ablate.runner.scoring import ScoringInputs, scoring_inputs
@@ -60,6 +63,8 @@ class Rescored:
     corpus: CorpusSpec
     logged: dict[str, float] = field(default_factory=dict)  # the run's metrics as they are in the store now
     notes: list[str] = field(default_factory=list)
+    #: sha256 over the run's id, its seal and the artifacts read (:meth:`ablate.record_digest.RunFiles.key`)
+    inputs_key: str = ""
 
 
 @dataclass
@@ -74,12 +79,13 @@ class Comparison:
         return not self.different
 
 
-def _config(tracker: Tracker, run_id: str, tmp: str) -> dict[str, Any]:
+def _config(tracker: Tracker, run_id: str, tmp: str, files: RunFiles | None = None) -> dict[str, Any]:
+    """The run's ``config.yaml``; read through ``files`` (checked against the run's sealed record) when given."""
     import yaml
 
     from ablate.safeyaml import safe_load
 
-    got = tracker.download_artifact(run_id, R.A_CONFIG, tmp)
+    got = files.get(R.A_CONFIG) if files is not None else tracker.download_artifact(run_id, R.A_CONFIG, tmp)
     if got is None:
         raise AblateError(
             f"run {run_id}: has no {R.A_CONFIG} artifact, so how it was scored is unknown. Fix: re-run it"
@@ -165,9 +171,9 @@ def _judged(row: Mapping[str, Any]) -> tuple[tuple[str, ...], tuple[str, ...]]:
     return grades, (str(row.get("judge_rationale", "") or ""),)
 
 
-def _threshold(tracker: Tracker, run_id: str, settings: RunSettings, tmp: str) -> float | None:
+def _threshold(files: RunFiles, settings: RunSettings) -> float | None:
     """The abstention threshold the run applied: its abstention.json (a threshold chosen on dev), else the setting."""
-    got = tracker.download_artifact(run_id, R.A_ABSTENTION, tmp)
+    got = files.get(R.A_ABSTENTION)
     if got is not None:
         applied = json.loads(Path(got).read_text(encoding="utf-8")).get("applied") or {}
         t = applied.get("threshold")
@@ -194,9 +200,7 @@ def _label_free(files: Mapping[str, Any]) -> dict[str, str]:
     return {str(k): str(v) for k, v in files.items() if not str(k).startswith("qrels/")}
 
 
-def _corpus_changed(
-    tracker: Tracker, run_id: str, logged: str | None, snapshot: Snapshot, tmp: str, new_labels: bool
-) -> bool:
+def _corpus_changed(files: RunFiles, logged: str | None, snapshot: Snapshot, new_labels: bool) -> bool:
     """Whether the corpus differs from the one the run was scored on. With new labels (``labels=``) the snapshot
     fingerprint always differs (it covers the label files), so the run's ``corpus_manifest.json`` is compared
     without its label files: documents, questions, corpus.yaml and the chunker."""
@@ -204,7 +208,7 @@ def _corpus_changed(
         return False
     if not new_labels:
         return True
-    got = tracker.download_artifact(run_id, R.A_MANIFEST, tmp)
+    got = files.get(R.A_MANIFEST)
     if got is None:
         return True
     try:
@@ -216,6 +220,16 @@ def _corpus_changed(
         _label_free(manifest.get("files") or {}) != _label_free(snapshot.files)
         or manifest.get("chunker") != chunker
     )
+
+
+def _unchecked(files: RunFiles) -> list[str]:
+    """The note for a run whose artifacts have no sealed record to be checked against."""
+    if not files.unsealed:
+        return []
+    return [
+        f"note: {files.who} carries no record digest (it finished before ablate sealed records): its {R.A_RUN} and "
+        "other artifacts are read as they are, unchecked; re-run it to have them checked"
+    ]
 
 
 def rescore(
@@ -239,19 +253,20 @@ def rescore(
             "store (--tracking-uri)"
         )
     tmp = tempfile.mkdtemp(prefix="ablate-rescore-")
-    corpus, settings = recorded_settings(_config(tracker, run_id, tmp))
+    files = RunFiles(tracker, rec, tmp)  # every artifact read is checked against the run's sealed record
+    corpus, settings = recorded_settings(_config(tracker, run_id, tmp, files))
     if labels is not None:
         corpus = replace(corpus, labels=str(Path(labels).expanduser().resolve()))
     snapshot = shared_session().snapshot(corpus)
-    notes = []
-    if _corpus_changed(tracker, run_id, rec.tags.get(R.T_SNAPSHOT), snapshot, tmp, labels is not None):
+    notes = _unchecked(files)
+    if _corpus_changed(files, rec.tags.get(R.T_SNAPSHOT), snapshot, labels is not None):
         notes.append(
             f"note: the corpus folder {snapshot.root} changed since the run (snapshot {snapshot.fingerprint[:12]}, "
             f"the run's {rec.tags.get(R.T_SNAPSHOT, '')[:12]}): re-scored on the corpus as it is now"
         )
     own = run_path is None
     if run_path is None:
-        got = tracker.download_artifact(run_id, R.A_RUN, tmp)
+        got = files.get(R.A_RUN)
         if got is None:
             raise AblateError(f"run {run_id}: has no {R.A_RUN} artifact. Fix: pass the run file")
         run_path = str(got)
@@ -259,7 +274,7 @@ def rescore(
     if own:  # the pipeline ranks every question of the split: one without a line had an empty result
         for q in snapshot.split_qids(corpus.split):
             run.results.setdefault(q, [])
-    answers_file = tracker.download_artifact(run_id, R.A_ANSWERS, tmp)
+    answers_file = files.get(R.A_ANSWERS)
     answers = read_answers(answers_file) if answers_file is not None else None
     access = corpus.access
     resolver = Resolver(snapshot, access)
@@ -270,7 +285,7 @@ def rescore(
         corpus.split,
         access,
         raw_labels=raw,
-        abstain_threshold=_threshold(tracker, run_id, settings, tmp),
+        abstain_threshold=_threshold(files, settings),
         answers=answers,
         resolver=resolver,
     )
@@ -281,7 +296,17 @@ def rescore(
     defined, _ = split_defined(metrics)
     del defined["metrics_undefined"]  # the run counts its timings and funnel too: not a score of run.trec
     return Rescored(
-        run_id, run, scores, defined, inputs, snapshot, settings, corpus, dict(rec.metrics), notes
+        run_id,
+        run,
+        scores,
+        defined,
+        inputs,
+        snapshot,
+        settings,
+        corpus,
+        dict(rec.metrics),
+        notes,
+        files.key(),
     )
 
 

@@ -228,8 +228,10 @@ def record_reuse(tracker: Tracker, job: Job, found: Lookup, start_tags: dict[str
         files[R.A_CONFIG] = job.config_yaml.encode("utf-8")
         artifacts[R.A_CONFIG] = hashlib.sha256(files[R.A_CONFIG]).hexdigest()
         skip.append(R.A_CONFIG)
-    files[R.A_RECORD_DIGEST] = manifest(source.params, metrics, artifacts)
     with tracker.run(job.output.experiment, job.run_name or job.variant, tags, job.parent_run_id) as run_id:
+        files[R.A_RECORD_DIGEST] = manifest(
+            source.params, metrics, artifacts, run_id
+        )  # the record of this run
         tracker.copy_artifacts(source.run_id, run_id, skip=skip)
         tracker.log_files(run_id, files)
         sealed = {R.T_RECORD_DIGEST: digest(files[R.A_RECORD_DIGEST])}

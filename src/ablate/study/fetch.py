@@ -2,7 +2,9 @@
 
 Reads through :class:`ablate.tracking.Tracker` and the names of :mod:`ablate.record`; never re-runs a stage. A param
 or tag MLflow could only hold cut (a long ``ablate.overrides``) is read whole from its artifact
-(:meth:`ablate.tracking.Tracker.whole`) before anything parses it.
+(:meth:`ablate.tracking.Tracker.whole`) before anything parses it. A run's ``per_query.csv`` (and
+``funnel_per_query.csv``) is read through :class:`ablate.record_digest.RunFiles`: one edited after the run finished
+is refused with one line naming it, never reported.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import pandas as pd
 from ablate import record as R
 from ablate.errors import AblateError, InputError
 from ablate.record import RecordedRun
+from ablate.record_digest import RunFiles
 from ablate.safenames import inside
 from ablate.tracking import Tracker, sqlite_path
 
@@ -77,7 +80,7 @@ def read_per_query(tracker: Tracker, run: RecordedRun, tmp: str) -> pd.DataFrame
             "has an id that would name a folder outside the temp folder: not an id MLflow writes",
             "check the tracking store (--tracking-uri), or leave the run out of the report",
         ) from None
-    path = tracker.download_artifact(run.run_id, R.A_PER_QUERY, dst)
+    path = RunFiles(tracker, run, dst).get(R.A_PER_QUERY)  # checked against the run's sealed record
     if path is None:
         raise InputError(
             f"run {run.name} ({run.run_id})",
@@ -94,7 +97,7 @@ def read_per_query(tracker: Tracker, run: RecordedRun, tmp: str) -> pd.DataFrame
 
 def read_funnel_per_query(tracker: Tracker, run: RecordedRun, tmp: str) -> pd.DataFrame | None:
     """The run's ``funnel_per_query.csv``, None when it has none (a run logged before ablate recorded it)."""
-    path = tracker.download_artifact(run.run_id, R.A_FUNNEL_PER_QUERY, inside(Path(tmp), run.run_id))
+    path = RunFiles(tracker, run, inside(Path(tmp), run.run_id)).get(R.A_FUNNEL_PER_QUERY)
     if path is None:
         return None
     return pd.read_csv(path, dtype={"qid": str, "stage": str})

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from ablate.errors import AblateError
+from ablate.secrets import redact
 
 
 def resolve_tracking_uri(uri: str | None, launch_dir: str | os.PathLike[str] | None = None) -> str:
@@ -362,10 +363,7 @@ def store_error(uri: str, what: str, e: BaseException) -> AblateError:
             "command again"
         )
     text = " ".join(str(e).split())
-    for name in ("MLFLOW_TRACKING_PASSWORD", "MLFLOW_TRACKING_TOKEN"):
-        secret = os.environ.get(name, "")
-        if len(secret) >= 4:
-            text = text.replace(secret, "***")
+    text = redact(text, [os.environ.get(n) for n in ("MLFLOW_TRACKING_PASSWORD", "MLFLOW_TRACKING_TOKEN")])
     if len(text) > 200:
         text = text[:200] + "..."
     return StoreError(

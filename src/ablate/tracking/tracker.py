@@ -16,6 +16,7 @@ from typing import Any
 
 from ablate.errors import AblateError
 from ablate.record import T_FAILURE, T_PARENT, RecordedRun, cut_artifact, metric_key, param_key, param_value
+from ablate.secrets import redact
 from ablate.tracking.calls import _retry, _store_call
 from ablate.tracking.limits import PARAM_LIMIT, TAG_LIMIT, batches, fit
 from ablate.tracking.store import HTTP_LIMITS, StoreError, _ServerClient, not_found, sqlite_path, store_error
@@ -227,7 +228,7 @@ class Tracker:
             with contextlib.suppress(
                 Exception
             ):  # the reason is the caller's to report; the status still ends
-                self.log_run(run_id, tags={T_FAILURE: reason})
+                self.log_run(run_id, tags={T_FAILURE: redact(reason)})
         _retry(self.client.set_terminated, run_id, status)
 
     @contextlib.contextmanager

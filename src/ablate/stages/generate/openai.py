@@ -16,10 +16,11 @@ connection refused, no answer in time, a connection dropped mid-response, a body
 that is not a completion, a ``content`` that is not text.
 
 **The key never leaves this module.** Every text that comes from the server (an error body, a reason phrase, an
-answer's ``content``, an exception's message) has every occurrence of the key, and of any start of it 8 characters
-or longer (a server that cuts what it echoes), replaced by ``[redacted]`` before it goes anywhere: so a server that
-echoes the ``Authorization`` header cannot put the key into the run's record, the generation cache, the console or
-an error message.
+answer's ``content``, an exception's message) goes through :func:`ablate.secrets.redact` before it goes anywhere:
+every form of the key (as sent, JSON- or backslash-escaped, URL-encoded, any mix of these) and of any part of it 6
+characters or longer (a server that cuts what it echoes) is replaced by ``[redacted]``, so a server that echoes the
+``Authorization`` header cannot put the key into the run's record, the generation cache, the console or an error
+message.
 """
 
 from __future__ import annotations
@@ -37,12 +38,12 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from ablate.errors import AblateError, ConfigError
+from ablate.secrets import REDACTED, redact, remember
 from ablate.stages.base import check_float, check_int, check_str
 from ablate.stages.generate.base import Generation, GeneratorBase, Messages
 
 #: Bump when the request changes (part of the fingerprint and of every generation's cache key).
 CODE_VERSION = "ablate-openai/1"
-REDACTED = "[redacted]"
 #: HTTP statuses worth asking again (rate limits and a server's passing failures)
 RETRY_STATUSES = (429, 500, 502, 503, 504)
 #: how much of what a server sent goes into a message
@@ -70,23 +71,6 @@ class _Failure:
     what: str
     fix: str
     retry: bool = False
-
-
-def redact(text: str, secret: str | None) -> str:
-    """``text`` with every occurrence of ``secret`` (as sent, JSON-escaped or URL-encoded) replaced, and of any
-    start of it 8 characters or longer (a server that cuts what it echoes)."""
-    if not secret:
-        return text
-    forms = {
-        secret,
-        json.dumps(secret)[1:-1],
-        secret.replace("/", "\\/"),
-        urllib.parse.quote(secret, safe=""),
-        *(secret[:n] for n in range(8, len(secret))),
-    }
-    for form in sorted(forms, key=len, reverse=True):
-        text = text.replace(form, REDACTED)
-    return text
 
 
 def shown(text: str) -> str:
@@ -133,6 +117,7 @@ class OpenAIGenerator(GeneratorBase):
         self.api_key_env = check_str(f"{name}.api_key_env", api_key_env, allow_none=True)
         if self.api_key_env and not os.environ.get(self.api_key_env):
             raise ConfigError(f"{name}.api_key_env", self.api_key_env, self._unset_key_fix())
+        remember(os.environ.get(self.api_key_env or ""))
         self.timeout_s = check_float(f"{name}.timeout_s", timeout_s, 0.1, 3600.0)
         self.max_retries = check_int(f"{name}.max_retries", max_retries, 0, 10)
         self.model_version = model_version
@@ -164,6 +149,7 @@ class OpenAIGenerator(GeneratorBase):
         key = os.environ.get(self.api_key_env)
         if not key:
             raise ConfigError(f"{self.name}.api_key_env", self.api_key_env, self._unset_key_fix())
+        remember(key)
         return key
 
     def _said(self, text: str) -> str:
