@@ -160,7 +160,7 @@ def _late(signum: int, frame: object) -> None:
     """A signal after the command's work ended (its runs are closed): one line and the signal's exit code at once,
     instead of an exception that nothing would catch while the interpreter shuts down."""
     print(f"error: {reason_of(signum)}", file=sys.stderr)
-    _exit(128 + signum)
+    exit_now(128 + signum)
 
 
 def _done() -> None:
@@ -183,7 +183,8 @@ def close_runs(reason: str) -> None:
                 print(f"could not close the runs in {tracker.uri}: {e!r}", file=sys.stderr)
 
 
-def _exit(code: int) -> NoReturn:
+def exit_now(code: int) -> NoReturn:
+    """Flush stdout and stderr (a closed pipe is no error) and end the process with ``code`` at once."""
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
@@ -217,10 +218,10 @@ def stop(signum: int) -> NoReturn:
         print(f"error: {reason_of(signum)}", file=sys.stderr, flush=True)
         if threading.current_thread() is not threading.main_thread() and os.environ.get("ABLATE_DEBUG"):
             _show_main_thread()
-        deadline = threading.Timer(CLOSE_SECONDS, _exit, (code,))
+        deadline = threading.Timer(CLOSE_SECONDS, exit_now, (code,))
         deadline.daemon = True
         deadline.start()
         try:
             close_runs(reason_of(signum))
         finally:
-            _exit(code)
+            exit_now(code)

@@ -40,7 +40,9 @@ from __future__ import annotations
 import os
 import signal
 import sys
-from typing import IO, NoReturn
+from typing import IO
+
+from ablate.app.interrupts import exit_now
 
 #: Run the command in one process, without the supervisor.
 ENV_OFF = "ABLATE_NO_SUPERVISOR"
@@ -124,7 +126,7 @@ def supervise() -> None:
             code = os.waitstatus_to_exitcode(status) if status is not None else 1
     finally:
         _remove(folder)
-    _exit(code)
+    exit_now(code)
 
 
 def _remove(folder: str) -> None:
@@ -330,12 +332,3 @@ def _say(text: str) -> None:
         print(text, file=sys.stderr, flush=True)
     except OSError:  # the terminal is gone (a hang-up)
         pass
-
-
-def _exit(code: int) -> NoReturn:
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except Exception:  # noqa: BLE001, S110 - a closed pipe: nothing more to say
-            pass
-    os._exit(code)
