@@ -68,16 +68,6 @@ def llama_build() -> str:
     return (info.decode("utf-8", errors="replace") if isinstance(info, bytes) else str(info)).strip()
 
 
-@functools.cache
-def build_identity() -> str:
-    """:func:`llama_build` as the identity of what this llama.cpp computes (:func:`~ablate.stages.generate.cpu.identity`:
-    a build that is not a pinned tier carries its origin), for cache keys made outside a stage's own check."""
-    from ablate.stages.generate.cpu import build_tier, identity, installed_wheel_folder
-
-    build = llama_build()
-    return identity(build, build_tier(build, installed_wheel_folder()))
-
-
 def open_llama(path: str, n_ctx: int, n_threads: int, seed: int, what: str) -> Any:
     """A ``llama_cpp.Llama`` on ``path`` (CPU; ``n_threads`` 0 = all cores), its load chatter silenced; ``what``
     names the setting that needs it in the message when llama-cpp-python is missing."""

@@ -41,9 +41,9 @@ from ablate.stages.base import (
     fingerprint_of,
     library_versions,
 )
-from ablate.stages.generate.cpu import checked_build
+from ablate.stages.generate.cpu import build_tier, checked_build, identity, installed_wheel_folder
 from ablate.stages.generate.gguf import QWEN, identify_gguf, resolve_gguf
-from ablate.stages.generate.llama_cpp import build_identity, llama_build, open_llama
+from ablate.stages.generate.llama_cpp import llama_build, open_llama
 from ablate.stages.generate.prompt import PromptTemplate
 from ablate.stages.rerank.pair_scores import STAT_KEYS, CachedPairScorer
 
@@ -89,6 +89,7 @@ class LlmJudgeScorer(CachedPairScorer):
         self.stats["tokens_in"] = 0
 
     def fingerprint(self) -> dict[str, object]:
+        build = llama_build()
         return {
             "code_version": CODE_VERSION,
             "gguf_sha256": self.sha256,
@@ -98,7 +99,7 @@ class LlmJudgeScorer(CachedPairScorer):
             "yes_words": list(YES_WORDS),
             "score": "log_p_yes",
             "libraries": library_versions(*LIBRARIES),
-            "llama_cpp_build": build_identity(),
+            "llama_cpp_build": identity(build, build_tier(build, installed_wheel_folder())),
         }
 
     def _load(self) -> Any:
