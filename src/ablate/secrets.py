@@ -132,6 +132,12 @@ def remember(secret: str | None) -> None:
         _REMEMBERED.add(secret)
 
 
+def forget() -> None:
+    """Forget every :func:`remember` ed secret (a long-lived process that is done with its provider: a test
+    session, where one test's made-up key must not redact another test's ordinary text)."""
+    _REMEMBERED.clear()
+
+
 def redact(text: str, secrets: str | Iterable[str | None] | None = None) -> str:
     """``text`` with every form of every secret in ``secrets`` and every :func:`remember` ed one (see the module
     docstring) replaced by :data:`REDACTED`. Empty and missing secrets are ignored."""
