@@ -153,7 +153,9 @@ def _interpreter_warnings(module: str) -> Iterator[None]:
         warnings._processoptions(sys.warnoptions)  # type: ignore[attr-defined]  # -W, PYTHONWARNINGS
         warnings.showwarning = warnings._showwarning_orig  # type: ignore[attr-defined]
         warnings._showwarnmsg_impl = _show_warning  # type: ignore[attr-defined]
-        if module.split(".")[0] == "ablate":  # every entry point imports ablate.app, whose import adds a filter
+        if (
+            module.split(".")[0] == "ablate"
+        ):  # every entry point imports ablate.app, whose import adds a filter
             importlib.reload(importlib.import_module("ablate.app"))
         yield
 
@@ -299,7 +301,10 @@ def _run(module: str, args: list[str], cwd: Path, env: dict[str, str]) -> subpro
             sys.argv = [module, *args]
             sys.path.insert(0, str(cwd))  # python -m puts the working folder first
             sys.stdin, sys.stdout, sys.stderr = io.StringIO(), _STDOUT, _STDERR
-            sys.unraisablehook, sys.excepthook = sys.__unraisablehook__, sys.__excepthook__  # pytest sets its own
+            sys.unraisablehook, sys.excepthook = (
+                sys.__unraisablehook__,
+                sys.__excepthook__,
+            )  # pytest sets its own
             threading.excepthook = threading.__excepthook__
             root = logging.getLogger()
             root.handlers[:] = []  # pytest's capture handlers: a new process's root logger has none
