@@ -26,7 +26,7 @@ SWEEP = [
 ]
 
 
-def cli(module: str, args: list[str], cwd: Path, timeout: int = 900) -> subprocess.CompletedProcess:
+def _env(cwd: Path) -> dict[str, str]:
     env = {
         **os.environ,
         "HF_HUB_OFFLINE": "1",
@@ -35,14 +35,25 @@ def cli(module: str, args: list[str], cwd: Path, timeout: int = 900) -> subproce
     }
     env.setdefault("ABLATE_CACHE_DIR", str(cwd / "cache"))
     env.pop("MLFLOW_TRACKING_URI", None)
+    return env
+
+
+def cli(module: str, args: list[str], cwd: Path, timeout: int = 900) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", module, *args],
         cwd=cwd,
-        env=env,
+        env=_env(cwd),
         capture_output=True,
         text=True,
         timeout=timeout,
     )
+
+
+def refused(module: str, args: list[str], cwd: Path) -> subprocess.CompletedProcess:
+    """:func:`cli` for a command refused before any run: in this process (tests/inprocess.py)."""
+    from inprocess import run_module
+
+    return run_module(module, args, cwd=cwd, env=_env(cwd))
 
 
 def demo_sweep(cwd: Path, experiment: str) -> tuple[str, str, dict[str, str]]:

@@ -10,12 +10,12 @@ import shutil
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
+import inprocess
 from conftest import TINY_DOCS, TINY_MANIFEST, TINY_QRELS, TINY_QUERIES, serving, write_corpus
 
 REPO = Path(__file__).resolve().parents[1]
@@ -33,6 +33,7 @@ class Case:
     code: int | None = None  # the exit code, where the case pins it (else any non-zero)
     absent: str | None = None  # a path (in the case's folder) the refusal must not create
     runs: Callable[[str], dict[str, str]] | None = None  # logs runs the case needs in the store; more {names}
+    process: str = ""  # why the case runs as a process of its own (else in this process: tests/inprocess.py)
 
 
 #: A YAML alias bomb (the "billion laughs"): six lines whose aliases repeat nine times over, 9**6 values in all.
@@ -127,8 +128,8 @@ def _label_version(edited: bool) -> Callable[[Path], None]:
 
 
 def _a_real_sweep_edited(store: str) -> dict[str, str]:
-    """A real one-cell sweep of the tiny corpus (python -m ablate -m variant=A) whose run.trec is then edited in the
-    store (two results swapped): ``{parent}``."""
+    """A real one-cell sweep of the tiny corpus (python -m ablate -m variant=A, in this process) whose run.trec is
+    then edited in the store (two results swapped): ``{parent}``."""
     import tempfile
 
     from ablate.tracking import Tracker
@@ -157,9 +158,7 @@ def _a_real_sweep_edited(store: str) -> dict[str, str]:
         "-m",
         "variant=A",
     ]
-    p = subprocess.run(
-        [sys.executable, "-m", "ablate", *args], cwd=where, env=env, capture_output=True, text=True
-    )
+    p = inprocess.run_module("ablate", args, cwd=where, env=env)
     assert p.returncode == 0, p.stderr[-3000:]
     t = Tracker(f"sqlite:///{store}")
     (parent,) = [r for r in t.find_runs([t.experiment_id(exp, create=False)]) if r.tags.get("ablate.role")]
@@ -307,7 +306,12 @@ VALIDATE_ANSWERS = [
 
 CASES = [
     # -- config: groups, keys, values --------------------------------------------------------------------------------
-    Case("unknown-variant", ["variant=E"], "variant='E' is not valid; valid options: A, B, C, D, oracle"),
+    Case(
+        "unknown-variant",
+        ["variant=E"],
+        "variant='E' is not valid; valid options: A, B, C, D, oracle",
+        process="python -m ablate under its supervisor: a fork; the parent passes the exit code on by os._exit",
+    ),
     Case("unknown-corpus", ["corpus=nope"], "corpus='nope' is not valid"),
     Case("unknown-reranker", ["reranker=colbert"], "reranker='colbert'"),
     Case("unknown-retriever", ["retrievers=[bm25,splade]"], "retrievers='splade'"),
@@ -484,6 +488,7 @@ CASES = [
             "generator.max_tokens=16",
         ],
         "generator.context_k=100 is not valid; the longest prompt this corpus can make needs ~",
+        process="llama.cpp reads a real model in native code: a crash there ends a process, not pytest",
     ),
     # -- the answer judge: checked when the cell's job is built ---------------------------------------------------------
     Case(
@@ -754,6 +759,7 @@ CASES = [
         "no MLflow store",
         module="ablate.report",
         base=False,
+        process="python -m ablate.report under its supervisor (a fork; the exit code passed on by os._exit)",
     ),
     Case(
         "runs-scheme",
@@ -909,6 +915,7 @@ CASES = [
         base=False,
         code=2,
         absent="labels/tiny/versions",
+        process="python -m ablate.label's interrupt handlers for real (interrupts.guarded, then _late's os._exit)",
     ),
     Case(
         "report-labels-no-parent",
@@ -1009,6 +1016,7 @@ CASES = [
         base=False,
         code=2,
         absent="labels",
+        process="python -m ablate.label judge under its supervisor (a fork; the exit code passed on by os._exit)",
     ),
     Case(
         "judge-map-malformed",
@@ -1178,6 +1186,7 @@ CASES = [
         base=False,
         code=2,
         absent="out",
+        process="the console: its line holds a non-ASCII id, written to a real pipe in the process's encoding",
     ),
     Case(
         "generator-prompt-placeholder",
@@ -1228,6 +1237,7 @@ CASES = [
         ["tracking.uri=sqlite:////proc/self/mem"],
         "/proc/self/mem cannot be read (",
         code=2,
+        process="/proc/self/mem is the memory of the process that opens it: the command's own",
     ),
     Case(
         "report-store-not-a-database",
@@ -1252,6 +1262,7 @@ CASES = [
         "hydra.launcher._target_='x' is not valid; Hydra's launcher is chosen as a config group option, not set by "
         "its class or removed: hydra/launcher=basic|joblib|ray",
         code=2,
+        process="Hydra's own multirun start, its error report and sys.exit, in a process of its own",
     ),
     Case(
         "hydra-sweeper-target",
@@ -1353,8 +1364,10 @@ CASES = [
 
 
 def _run(
-    case: Case, tmp: Path, store: str, cache: str, http: str
+    case: Case, tmp: Path, store: str, cache: str, http: str, process: bool | None = None
 ) -> tuple[subprocess.CompletedProcess, Path]:
+    """The case's command in a folder of its own: in this process (:func:`inprocess.run_module`) unless the case
+    needs a process of its own (``case.process``) or ``process`` says which."""
     root = write_corpus(tmp / case.id / "tiny", TINY_DOCS, TINY_QUERIES, TINY_QRELS, TINY_MANIFEST)
     if case.setup is not None:
         case.setup(root)
@@ -1378,6 +1391,8 @@ def _run(
         ]
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "ABLATE_CACHE_DIR": cache}
     env.pop("MLFLOW_TRACKING_URI", None)
+    if not (bool(case.process) if process is None else process):
+        return inprocess.run_module(case.module, args, cwd=tmp / case.id, env=env), tmp / case.id
     p = subprocess.run(
         [sys.executable, "-m", case.module, *args],
         cwd=tmp / case.id,
@@ -1406,13 +1421,10 @@ def not_mlflow() -> Iterator[str]:
 
 
 @pytest.fixture(scope="module")
-def results(tmp_path_factory, mlflow_uri, not_mlflow):
+def place(tmp_path_factory, mlflow_uri, not_mlflow) -> tuple[Path, str, str, str]:
+    """(the folder the cases' folders go in, the store's path, the model cache, the HTTP server that is not MLflow)."""
     tmp = tmp_path_factory.mktemp("catalogue")
-    store = mlflow_uri[len("sqlite:///") :]
-    cache = str(tmp / "cache")
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        done = pool.map(lambda c: (c.id, _run(c, tmp, store, cache, not_mlflow)), CASES)
-        return dict(done)
+    return tmp, mlflow_uri[len("sqlite:///") :], str(tmp / "cache"), not_mlflow
 
 
 def test_the_catalogue_is_large_and_documented():
@@ -1423,8 +1435,8 @@ def test_the_catalogue_is_large_and_documented():
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
-def test_bad_input_is_one_line_non_zero_and_leaves_nothing(case, results, mlflow_uri):
-    p, cwd = results[case.id]
+def test_bad_input_is_one_line_non_zero_and_leaves_nothing(case, place, mlflow_uri):
+    p, cwd = _run(case, *place)
     assert p.returncode != 0, (p.stdout, p.stderr)
     assert case.code is None or p.returncode == case.code, (p.returncode, p.stderr)
     assert case.absent is None or not (cwd / case.absent).exists()
@@ -1450,3 +1462,138 @@ def test_a_bom_in_a_qrels_file_is_not_an_error(tiny_corpus):
     p = tiny_corpus / "qrels" / "dev.tsv"
     p.write_bytes("\ufeff".encode() + p.read_bytes())
     assert load_corpus(tiny_corpus).split_qrels("dev").judgements["q1"]["INV-102#p0"] == 2
+
+
+# -- the in-process runner (tests/inprocess.py): what it reports is what a process of its own reports ----------------
+BY_ID = {c.id: c for c in CASES}
+#: Cases run both ways: python -m ablate (composed by Hydra), python -m ablate.label, python -m ablate.report.
+AGREE = ("misspelled-key", "commit-unknown-qid", "report-labels-unknown")
+
+
+@pytest.mark.parametrize("case_id", AGREE)
+def test_in_this_process_and_in_its_own_a_case_ends_the_same(case_id, place):
+    case = BY_ID[case_id]
+    assert not case.process
+    tmp, store, cache, http = place
+    inside, _ = _run(case, tmp / "inside", store, cache, http, process=False)
+    alone, _ = _run(case, tmp / "alone", store, cache, http, process=True)
+
+    def errors(p: subprocess.CompletedProcess, where: str) -> list[str]:
+        return [
+            line.replace(str(tmp / where), "<tmp>")
+            for line in p.stderr.splitlines()
+            if line.startswith("error:")
+        ]
+
+    assert inside.returncode == alone.returncode != 0, (inside.stderr, alone.stderr)
+    assert errors(inside, "inside") == errors(alone, "alone") != [], (inside.stderr, alone.stderr)
+    assert case.needle in errors(inside, "inside")[0]
+
+
+def _process_state() -> dict[str, object]:
+    """What a command run in this process could change in it, and tests/inprocess.py puts back."""
+    import gc
+    import logging
+    import signal
+    import threading
+    import warnings
+
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.core.hydra_config import HydraConfig
+
+    loggers = {n: logging.getLogger(n) for n in ("", *inprocess.LOGGERS)}
+    return {
+        "signals": {s: signal.getsignal(s) for s in signal.valid_signals()},
+        "mask": signal.pthread_sigmask(signal.SIG_BLOCK, []),
+        "hooks": (sys.unraisablehook, sys.excepthook, threading.excepthook),
+        "streams": (sys.stdin, sys.stdout, sys.stderr, os.fstat(1).st_ino, os.fstat(2).st_ino),
+        "cwd": os.getcwd(),
+        "env": dict(os.environ),
+        "argv": (id(sys.argv), list(sys.argv)),
+        "path": list(sys.path),
+        "loggers": {n: (lg.level, list(lg.handlers), lg.propagate, lg.disabled) for n, lg in loggers.items()},
+        "logging.disable": logging.root.manager.disable,
+        "warnings": (list(warnings.filters), warnings.showwarning),
+        "gc.freeze": gc.get_freeze_count(),
+        "threads": {t for t in threading.enumerate() if not t.daemon},
+        "hydra": (GlobalHydra.instance().is_initialized(), HydraConfig.initialized()),
+        "interrupts": _interrupt_state(),
+    }
+
+
+def _interrupt_state() -> tuple[list[object], ...]:
+    from ablate.app import interrupts
+
+    return tuple(list(x) for x in (interrupts._SIGNALLED, interrupts._PENDING, interrupts._PREVIOUS_HOOK))
+
+
+LEAKY = """
+import gc, logging, os, signal, sys, threading, warnings
+print("to stdout")
+logging.getLogger("ablate").warning("a warning logged")
+warnings.warn("a warning shown", UserWarning)
+os.write(2, b"native to fd 2\\n")
+signal.signal(signal.SIGTERM, lambda *a: None)
+signal.signal(signal.SIGINT, signal.SIG_IGN)
+signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGUSR1])
+sys.unraisablehook = sys.excepthook = threading.excepthook = print
+os.environ["CATALOGUE_LEAK"] = "1"
+os.environ.pop("HOME", None)
+sys.argv.append("more")
+sys.path.insert(0, "/nowhere")
+logging.getLogger().addHandler(logging.StreamHandler(sys.stderr))
+logging.getLogger().setLevel(logging.DEBUG)
+logging.getLogger("ablate").setLevel(logging.DEBUG)
+logging.getLogger("ablate").propagate = False
+logging.disable(logging.ERROR)
+warnings.simplefilter("error")
+gc.freeze()
+os.chdir("/")
+raise SystemExit("leaving with a text")
+"""
+
+
+def test_the_runner_leaves_this_process_as_it_found_it(place, tmp_path):
+    """A module that changes everything the runner puts back, then a real sweep (Hydra's logging, a parent run, the
+    interrupt handlers, gc.freeze) and a python -m ablate.label refusal: this process is as it was after each, and
+    the runner saw what the process printed, as a process of its own would."""
+    (tmp_path / "catalogue_leaky.py").write_text(LEAKY)
+    _process_state()  # its imports (Hydra, ablate.app) add their warning filters before the state is taken
+    before = _process_state()
+    p = inprocess.run_module("catalogue_leaky", [], cwd=tmp_path)
+    assert _process_state() == before
+    assert (p.returncode, p.stdout) == (1, "to stdout\n")
+    assert p.stderr.splitlines() == [
+        "a warning logged",
+        f"{tmp_path / 'catalogue_leaky.py'}:5: UserWarning: a warning shown",
+        '  warnings.warn("a warning shown", UserWarning)',
+        "native to fd 2",
+        "leaving with a text",
+    ], p.stderr
+    tmp, store, cache, http = place
+    assert _a_real_sweep_edited(store)["parent"]
+    assert _process_state() == before
+    p, _ = _run(BY_ID["commit-unknown-qid"], tmp / "as-found", store, cache, http, process=False)
+    assert p.returncode == 2 and _process_state() == before
+
+
+def test_the_runner_knows_every_process_wide_cache_of_ablate():
+    """A module-level cache, set or list of ablate that a command fills is emptied between the commands the runner
+    runs (inprocess.FRESH) or kept on purpose (inprocess.KEPT): a new one must be sorted into one of them."""
+    src = REPO / "src"
+    found = set()
+    for path in sorted((src / "ablate").rglob("*.py")):
+        module = ".".join(path.relative_to(src).with_suffix("").parts).removesuffix(".__init__")
+        text = path.read_text(encoding="utf-8")
+        for m in re.finditer(
+            r"^(\w+)(?:: [^=\n]+)? = (?:\{\}|\[\]|set\(\)|dict\(\)|None)\s*(?:#.*)?$", text, re.M
+        ):
+            found.add((module, m[1]))
+        for m in re.finditer(
+            r"^@functools\.(?:cache|lru_cache\b[^\n]*)\n(?:@[^\n]*\n)*def (\w+)", text, re.M
+        ):
+            found.add((module, m[1]))
+        for m in re.finditer(r"^\s+global (\w+)", text, re.M):
+            found.add((module, m[1]))
+    known = {(m, n) for m, n, _ in inprocess.FRESH} | set(inprocess.KEPT)
+    assert found == known, (sorted(found - known), sorted(known - found))

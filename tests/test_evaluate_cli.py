@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from inprocess import run_module
 
 RUN = """q1 Q0 A 1 3.0 sys
 q1 Q0 X 2 2.0 sys
@@ -28,6 +31,11 @@ def cli(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "ablate.evaluate", *args], capture_output=True, text=True, timeout=120
     )
+
+
+def refused(*args: str) -> subprocess.CompletedProcess:
+    """``python -m ablate.evaluate *args`` for a refusal: run in this process (tests/inprocess.py)."""
+    return run_module("ablate.evaluate", args, cwd=os.getcwd())
 
 
 @pytest.fixture
@@ -91,7 +99,7 @@ def test_human_table_and_unjudged_csv(tmp_path, files):
 def test_bad_run_line_is_one_line_error_naming_file_and_line(tmp_path, files):
     bad = tmp_path / "bad.trec"
     bad.write_text("q1 Q0 A 1 3.0 sys\nq1 Q0 B 2 sys\n", encoding="utf-8")
-    p = cli(str(bad), files[1], "--json")
+    p = refused(str(bad), files[1], "--json")
     assert p.returncode == 2
     assert p.stdout == ""
     assert "Traceback" not in p.stderr
@@ -110,13 +118,13 @@ def test_bad_run_line_is_one_line_error_naming_file_and_line(tmp_path, files):
     ],
 )
 def test_bad_options_are_one_line_errors(files, args):
-    p = cli(*files, *args)
+    p = refused(*files, *args)
     assert p.returncode == 2 and "Traceback" not in p.stderr
     assert len(p.stderr.strip().splitlines()) == 1 and p.stderr.startswith("error: ")
 
 
 def test_missing_files_and_doc_qrels_at_chunk_unit(tmp_path, files):
-    p = cli(str(tmp_path / "nope.trec"), files[1])
+    p = refused(str(tmp_path / "nope.trec"), files[1])
     assert p.returncode == 2 and "file not found" in p.stderr and "Traceback" not in p.stderr
     # --unit chunk reads both at chunk level: allowed
     assert cli(*files, "--unit", "chunk", "--json").returncode == 0

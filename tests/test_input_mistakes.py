@@ -14,11 +14,18 @@ import pytest
 
 from ablate.errors import ConfigError, InputError
 from conftest import REPO, TINY_DOCS, TINY_MANIFEST, TINY_QRELS, TINY_QUERIES, write_corpus
+from inprocess import run_module
 
 
-def _ablate(args: list[str], cwd: Path, cache: Path, module: str = "ablate") -> subprocess.CompletedProcess:
+def _ablate(
+    args: list[str], cwd: Path, cache: Path, module: str = "ablate", run: bool = False
+) -> subprocess.CompletedProcess:
+    """``python -m module *args``: a refusal before any run in this process (tests/inprocess.py), a ``run`` in a
+    process of its own."""
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "ABLATE_CACHE_DIR": str(cache)}
     env.pop("MLFLOW_TRACKING_URI", None)
+    if not run:
+        return run_module(module, args, cwd=cwd, env=env)
     return subprocess.run(
         [sys.executable, "-m", module, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=600
     )
@@ -94,9 +101,9 @@ def test_as_of_and_an_integral_param_record_as_written_and_keep_one_identity(tmp
         "variant=C",
         "retrievers=[bm25,oracle]",
     ]
-    first = _ablate([*base, "rrf.k=60", "corpus.as_of=20260415"], tmp_path, tmp_path / "cache")
+    first = _ablate([*base, "rrf.k=60", "corpus.as_of=20260415"], tmp_path, tmp_path / "cache", run=True)
     assert first.returncode == 0, first.stderr
-    second = _ablate([*base, "rrf.k=60.0", "corpus.as_of=2026-04-15"], tmp_path, tmp_path / "cache")
+    second = _ablate([*base, "rrf.k=60.0", "corpus.as_of=2026-04-15"], tmp_path, tmp_path / "cache", run=True)
     assert second.returncode == 0, second.stderr
     t = Tracker(uri)
     runs = t.find_runs([t.experiment_id("as-written", create=False)])

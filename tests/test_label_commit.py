@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 
 from ablate.tracking import Tracker
-from labels_loop import REPO, SWEEP, cli, demo_sweep, read_beir, unjudged_pairs, write_journal
+from labels_loop import REPO, SWEEP, cli, demo_sweep, read_beir, refused, unjudged_pairs, write_journal
 
 DEMO = REPO / "corpora" / "demo"
 
@@ -129,12 +129,12 @@ def test_the_same_journal_gives_the_same_files(loop):
 def test_a_version_is_never_overwritten_and_nothing_new_is_refused(loop):
     cwd, folder = loop["cwd"], loop["folder"]
     before = {p.name: p.read_bytes() for p in folder.iterdir()}
-    p = cli("ablate.label", ["commit", "--version", "v3"], cwd)
+    p = refused("ablate.label", ["commit", "--version", "v3"], cwd)
     assert p.returncode == 2 and p.stderr.count("error:") == 1 and "Traceback" not in p.stderr
     assert "--version='v3' is not valid" in p.stderr and "never overwritten" in p.stderr
     assert {p.name: p.read_bytes() for p in folder.iterdir()} == before
     # made from v3, the same journal adds nothing
-    p = cli("ablate.label", ["commit", "--version", "v4", "corpus.labels=v3"], cwd)
+    p = refused("ablate.label", ["commit", "--version", "v4", "corpus.labels=v3"], cwd)
     assert p.returncode == 2 and "adds nothing to v3" in p.stderr, p.stderr
     assert not (folder.parent / "v4").exists()
 
@@ -148,14 +148,14 @@ def test_llm_labels_need_a_validation_report_then_runs_and_reports_say_so(loop):
     new = pairs[30:33]
     write_journal(ldir / "demo" / "journal.jsonl", [(q, u, 1, assessor) for q, u in new])
     args = ["commit", "--version", "v4-llm", "--labels-dir", str(ldir), "corpus.labels=v3"]
-    p = cli("ablate.label", args, cwd)
+    p = refused("ablate.label", args, cwd)
     assert p.returncode == 2 and p.stderr.count("error:") == 1
     assert f"3 standing judgement(s) by {assessor} have no validation report for demo" in p.stderr
     assert not (ldir / "demo" / "versions").exists()
     report = ldir / "demo" / "validation" / "llm-qwen-test@0123abcd" / "validation.json"
     report.parent.mkdir(parents=True)
     report.write_text(json.dumps({"assessor": "llm:another", "corpus": "demo"}), encoding="utf-8")
-    assert cli("ablate.label", args, cwd).returncode == 2  # a report for another assessor lets nothing in
+    assert refused("ablate.label", args, cwd).returncode == 2  # a report for another assessor lets nothing in
     report.write_text(json.dumps({"assessor": assessor, "corpus": "demo", "kappa": 0.5}), encoding="utf-8")
     p = cli("ablate.label", args, cwd)
     assert p.returncode == 0, p.stderr

@@ -15,7 +15,7 @@ import pytest
 import pytrec_eval
 
 from ablate.tracking import Tracker
-from labels_loop import SWEEP, cli, demo_sweep, unjudged_pairs, write_journal
+from labels_loop import SWEEP, cli, demo_sweep, refused, unjudged_pairs, write_journal
 
 EXP = "relabel"
 
@@ -244,7 +244,7 @@ def test_an_unknown_label_version_is_refused_before_anything_is_logged(relabelle
     exp = t.experiment_id(EXP, create=False)
     n = len(t.find_runs([exp]))
     args = ["--parent", relabelled["parent"], "--labels", "nope", "--tracking-uri", relabelled["uri"]]
-    p = cli("ablate.report", args, relabelled["cwd"])
+    p = refused("ablate.report", args, relabelled["cwd"])
     assert p.returncode == 2 and p.stderr.count("error:") == 1 and "Traceback" not in p.stderr
     assert "--labels='nope' is not valid" in p.stderr and "versions of demo: v3" in p.stderr
     assert len(t.find_runs([exp])) == n
@@ -329,13 +329,15 @@ def test_an_edited_run_trec_is_refused_and_the_earlier_rescore_not_reused(relabe
         lines = was.decode().splitlines(keepends=True)
         trec.write_bytes("".join([lines[1], lines[0], *lines[2:]]).encode())  # two results swapped
         edited = hashlib.sha256(trec.read_bytes()).hexdigest()
-        line = _one_error(cli("ablate.report", args, relabelled["cwd"]))
+        line = _one_error(refused("ablate.report", args, relabelled["cwd"]))
         assert f"run A ({a}): its artifact run.trec was changed after the run finished" in line, line
         assert f"sha256 {edited}, expected {expected}" in line and "Fix: restore the file" in line, line
         assert "re-run the cell" in line
         assert _count(t, EXP) == n
         # evaluate --from-run reads it the same way
-        line = _one_error(cli("ablate.evaluate", ["--from-run", a, "--tracking-uri", uri], relabelled["cwd"]))
+        line = _one_error(
+            refused("ablate.evaluate", ["--from-run", a, "--tracking-uri", uri], relabelled["cwd"])
+        )
         assert "its artifact run.trec was changed after the run finished" in line, line
     finally:
         trec.write_bytes(was)
@@ -380,7 +382,7 @@ def test_an_edited_label_version_file_is_refused_everywhere_it_is_read(relabelle
         tsv.write_bytes(was.replace(b"\t0\n", b"\t2\n", 1))
         found = hashlib.sha256(tsv.read_bytes()).hexdigest()
         line = _one_error(
-            cli("ablate.report", [*relabelled["args"][:-4], "--no-log", "--out", str(cwd / "e")], cwd)
+            refused("ablate.report", [*relabelled["args"][:-4], "--no-log", "--out", str(cwd / "e")], cwd)
         )
         assert (
             f"{tsv}: was changed after the label version was committed (sha256 {found}, expected {expected}"
@@ -388,7 +390,7 @@ def test_an_edited_label_version_file_is_refused_everywhere_it_is_read(relabelle
         )
         assert "Fix: restore it as it was committed" in line, line
         assert _count(t, EXP) == n
-        p = cli(
+        p = refused(
             "ablate",
             [
                 "variant=A",
@@ -417,14 +419,14 @@ def test_a_report_and_a_pool_refuse_an_edited_artifact_of_a_run(relabelled):
         (root / "per_query.csv").write_bytes(saved["per_query.csv"].replace(b",0.", b",1.", 1))
         out = cwd / "edited-report"
         args = ["--parent", relabelled["parent"], "--tracking-uri", uri, "--no-log", "--out", str(out)]
-        line = _one_error(cli("ablate.report", args, cwd))
+        line = _one_error(refused("ablate.report", args, cwd))
         assert f"run B ({b}): its artifact per_query.csv was changed after the run finished" in line, line
         assert not out.exists()
         (root / "per_query.csv").write_bytes(saved["per_query.csv"])
         (root / "run.trec").write_bytes(saved["run.trec"] + b"q1 Q0 X 999 0.0 edited\n")
         pools = cwd / "labels" / "demo" / "pools"
         before = sorted(pools.rglob("*")) if pools.exists() else []
-        p = cli("ablate.label", ["pool", "--parent", relabelled["parent"], "--tracking-uri", uri], cwd)
+        p = refused("ablate.label", ["pool", "--parent", relabelled["parent"], "--tracking-uri", uri], cwd)
         line = _one_error(p)
         assert f"run B ({b}): its artifact run.trec was changed after the run finished" in line, line
         assert (sorted(pools.rglob("*")) if pools.exists() else []) == before

@@ -7,8 +7,6 @@ constructed (a file appeared) before the "not a stage" refusal."""
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 from importlib import metadata
 from pathlib import Path
 
@@ -18,6 +16,7 @@ from hydra import compose, initialize_config_dir
 from ablate.app.paths import CONF_DIR, register_resolvers
 from ablate.errors import ConfigError, InputError
 from conftest import TINY_DOCS, TINY_MANIFEST, TINY_QRELS, TINY_QUERIES, write_corpus
+from inprocess import run_module  # python -m MODULE in this process: these commands refuse before any run
 
 register_resolvers()
 
@@ -44,14 +43,7 @@ def test_a_corpus_name_that_walks_out_writes_nothing_outside(tmp_path):
     work = tmp_path / "w" / "a" / "b"
     work.mkdir(parents=True)
     before = _files(tmp_path)
-    p = subprocess.run(
-        [sys.executable, "-m", "ablate.split", str(corpus), "--no-embed"],
-        cwd=work,
-        env=_env(tmp_path / "cache"),
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    p = run_module("ablate.split", [str(corpus), "--no-embed"], cwd=work, env=_env(tmp_path / "cache"))
     assert p.returncode == 2, (p.stdout, p.stderr)
     assert p.stderr.count("error:") == 1 and "Traceback" not in p.stderr
     assert f"{corpus / 'corpus.yaml'}:1: name '../../../..{escaped}' is not a plain name" in p.stderr
@@ -225,11 +217,9 @@ def test_a_nested_target_through_the_real_entry_point_is_refused_before_it_is_bu
     """``ablate.app.cli.logging.FileHandler`` nested in a stage's parameters: Hydra would build it (creating the file)
     before the stage; now it is refused with one line and the file never appears."""
     made = tmp_path / "made-by-filehandler.log"
-    p = subprocess.run(
+    p = run_module(
+        "ablate",
         [
-            sys.executable,
-            "-m",
-            "ablate",
             "corpus=beir",
             f"corpus.path={tiny_corpus}",
             "corpus.split=dev",
@@ -241,9 +231,6 @@ def test_a_nested_target_through_the_real_entry_point_is_refused_before_it_is_bu
         ],
         cwd=tmp_path,
         env=_env(tmp_path / "cache"),
-        capture_output=True,
-        text=True,
-        timeout=300,
     )
     assert p.returncode == 2, (p.stdout, p.stderr)
     errors = [x for x in p.stderr.splitlines() if x.startswith("error:")]
@@ -256,11 +243,9 @@ def test_a_nested_target_through_the_real_entry_point_is_refused_before_it_is_bu
 def test_a_callback_must_be_one_of_ablates_own_and_is_never_built_otherwise(tmp_path):
     """``hydra.callbacks.x._target_=ablate.app.cli.logging.FileHandler`` passed the old string-prefix check and Hydra
     built it at start (creating ``ablate.pwned`` in the working folder), then ran the job."""
-    p = subprocess.run(
+    p = run_module(
+        "ablate",
         [
-            sys.executable,
-            "-m",
-            "ablate",
             "variant=A",
             f"tracking.uri=sqlite:///{tmp_path}/m.db",
             "+hydra.callbacks.x._target_=ablate.app.cli.logging.FileHandler",
@@ -268,9 +253,6 @@ def test_a_callback_must_be_one_of_ablates_own_and_is_never_built_otherwise(tmp_
         ],
         cwd=tmp_path,
         env=_env(tmp_path / "cache"),
-        capture_output=True,
-        text=True,
-        timeout=300,
     )
     assert p.returncode == 2, (p.stdout, p.stderr)
     errors = [x for x in p.stderr.splitlines() if x.startswith("error:")]
@@ -308,11 +290,9 @@ def test_nothing_nested_in_hydras_sweeper_or_launcher_is_built(tmp_path, part):
     """Hydra checks that ``hydra.sweeper._target_`` is a registered plugin but builds a ``_target_`` nested in its
     config first: ``+hydra.sweeper.foo._target_=ablate.app.cli.logging.FileHandler`` created its file (and left a
     store and a multirun folder behind) before Hydra failed."""
-    p = subprocess.run(
+    p = run_module(
+        "ablate",
         [
-            sys.executable,
-            "-m",
-            "ablate",
             "-m",
             "variant=A",
             f"tracking.uri=sqlite:///{tmp_path}/m.db",
@@ -321,9 +301,6 @@ def test_nothing_nested_in_hydras_sweeper_or_launcher_is_built(tmp_path, part):
         ],
         cwd=tmp_path,
         env=_env(tmp_path / "cache"),
-        capture_output=True,
-        text=True,
-        timeout=300,
     )
     assert p.returncode == 2, (p.stdout, p.stderr)
     errors = [x for x in p.stderr.splitlines() if x.startswith("error:")]
