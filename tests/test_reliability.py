@@ -3,12 +3,14 @@ model files changed in place."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import random
 import shutil
 import signal
 import socket
+import sqlite3
 import subprocess
 import sys
 import threading
@@ -684,8 +686,22 @@ def test_a_tracking_server_lost_mid_sweep_costs_seconds_not_minutes(
     ]
 
     def lose(_: subprocess.Popen[str]) -> None:
-        time.sleep(1.0)  # the first job is working
-        os.killpg(server.pid, how)
+        # the moment the first job's run exists on the server (the sweep's parent and one child), the server is
+        # frozen at once: the job's next request waits on it, so it is lost mid-job however fast the job is (a
+        # fixed sleep let a 0.3 s job finish first, or land in its last download)
+        db = tmp_path / "server" / "mlflow.db"
+        deadline = time.time() + 120
+        while time.time() < deadline:
+            try:
+                with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=1)) as c:
+                    if c.execute("SELECT count(*) FROM runs").fetchone()[0] >= 2:
+                        break
+            except sqlite3.Error:
+                pass  # not created yet, or busy
+            time.sleep(0.005)
+        os.killpg(server.pid, signal.SIGSTOP)
+        if how != signal.SIGSTOP:
+            os.killpg(server.pid, how)
 
     stopped = _act_at(args, tmp_path, _env(tmp_path / "cache"), "[sweep] running 3 of 3 cells", lose)
     assert stopped.code == 1, stopped.err
@@ -696,3 +712,60 @@ def test_a_tracking_server_lost_mid_sweep_costs_seconds_not_minutes(
     assert f"the tracking server {uri} stopped answering" in errors[0]
     assert all("no MLflow server answers there" in e for e in errors[1:3])
     assert errors[3].startswith("error: 3 of 3 jobs failed")
+
+
+def test_a_failure_mlflow_does_not_chain_to_its_connection_error_still_names_the_lost_server(tmp_path):
+    """MLflow gathers an artifact download's failures into one MlflowException with no connection error in its
+    chain (CI saw it: the sweep said 'unexpected MlflowException'). A call that fails so while the server no longer
+    answers a probe is the server lost all the same; while it answers, the error is MLflow's own and passes through."""
+    from mlflow.exceptions import MlflowException
+
+    from ablate.tracking import store
+
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        uri = f"http://127.0.0.1:{s.getsockname()[1]}"
+
+    class Client:
+        def download_artifacts(self, run_id: str, path: str, dst: str) -> str:
+            raise MlflowException(
+                f"The following failures occurred while downloading one or more artifacts from {uri}/api/2.0/"
+                f"mlflow-artifacts/artifacts/1/{run_id}/artifacts: {{'run.trec': 'Connection refused'}}"
+            )
+
+    client = store._ServerClient(Client(), uri)
+    store._DOWN.pop(uri, None)
+    try:
+        with pytest.raises(store.StoreUnavailable, match=f"the tracking server {uri} stopped answering"):
+            client.download_artifacts("r1", "", str(tmp_path))
+        assert uri in store._DOWN
+        with pytest.raises(store.StoreUnavailable):  # and the next call fails at once
+            client.download_artifacts("r1", "", str(tmp_path))
+    finally:
+        store._DOWN.pop(uri, None)
+
+    # a server that answers (any answer): the failure is MLflow's own and is raised as it is
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class Answers(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:  # noqa: N802 - the http.server hook
+            self.rfile.read(int(self.headers.get("Content-Length", 0)))
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.end_headers()
+            self.wfile.write(b"{}")
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Answers)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    uri = f"http://127.0.0.1:{server.server_address[1]}"
+    try:
+        client = store._ServerClient(Client(), uri)
+        with pytest.raises(MlflowException, match="downloading one or more artifacts"):
+            client.download_artifacts("r1", "", str(tmp_path))
+        assert uri not in store._DOWN
+    finally:
+        server.shutdown()
+        server.server_close()

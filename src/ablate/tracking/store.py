@@ -109,11 +109,45 @@ class _ServerClient:
             except Exception as e:
                 why = _unreachable(e, float(os.environ.get("MLFLOW_HTTP_REQUEST_TIMEOUT", "120")))
                 if why is None:
+                    # MLflow does not always chain the connection error (an artifact download gathers its
+                    # failures into one message): a server that no longer answers a probe was lost all the same
+                    why = _silent(uri)
+                if why is None:
                     raise
                 _DOWN[uri] = why
                 raise StoreUnavailable(uri, why) from None
 
         return call
+
+
+def _probe(uri: str) -> Any:
+    """One cheap MLflow REST call to the server at ``uri`` (search one experiment) with :data:`PROBE_TIMEOUT` and no
+    retry, with the credentials MLflow would send (``MLFLOW_TRACKING_USERNAME``/``PASSWORD``/``TOKEN``): its
+    response, whatever its status; a connection error raises."""
+    from mlflow.utils.credentials import get_default_host_creds
+    from mlflow.utils.rest_utils import http_request
+
+    return http_request(
+        get_default_host_creds(uri),
+        "/api/2.0/mlflow/experiments/search",
+        "POST",
+        max_retries=0,
+        backoff_factor=0,
+        backoff_jitter=0,
+        timeout=PROBE_TIMEOUT,
+        raise_on_status=False,
+        json={"max_results": 1},
+    )
+
+
+def _silent(uri: str) -> str | None:
+    """Why the tracking server at ``uri`` does not answer :func:`_probe`; None when it answers, whatever it
+    answers."""
+    try:
+        _probe(uri)
+    except Exception as e:  # noqa: BLE001 - MLflow wraps every connection error in MlflowException
+        return _unreachable(e, PROBE_TIMEOUT) or "it cannot be reached"
+    return None
 
 
 def _server_client(uri: str) -> _ServerClient:
@@ -158,29 +192,16 @@ def _sqlite_for(path: Path) -> str:
 
 
 def _probe_server(uri: str, key: str) -> None:
-    """One cheap MLflow REST call (search one experiment) with :data:`PROBE_TIMEOUT` and no retry, with the
-    credentials MLflow would send (``MLFLOW_TRACKING_USERNAME``/``PASSWORD``/``TOKEN``)."""
+    """Refuse, as ``key``, a tracking server that does not answer :func:`_probe`, refuses its credentials, or
+    answers as something other than an MLflow server."""
     import json
-
-    from mlflow.utils.credentials import get_default_host_creds
-    from mlflow.utils.rest_utils import http_request
 
     from ablate.errors import ConfigError
 
     shown = _redacted(uri)
     start = f"Fix: start the server ({_START_SERVER}), or use a local store"
     try:
-        response = http_request(
-            get_default_host_creds(uri),
-            "/api/2.0/mlflow/experiments/search",
-            "POST",
-            max_retries=0,
-            backoff_factor=0,
-            backoff_jitter=0,
-            timeout=PROBE_TIMEOUT,
-            raise_on_status=False,
-            json={"max_results": 1},
-        )
+        response = _probe(uri)
     except Exception as e:  # noqa: BLE001 - MLflow wraps every connection error in MlflowException
         why = _unreachable(e, PROBE_TIMEOUT) or "it cannot be reached"
         _DOWN[uri] = why
