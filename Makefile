@@ -27,11 +27,20 @@ setup-cluster: $(BIN)/python ## add the cluster extra (Ray, hydra-ray-launcher) 
 demo: ## the main job: A, B, C, D, Oracle on the embedded demo corpus with the shipped Qwen generator, logged to ./mlflow.db, table printed
 	$(BIN)/python -m ablate -m variant=A,B,C,D,oracle generator=llama_cpp
 
-test: ## the default test suite (slow tests excluded)
-	$(BIN)/python -m pytest -q --durations=30
+# make test K=labels: only the tests whose name, file or marker matches (pytest -k); N=1: no workers
+K ?=
+N ?= 2
+REPORTS := .test-reports
+PYTEST := $(BIN)/python -m pytest -q $(if $(filter-out 0 1,$(N)),-n $(N) --dist loadgroup) $(if $(K),-k "$(K)")
 
-test-slow: ## whole-dataset and browser checks
-	$(BIN)/python -m pytest -q -m slow
+test: ## the default test suite (slow tests excluded) on N=2 workers; K=labels runs one area; durations in .test-reports/ (docs/testing.md)
+	@mkdir -p $(REPORTS)
+	$(PYTEST) --durations=15 --junitxml=$(REPORTS)/junit.xml
+	@$(BIN)/python tools/test_durations.py $(REPORTS)/junit.xml --top 10
+
+test-slow: ## whole-dataset, browser and long whole-pipeline checks (CI runs them after `make test`)
+	@mkdir -p $(REPORTS)
+	$(PYTEST) -m slow --durations=15 --junitxml=$(REPORTS)/junit-slow.xml
 
 lint: ## ruff check, ruff format --check, mypy (what CI runs before the tests, with the cluster extra installed)
 	$(BIN)/ruff check src tests experiments tools

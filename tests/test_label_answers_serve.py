@@ -43,6 +43,8 @@ def start(pool_path: Path, labels: Path, port: int) -> subprocess.Popen:
     raise AssertionError(f"the server did not start: {out}\n{err}")
 
 
+@pytest.mark.slow  # a real browser: make test-slow
+@pytest.mark.browser
 @pytest.mark.skipif(
     CHROMIUM is None and not os.environ.get("CI"),
     reason="no chromium on PATH (apt-get install chromium; .ci/run installs it)",

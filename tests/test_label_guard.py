@@ -244,6 +244,8 @@ def test_raw_http_from_another_origin_or_host_is_refused_by_the_real_server(
 # ---------------------------------------------------------------- a real browser: another site's form
 
 
+@pytest.mark.slow  # a real browser: make test-slow
+@pytest.mark.browser
 @pytest.mark.skipif(
     CHROMIUM is None and not os.environ.get("CI"),
     reason="no chromium on PATH (apt-get install chromium; .ci/run installs it)",

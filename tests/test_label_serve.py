@@ -492,6 +492,8 @@ def devtools_url(proc: subprocess.Popen, profile: Path) -> str:
     raise AssertionError("chromium's DevTools endpoint did not appear")
 
 
+@pytest.mark.slow  # a real browser: make test-slow
+@pytest.mark.browser
 @pytest.mark.skipif(
     CHROMIUM is None and not os.environ.get("CI"),
     reason="no chromium on PATH (apt-get install chromium; .ci/run installs it)",
