@@ -31,7 +31,7 @@ demo: ## the main job: A, B, C, D, Oracle on the embedded demo corpus with the s
 K ?=
 N ?= 2
 REPORTS := .test-reports
-PYTEST := $(BIN)/python -m pytest -q $(if $(filter-out 0 1,$(N)),-n $(N) --dist loadgroup) $(if $(K),-k "$(K)")
+PYTEST := $(BIN)/python -m pytest -q $(if $(filter-out 0 1,$(N)),-n $(N) --dist loadfile) $(if $(K),-k "$(K)")
 
 test: ## the default test suite (slow tests excluded) on N=2 workers; K=labels runs one area; durations in .test-reports/ (docs/testing.md)
 	@mkdir -p $(REPORTS)

@@ -6,6 +6,8 @@ import contextlib
 import json
 import logging
 import os
+import shutil
+import tempfile
 import threading
 import uuid
 from collections.abc import Iterator
@@ -104,6 +106,58 @@ identities:
   employee: [staff]
   finance: [staff, finance]
 """
+
+
+#: The session cache folder this process made (the controller, or a run without xdist).
+_SESSION_CACHE = pytest.StashKey[str]()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """One cache for the whole session, shared by every xdist worker and every ``python -m ablate`` a test starts:
+    the shipped models' conversions, the embedded corpora's indexes and embeddings, the demo's fine-tuned reranker
+    and generated answers are built once per session, not once per test. A fresh folder each session (a run is as
+    on a fresh clone; ``~/.cache/ablate`` is left alone), removed at the end; ``ABLATE_CACHE_DIR`` set by the caller
+    (CI shares one between the default and the slow suite) wins. Tests that check a cold cache pass their own."""
+    if "ABLATE_CACHE_DIR" in os.environ or hasattr(config, "workerinput"):
+        return  # the caller's folder, or an xdist worker (it inherits the controller's)
+    folder = tempfile.mkdtemp(prefix="ablate-test-cache-")
+    os.environ["ABLATE_CACHE_DIR"] = folder
+    config.stash[_SESSION_CACHE] = folder
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    folder = config.stash.get(_SESSION_CACHE, None)
+    if folder is not None:
+        os.environ.pop("ABLATE_CACHE_DIR", None)
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+#: The default suite's most expensive files, most expensive first (the file table ``make test`` prints, from
+#: tools/test_durations.py). Under ``--dist loadfile`` files go to the workers in collection order: started first,
+#: these do not leave one worker running alone at the end while the other idles.
+HEAVY_FIRST = (
+    "test_reuse.py",
+    "test_reliability.py",
+    "test_readme.py",
+    "test_generate.py",
+    "test_catalogue.py",
+    "test_access.py",
+    "test_evaluation_differential.py",
+    "test_label_pool.py",
+    "test_report_labels.py",
+    "test_cli.py",
+    "test_console.py",
+    "test_plan_questions.py",
+    "test_language_defaults.py",
+    "test_llm_rerank.py",
+    "test_label_judge.py",
+    "test_generate_openai.py",
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    rank = {name: i for i, name in enumerate(HEAVY_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: the rest keep their order
 
 
 @pytest.fixture

@@ -48,9 +48,10 @@ def demo():
 
 
 @pytest.fixture(scope="module")
-def shared(tmp_path_factory):
-    """One cache and one session for the module: indexes, embeddings and the demo reranker are built once."""
-    return Cache(tmp_path_factory.mktemp("access-cache")), Session()
+def shared():
+    """The test session's cache (tests/conftest.py) and one session for the module: indexes, embeddings and the demo
+    reranker are built once, and what the demo's other tests built is found there."""
+    return Cache(), Session()
 
 
 def _run(demo, shared, variant, split="dev", **corpus):

@@ -64,6 +64,7 @@ def records() -> list[dict]:
     return bs.run_all(SIZES, KINDS, setup, raw=None, in_process=True)
 
 
+@pytest.mark.slow  # every index kind built and queried at two sizes of the shared SciFact (~15 s): make test-slow
 def test_every_kind_at_every_size_has_positive_figures(records: list[dict]) -> None:
     assert {(r["kind"], r["n"]) for r in records} == {(k, n) for k in KINDS for n in SIZES}
     for r in records:
@@ -78,6 +79,7 @@ def test_every_kind_at_every_size_has_positive_figures(records: list[dict]) -> N
     assert min(r["recall_at_10"] for r in hnsw) >= 0.8  # a 600-point HNSW graph is close to exact
 
 
+@pytest.mark.slow  # every index kind built and queried at two sizes of the shared SciFact (~15 s): make test-slow
 def test_synthetic_tokens_equal_tokenizing_the_text(records: list[dict]) -> None:
     for r in records:
         if r["kind"] == "tokenize":
@@ -94,6 +96,7 @@ def test_the_chunks_do_not_depend_on_the_size() -> None:
     assert (bs.synth_vectors(50, None, 0.5, 0) == bs.synth_vectors(120, None, 0.5, 0)[:50]).all()
 
 
+@pytest.mark.slow  # every index kind built and queried at two sizes of the shared SciFact (~15 s): make test-slow
 def test_report_has_each_kind_and_a_plot(records: list[dict], tmp_path: Path) -> None:
     out = bs.report(records, bs.Setup(), {"machine": "test"}, tmp_path / "bench_scale.md")
     text = out.read_text()

@@ -157,6 +157,7 @@ def _children(uri: str, exp: str, sweep_parent: bool = True) -> list:
     return [r for r in runs if r.parent] if sweep_parent else runs
 
 
+@pytest.mark.slow  # a new user's whole first hour, ingest to A/B/C table, on a cold cache (~25 s): make test-slow
 def test_a_new_users_first_hour(tmp_path: Path, mlflow_uri: str) -> None:
     work = tmp_path / "work"
     work.mkdir()

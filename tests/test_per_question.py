@@ -78,6 +78,7 @@ def _per_query(t: Tracker, run_id: str, dst: Path) -> pd.DataFrame:
     return pd.read_csv(path, dtype={"qid": str, "tags": str, "persona": str}).set_index("qid")
 
 
+@pytest.mark.slow  # three demo sweeps on one store, one answering with SmolLM2 through D's fine-tuned reranker (~170 s): make test-slow
 def test_every_child_logs_its_per_question_table_under_one_name_and_it_equals_per_query_csv(
     demo, tmp_path, monkeypatch
 ):
@@ -142,6 +143,7 @@ def test_a_table_logged_again_is_not_appended_to(mlflow_uri, tmp_path):
     assert json.loads(run.tags["mlflow.loggedArtifacts"]) == [{"path": R.A_PER_QUERY_TABLE, "type": "table"}]
 
 
+@pytest.mark.slow  # three demo sweeps on one store, one answering with SmolLM2 through D's fine-tuned reranker (~170 s): make test-slow
 def test_the_per_question_funnel_averages_to_the_logged_funnel(demo, tmp_path):
     _, _, t, parents = demo
     for c in t.children(parents["gen"]):
@@ -169,6 +171,7 @@ def _holds(funnel: pd.DataFrame, qid: str, stage: str, cutoff: int) -> bool:
     return bool(len(row)) and float(row["first_rank"].iloc[0]) <= cutoff
 
 
+@pytest.mark.slow  # three demo sweeps on one store, one answering with SmolLM2 through D's fine-tuned reranker (~170 s): make test-slow
 def test_the_reports_fixed_and_broken_questions_are_an_independent_count(demo, tmp_path):
     d, uri, t, parents = demo
     out = tmp_path / "report"

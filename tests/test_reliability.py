@@ -66,6 +66,7 @@ def _cells(tracker: Tracker, experiment: str) -> dict[str, list[tuple[str, str, 
 SWEEPS = (["variant=A,C", "rrf.k=1,60"], ["variant=B,C", "rrf.k=1,60"])
 
 
+@pytest.mark.slow  # two 4-cell sweeps at once and the same two apart, 4 CLI processes (~25 s): make test-slow
 def test_two_sweeps_started_together_on_a_new_store_both_log_everything(tiny_corpus, tmp_path):
     env = _env(tmp_path / "cache")
     together = tmp_path / "together.db"

@@ -18,6 +18,10 @@ import pytest
 
 from ablate.tracking import Tracker
 
+#: a demo run answering with SmolLM2, then three re-scores of it, each a CLI process (~90 s): make test-slow. The
+#: default suite keeps the re-score of a run's own figures (test_reliability.py::test_evaluate_reproduces_a_runs_own_figures_from_its_run_file).
+pytestmark = pytest.mark.slow
+
 REPO = Path(__file__).resolve().parents[1]
 SMOLLM2 = "smollm2-135m-instruct"
 

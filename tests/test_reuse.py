@@ -212,9 +212,10 @@ def ablate(args: list[str], cwd: Path, env_extra: dict[str, str]) -> subprocess.
     )
 
 
+@pytest.mark.slow  # four sweeps of the demo through the CLI (~25 s): make test-slow
 def test_a_repeated_sweep_records_its_cells_as_reused_and_an_extended_one_runs_only_its_new_cells(tmp_path):
     uri = f"sqlite:///{tmp_path}/mlflow.db"
-    env = {"ABLATE_CACHE_DIR": str(tmp_path / "cache")}
+    env: dict[str, str] = {}  # the session's cache (tests/conftest.py): the demo's indexes are built once
     base = ["-m", "corpus=demo", f"tracking.uri={uri}", "progress=false", "stats.bootstrap=100", "variant=C"]
     first = ablate([*base, "rrf.k=10,60", "hydra.sweep.dir=multirun/first"], tmp_path, env)
     assert first.returncode == 0, first.stderr
@@ -317,7 +318,7 @@ def test_the_plan_settles_only_the_cells_it_looked_up():
 
 def test_under_hydras_basic_sweeper_each_job_finds_its_reused_run_itself(tmp_path):
     uri = f"sqlite:///{tmp_path}/mlflow.db"
-    env = {"ABLATE_CACHE_DIR": str(tmp_path / "cache")}
+    env: dict[str, str] = {}  # the session's cache (tests/conftest.py): the demo's indexes are built once
     base = [
         "-m",
         "corpus=demo",
@@ -458,7 +459,7 @@ def test_a_run_without_a_record_digest_is_not_reused(tmp_path, mlflow_uri, cache
 def test_a_sweeps_plan_copies_only_records_that_still_stand(tmp_path):
     """The plan (before Hydra launches) checks each source: an edited cell runs, with one note; the other is reused."""
     uri = f"sqlite:///{tmp_path}/mlflow.db"
-    env = {"ABLATE_CACHE_DIR": str(tmp_path / "cache")}
+    env: dict[str, str] = {}  # the session's cache (tests/conftest.py): the demo's indexes are built once
     base = ["-m", "corpus=demo", f"tracking.uri={uri}", "progress=false", "stats.bootstrap=100", "variant=A"]
     first = ablate([*base, "bm25.k1=0.9,1.2", "hydra.sweep.dir=multirun/first"], tmp_path, env)
     assert first.returncode == 0, first.stderr
