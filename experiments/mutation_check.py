@@ -1,0 +1,510 @@
+"""Mutation check of the scoring and statistics: does the default test suite still see a wrong number?
+
+Each mutant is one small, plausible mistake in the code that turns rankings and labels into figures (a discount
+off by one, a strict ``>`` for ``>=``, a missing ``+1`` in a Monte-Carlo p-value, ...). For each, the check puts the
+source of a git revision in a temporary folder, applies that one change, runs the scoring and statistics tests of
+the default suite (slow tests excluded, the first failure stops the run) and records whether a test failed (the
+mutant is *killed*, and by which test) or all passed (it *survived*: no test guards that rule).
+
+    python experiments/mutation_check.py                        # HEAD, every mutant, a table on stdout
+    python experiments/mutation_check.py --rev 7363289 --json base.json
+    python experiments/mutation_check.py --only rrf-rank-from-0,ndcg-natural-log
+    python experiments/mutation_check.py --compare base.json new.json   # mutants killed in A but not in B
+
+A speed-up of the suite must not shrink the kill list: ``--compare`` prints each mutant the first file kills and
+the second does not, and exits 1 when there is one. Each mutant runs with a fresh cache (a cached result must not
+hide a change), offline, on the source of the revision alone (``PYTHONPATH`` puts it before the installed ablate).
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+#: The test files that check scoring and statistics (glob patterns under tests/; those present at the revision).
+TESTS = (
+    "test_evaluation*.py",
+    "test_scoring*.py",
+    "test_stats*.py",
+    "test_fusion*.py",
+    "test_power.py",
+    "test_agreement.py",
+    "test_generation_scoring.py",
+    "test_subquestions.py",
+    "test_compute.py",
+)
+#: A mutant whose tests run longer than this is counted killed (by the time limit), as a hang is seen.
+TIMEOUT_S = 900
+
+
+@dataclass(frozen=True)
+class Mutant:
+    name: str
+    path: str  # under src/ablate/
+    old: str  # must occur exactly once in the file
+    new: str
+    what: str
+
+
+E, S = "evaluation/", "evaluation/stats/"
+MUTANTS: tuple[Mutant, ...] = (
+    # ranking metrics (evaluation/metrics.py)
+    Mutant(
+        "ndcg-natural-log",
+        E + "metrics.py",
+        "disc = 1.0 / np.log2(np.arange(2, width + 2,",
+        "disc = 1.0 / np.log(np.arange(2, width + 2,",
+        "nDCG discount ln(i+1) instead of log2(i+1)",
+    ),
+    Mutant(
+        "ndcg-discount-from-1",
+        E + "metrics.py",
+        "disc = 1.0 / np.log2(np.arange(2, width + 2,",
+        "disc = 1.0 / np.log2(np.arange(3, width + 3,",
+        "nDCG discount shifted by one position",
+    ),
+    Mutant(
+        "gain-no-minus-one",
+        E + "metrics.py",
+        "np.exp2(g) - 1.0 if gain",
+        "np.exp2(g) if gain",
+        "exponential gain 2^rel instead of 2^rel - 1",
+    ),
+    Mutant(
+        "gain-linear-always",
+        E + "metrics.py",
+        'np.exp2(g) - 1.0 if gain == "exponential" else g',
+        "g",
+        "gain always linear",
+    ),
+    Mutant(
+        "gain-level-strict",
+        E + "metrics.py",
+        "    rel = grades >= level\n",
+        "    rel = grades > level\n",
+        "a grade equal to the relevance level gains nothing",
+    ),
+    Mutant(
+        "relevant-level-strict",
+        E + "metrics.py",
+        "    rel = g >= level\n",
+        "    rel = g > level\n",
+        "a grade equal to the relevance level is not relevant",
+    ),
+    Mutant(
+        "rr-off-by-one",
+        E + "metrics.py",
+        "inv_first = 1.0 / (first_rel + 1.0)",
+        "inv_first = 1.0 / (first_rel + 2.0)",
+        "reciprocal rank counted from 2",
+    ),
+    Mutant(
+        "rr-window-inclusive",
+        E + "metrics.py",
+        '"rr": np.where(first_rel[:, None] < win,',
+        '"rr": np.where(first_rel[:, None] <= win,',
+        "RR counts the first result just past K",
+    ),
+    Mutant(
+        "hit-needs-two",
+        E + "metrics.py",
+        '"hit": (hits_k > 0)',
+        '"hit": (hits_k > 1)',
+        "a hit needs two relevant results",
+    ),
+    Mutant(
+        "complete-strict",
+        E + "metrics.py",
+        '"complete": (hits_k >= n_rel_f)',
+        '"complete": (hits_k > n_rel_f)',
+        "complete never reached",
+    ),
+    Mutant(
+        "recall-over-k",
+        E + "metrics.py",
+        "recall = hits_k / n_rel_f",
+        "recall = hits_k / np.maximum(win, 1)",
+        "recall divided by the window instead of the relevant count",
+    ),
+    Mutant(
+        "idcg-at-full-depth",
+        E + "metrics.py",
+        "idcg = cum_idcg[:, np.minimum(np.asarray(ks), iwidth) - 1]",
+        "idcg = np.repeat(cum_idcg[:, -1:], len(ks), axis=1)",
+        "IDCG of the whole ideal list, not cut at K",
+    ),
+    Mutant(
+        "judged-empty-zero",
+        E + "metrics.py",
+        "1.0 - unj / win_full, 1.0)",
+        "1.0 - unj / win_full, 0.0)",
+        "an empty ranking counts as wholly unjudged",
+    ),
+    Mutant(
+        "unanswerable-scored",
+        E + "metrics.py",
+        "answerable = (category == 0)[:, None]",
+        "answerable = (category != 1)[:, None]",
+        "questions with no relevant label get quality metrics",
+    ),
+    Mutant(
+        "means-all-categories",
+        E + "metrics.py",
+        'per_query[(per_query["category"] == "answerable") & per_query[f"hit@{ks[0]}"].notna()]',
+        'per_query[per_query[f"hit@{ks[0]}"].notna()]',
+        "means over every category, not answerable only",
+    ),
+    Mutant(
+        "means-nan-as-zero",
+        E + "metrics.py",
+        'col = scored[f"{m}@{k}"].to_numpy(dtype=float)',
+        'col = np.nan_to_num(scored[f"{m}@{k}"].to_numpy(dtype=float))',
+        "a NaN cell counted as 0",
+    ),
+    # ideal lists and categories (evaluation/ideal.py)
+    Mutant(
+        "ideal-level-strict",
+        E + "ideal.py",
+        "keep = grades >= level",
+        "keep = grades > level",
+        "the ideal list drops grades equal to the level",
+    ),
+    Mutant(
+        "categories-swapped",
+        E + "ideal.py",
+        "np.where(n_labels == 0, 1, np.where(n_rel == 0, 2, 0))",
+        "np.where(n_labels == 0, 2, np.where(n_rel == 0, 1, 0))",
+        "no-label and no-relevant questions swapped",
+    ),
+    Mutant(
+        "ideal-one-too-long",
+        E + "ideal.py",
+        "np.where(pos < n_rel[:, None], top - below, UNJUDGED)",
+        "np.where(pos <= n_rel[:, None], top - below, UNJUDGED)",
+        "the ideal list one grade too long",
+    ),
+    # dedup and budgets (evaluation/placement.py)
+    Mutant(
+        "no-dedup-docs-budget",
+        E + "placement.py",
+        "        units = list(dict.fromkeys(ids))\n        if len(units) > depth:",
+        "        units = list(ids)\n        if len(units) > depth:",
+        "the docs budget counts duplicates",
+    ),
+    Mutant(
+        "chunks-budget-after-dedup",
+        E + "placement.py",
+        "        window = ids[:depth]\n",
+        "        window = list(dict.fromkeys(ids))[:depth]\n",
+        "the chunks budget cut after dedup (budgets mixed)",
+    ),
+    Mutant(
+        "coded-window-inclusive",
+        E + "placement.py",
+        "inwin = units & ((pos < depth) if chunks_budget",
+        "inwin = units & ((pos <= depth) if chunks_budget",
+        "the coded path keeps one result past the budget",
+    ),
+    # RRF (stages/fusion/rrf.py)
+    Mutant(
+        "rrf-rank-from-0",
+        "stages/fusion/rrf.py",
+        "inv = [1.0 / (kf + rank) for rank in range(1, window + 1)]",
+        "inv = [1.0 / (kf + rank) for rank in range(0, window)]",
+        "RRF ranks counted from 0",
+    ),
+    Mutant(
+        "rrf-scores-rank-from-2",
+        "stages/fusion/rrf.py",
+        "[1.0 / (k + rank) for rank in range(1, longest + 1)]",
+        "[1.0 / (k + rank + 1) for rank in range(1, longest + 1)]",
+        "rrf_scores ranks counted from 2",
+    ),
+    # bootstrap (evaluation/stats/bootstrap.py)
+    Mutant(
+        "percentile-one-sided-alpha",
+        S + "bootstrap.py",
+        "[alpha / 2.0, 1.0 - alpha / 2.0])",
+        "[alpha, 1.0 - alpha])",
+        "percentile interval at alpha, not alpha/2",
+    ),
+    Mutant(
+        "bca-no-ties",
+        S + "bootstrap.py",
+        "np.count_nonzero(boot < theta) + 0.5 * np.count_nonzero(boot == theta)",
+        "np.count_nonzero(boot < theta)",
+        "BCa bias correction ignores ties",
+    ),
+    Mutant(
+        "jackknife-divisor",
+        S + "bootstrap.py",
+        "jack = (values.sum() - values) / (k - 1)",
+        "jack = (values.sum() - values) / k",
+        "leave-one-out means divided by n",
+    ),
+    Mutant(
+        "bootstrap-nan-as-zero",
+        S + "bootstrap.py",
+        "sums / (n if complete[j] else weights[j][idx].sum(axis=1))",
+        "sums / n",
+        "a resample's undefined cells counted as 0",
+    ),
+    # paired tests (evaluation/stats/paired.py)
+    Mutant(
+        "bootstrap-p-no-plus-one",
+        S + "paired.py",
+        "mean_a, mean_b, deltas[j], low, high, (counts[j] + 1) / (n_resamples + 1), n",
+        "mean_a, mean_b, deltas[j], low, high, counts[j] / n_resamples, n",
+        "bootstrap p without the +1 form",
+    ),
+    Mutant(
+        "t-ddof-0",
+        S + "paired.py",
+        "t_obs.append(delta / (d.std(ddof=1) / math.sqrt(n)))",
+        "t_obs.append(delta / (d.std(ddof=0) / math.sqrt(n)))",
+        "studentised with the population sd",
+    ),
+    Mutant(
+        "ties-strict",
+        S + "paired.py",
+        "np.abs(stat) >= obs - _TIE_RTOL * obs",
+        "np.abs(stat) > obs",
+        "a tie with the observed statistic is not counted",
+    ),
+    Mutant(
+        "never-exact",
+        S + "paired.py",
+        "exact = n < 62 and (1 << n) <= n_resamples",
+        "exact = False",
+        "the randomization test never enumerates",
+    ),
+    Mutant(
+        "randomization-p-no-plus-one",
+        S + "paired.py",
+        "p = counts[j] / (1 << n) if exact else (counts[j] + 1) / (n_resamples + 1)",
+        "p = counts[j] / (1 << n) if exact else counts[j] / n_resamples",
+        "sampled randomization p without +1",
+    ),
+    Mutant(
+        "all-zero-diff-p0",
+        S + "paired.py",
+        "p = 1.0 if c == 0.0 else (1.0 / (n_resamples + 1)",
+        "p = 0.0 if c == 0.0 else (1.0 / (n_resamples + 1)",
+        "no difference at all is 'significant'",
+    ),
+    # multiple comparisons (holm.py, correction.py)
+    Mutant(
+        "holm-no-monotone",
+        S + "holm.py",
+        "np.maximum.accumulate((m - np.arange(m)) * ordered)",
+        "(m - np.arange(m)) * ordered",
+        "Holm without the running maximum",
+    ),
+    Mutant(
+        "holm-is-bonferroni",
+        S + "holm.py",
+        "np.maximum.accumulate((m - np.arange(m)) * ordered)",
+        "m * ordered",
+        "Holm replaced by Bonferroni",
+    ),
+    Mutant(
+        "bh-no-monotone",
+        S + "correction.py",
+        "np.minimum.accumulate((ordered * m / np.arange(1, m + 1))[::-1])[::-1]",
+        "ordered * m / np.arange(1, m + 1)",
+        "Benjamini-Hochberg without the running minimum",
+    ),
+    Mutant(
+        "pvalue-cap-missing",
+        S + "holm.py",
+        "adjusted[order] = np.minimum(step(vals[order], m), 1.0)",
+        "adjusted[order] = step(vals[order], m)",
+        "adjusted p-values above 1",
+    ),
+    # Wilson interval (wilson.py)
+    Mutant(
+        "wilson-no-z2-term",
+        S + "wilson.py",
+        "math.sqrt(p * (1.0 - p) / n_f + z2 / (4.0 * n_f * n_f))",
+        "math.sqrt(p * (1.0 - p) / n_f)",
+        "Wilson half-width without its z^2/4n^2 term",
+    ),
+    Mutant(
+        "wilson-one-sided-z",
+        S + "wilson.py",
+        "special.ndtri(1.0 - (1.0 - confidence) / 2.0)",
+        "special.ndtri(confidence)",
+        "Wilson with a one-sided z",
+    ),
+    # power (power.py)
+    Mutant(
+        "mde-ddof-0",
+        S + "power.py",
+        "return float(np.asarray(es).item()) * float(np.std(d, ddof=1))",
+        "return float(np.asarray(es).item()) * float(np.std(d, ddof=0))",
+        "MDE with the population sd",
+    ),
+    Mutant(
+        "n-needed-floor",
+        S + "power.py",
+        "math.ceil(float(np.asarray(n).item()) - 1e-9)",
+        "math.floor(float(np.asarray(n).item()))",
+        "questions needed rounded down",
+    ),
+)
+
+
+def _source(rev: str, into: Path) -> None:
+    """The files of ``rev`` (as committed) in ``into``."""
+    archive = subprocess.run(
+        ["git", "archive", "--format=tar", rev], cwd=REPO, capture_output=True, check=True
+    )
+    into.mkdir(parents=True)
+    with tarfile.open(fileobj=io.BytesIO(archive.stdout)) as tar:
+        tar.extractall(into, filter="data")
+
+
+def _tests(root: Path, extra: list[str]) -> list[str]:
+    found = sorted({str(p.relative_to(root)) for g in TESTS for p in (root / "tests").glob(g)})
+    return found + extra
+
+
+def _run(root: Path, tests: list[str], cache: Path) -> tuple[bool, str, float]:
+    """Run ``tests`` in ``root``: (all passed, the first failing test or '', seconds)."""
+    env = {**os.environ, "PYTHONPATH": str(root / "src"), "ABLATE_CACHE_DIR": str(cache)}
+    env.update({"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"})
+    env.pop("MLFLOW_TRACKING_URI", None)
+    cmd = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "-x",
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        "-m",
+        "not slow",
+        "-rf",
+        *tests,
+    ]
+    t0 = time.perf_counter()
+    try:
+        out = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True, timeout=TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        return False, f"(no answer within {TIMEOUT_S} s)", time.perf_counter() - t0
+    seconds = time.perf_counter() - t0
+    if out.returncode == 0:
+        return True, "", seconds
+    failed = re.findall(r"^(?:FAILED|ERROR) (\S+)", out.stdout, flags=re.M)
+    return False, failed[0] if failed else f"(pytest exit {out.returncode}) " + out.stdout[-300:], seconds
+
+
+@dataclass
+class Outcome:
+    name: str
+    what: str
+    killed: bool
+    by: str
+    seconds: float
+
+
+def check(rev: str, names: list[str] | None, extra: list[str]) -> dict[str, object]:
+    chosen = [m for m in MUTANTS if not names or m.name in names]
+    unknown = sorted(set(names or ()) - {m.name for m in MUTANTS})
+    if unknown:
+        raise SystemExit(f"error: unknown mutant(s) {', '.join(unknown)}; see MUTANTS in {__file__}")
+    sha = subprocess.run(
+        ["git", "rev-parse", rev], cwd=REPO, capture_output=True, text=True, check=True
+    ).stdout
+    with tempfile.TemporaryDirectory(prefix="ablate-mutants-") as tmp:
+        root = Path(tmp) / "src-tree"
+        _source(rev, root)
+        tests = _tests(root, extra)
+        print(f"rev {sha.strip()[:12]}: {len(chosen)} mutants, tests: {' '.join(tests)}", flush=True)
+        ok, by, seconds = _run(root, tests, Path(tmp) / "cache-clean")
+        if not ok:
+            raise SystemExit(f"error: the unmutated tests fail at {rev} ({by}); fix them first")
+        print(f"unmutated: all pass in {seconds:.0f} s", flush=True)
+        outcomes = []
+        for i, m in enumerate(chosen, 1):
+            path = root / "src" / "ablate" / m.path
+            text = path.read_text(encoding="utf-8")
+            if text.count(m.old) != 1:
+                raise SystemExit(
+                    f"error: mutant {m.name}: its text occurs {text.count(m.old)} times in {m.path}"
+                )
+            path.write_text(text.replace(m.old, m.new), encoding="utf-8")
+            try:
+                passed, by, seconds = _run(root, tests, Path(tmp) / f"cache-{m.name}")
+            finally:
+                path.write_text(text, encoding="utf-8")
+                shutil.rmtree(Path(tmp) / f"cache-{m.name}", ignore_errors=True)
+            outcomes.append(Outcome(m.name, m.what, not passed, by, round(seconds, 1)))
+            state = f"killed by {by}" if not passed else "SURVIVED"
+            print(f"[{i}/{len(chosen)}] {m.name}: {state} ({seconds:.0f} s)", flush=True)
+    return {"rev": sha.strip(), "tests": tests, "mutants": [asdict(o) for o in outcomes]}
+
+
+def table(result: dict[str, object]) -> str:
+    rows = result["mutants"]
+    assert isinstance(rows, list)
+    killed = sum(1 for r in rows if r["killed"])
+    lines = [
+        f"Revision {str(result['rev'])[:12]}: {killed} of {len(rows)} mutants killed.",
+        "",
+        "| mutant | the mistake | killed by |",
+        "|---|---|---|",
+    ]
+    lines += [f"| {r['name']} | {r['what']} | {r['by'] if r['killed'] else '**survived**'} |" for r in rows]
+    return "\n".join(lines)
+
+
+def compare(a: Path, b: Path) -> int:
+    """Print the mutants ``a`` kills and ``b`` does not; 1 if there is one."""
+    ka = {r["name"] for r in json.loads(a.read_text())["mutants"] if r["killed"]}
+    kb = {r["name"] for r in json.loads(b.read_text())["mutants"] if r["killed"]}
+    lost = sorted(ka - kb)
+    print(
+        f"{a.name}: {len(ka)} killed; {b.name}: {len(kb)} killed; killed in {a.name} only: {', '.join(lost) or 'none'}"
+    )
+    return 1 if lost else 0
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rev", default="HEAD", help="the git revision whose committed source is checked")
+    parser.add_argument("--only", default="", help="comma-separated mutant names (default: all)")
+    parser.add_argument("--tests", nargs="*", default=[], help="test files to run besides the scoring ones")
+    parser.add_argument("--json", type=Path, help="write the outcomes here")
+    parser.add_argument("--md", type=Path, help="write the table here")
+    parser.add_argument(
+        "--compare", nargs=2, type=Path, metavar=("A", "B"), help="mutants killed in A, not in B"
+    )
+    args = parser.parse_args()
+    if args.compare:
+        return compare(*args.compare)
+    result = check(args.rev, [n for n in args.only.split(",") if n] or None, args.tests)
+    if args.json:
+        args.json.write_text(json.dumps(result, indent=1) + "\n")
+    md = table(result)
+    if args.md:
+        args.md.write_text(md + "\n")
+    print(md)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
