@@ -14,6 +14,10 @@ mutant is *killed*, and by which test) or all passed (it *survived*: no test gua
 A speed-up of the suite must not shrink the kill list: ``--compare`` prints each mutant the first file kills and
 the second does not, and exits 1 when there is one. Each mutant runs with a fresh cache (a cached result must not
 hide a change), offline, on the source of the revision alone (``PYTHONPATH`` puts it before the installed ablate).
+
+Only mutants that can change a figure are listed: dividing the jackknife means by n instead of n - 1 scales every
+deviation alike and BCa's acceleration is scale-free; a NaN-to-zero in the means meets no NaN among the scored
+answerable questions; a unit one past the chunks budget enters no window. Such equivalent mutants were dropped.
 """
 
 from __future__ import annotations
@@ -168,11 +172,11 @@ MUTANTS: tuple[Mutant, ...] = (
         "means over every category, not answerable only",
     ),
     Mutant(
-        "means-nan-as-zero",
+        "unjudged-counts-judged",
         E + "metrics.py",
-        'col = scored[f"{m}@{k}"].to_numpy(dtype=float)',
-        'col = np.nan_to_num(scored[f"{m}@{k}"].to_numpy(dtype=float))',
-        "a NaN cell counted as 0",
+        "unj = (win_full - _take(cum_judged, win_full))",
+        "unj = _take(cum_judged, win_full)",
+        "unjudged@K counts the judged results",
     ),
     # ideal lists and categories (evaluation/ideal.py)
     Mutant(
@@ -212,11 +216,11 @@ MUTANTS: tuple[Mutant, ...] = (
         "the chunks budget cut after dedup (budgets mixed)",
     ),
     Mutant(
-        "coded-window-inclusive",
+        "chunks-window-inclusive",
         E + "placement.py",
-        "inwin = units & ((pos < depth) if chunks_budget",
-        "inwin = units & ((pos <= depth) if chunks_budget",
-        "the coded path keeps one result past the budget",
+        "np.count_nonzero(at < k, axis=1)",
+        "np.count_nonzero(at <= k, axis=1)",
+        "the chunks budget's window at K keeps the unit first seen at position K + 1",
     ),
     # RRF (stages/fusion/rrf.py)
     Mutant(
@@ -249,11 +253,11 @@ MUTANTS: tuple[Mutant, ...] = (
         "BCa bias correction ignores ties",
     ),
     Mutant(
-        "jackknife-divisor",
+        "bca-acceleration-sign",
         S + "bootstrap.py",
-        "jack = (values.sum() - values) / (k - 1)",
-        "jack = (values.sum() - values) / k",
-        "leave-one-out means divided by n",
+        "dev = jack.mean() - jack",
+        "dev = jack - jack.mean()",
+        "BCa's acceleration with the wrong sign",
     ),
     Mutant(
         "bootstrap-nan-as-zero",
