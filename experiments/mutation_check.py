@@ -17,7 +17,8 @@ hide a change), offline, on the source of the revision alone (``PYTHONPATH`` put
 
 Only mutants that can change a figure are listed: dividing the jackknife means by n instead of n - 1 scales every
 deviation alike and BCa's acceleration is scale-free; a NaN-to-zero in the means meets no NaN among the scored
-answerable questions; a unit one past the chunks budget enters no window. Such equivalent mutants were dropped.
+answerable questions, and the non-answerable ones have no hit@K to pass the means' filter; a unit one past the
+chunks budget enters no window. Such equivalent mutants were dropped.
 """
 
 from __future__ import annotations
@@ -165,11 +166,11 @@ MUTANTS: tuple[Mutant, ...] = (
         "questions with no relevant label get quality metrics",
     ),
     Mutant(
-        "means-all-categories",
+        "means-count-excluded-missing",
         E + "metrics.py",
         'per_query[(per_query["category"] == "answerable") & per_query[f"hit@{ks[0]}"].notna()]',
-        'per_query[per_query[f"hit@{ks[0]}"].notna()]',
-        "means over every category, not answerable only",
+        'per_query[(per_query["category"] == "answerable")]',
+        "the means take in questions excluded as missing from the run (eval.missing=exclude)",
     ),
     Mutant(
         "unjudged-counts-judged",

@@ -1,6 +1,7 @@
-"""Rules the mutation check (experiments/mutation_check.py) found unguarded: the means of every metric, judged
-statistics included, are over the scored answerable questions only (docs/metrics.md, rule "means"); BCa counts a
-resample equal to the estimate as half below it, which only a metric with ties (0/1 hits) can show."""
+"""Two rules the scoring tests did not state on their own: the means of every metric, judged statistics included,
+are over the scored answerable questions only (docs/metrics.md, rule "means"); BCa counts a resample equal to the
+estimate as half below it, which only a metric with ties (0/1 hits) can show (the mutation check,
+experiments/mutation_check.py, found no test that failed without it)."""
 
 from __future__ import annotations
 
