@@ -38,7 +38,7 @@ import numpy as np
 
 from ablate.cache import atomic_write_bytes
 from ablate.errors import ConfigError
-from ablate.evaluation.stats.agreement import cohen_kappa, confusion, json_finite, kappa_interval, kendall_tau
+from ablate.evaluation.stats.agreement import confusion, json_finite, kappa_interval, kendall_tau
 from ablate.labels.assessor import VALIDATION_JSON
 
 PAIRS_CSV = "pairs.csv"
@@ -130,11 +130,6 @@ def agreement(
         confusion=[list(r) for r in confusion(h, a, labels=legend).counts],
         binary_confusion=[list(r) for r in confusion(hb, ab, labels=[0, 1]).counts],
     )
-
-
-def check_kappa(pairs: Sequence[tuple[str, str, int, int]], labels: Sequence[int]) -> float:
-    """Cohen's kappa of the graded pairs (the point estimate alone)."""
-    return cohen_kappa([p[2] for p in pairs], [p[3] for p in pairs], labels=sorted(set(labels)))
 
 
 # ----------------------------------------------------------------------------------------------------------- runs

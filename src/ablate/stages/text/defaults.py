@@ -33,9 +33,3 @@ def encoder_choice(model: str | None, language: str) -> tuple[str, str]:
     if model is not None:
         return model, SETTING
     return default_encoder(language), f"language:{language}"
-
-
-def describe_default() -> str:
-    """The rule in words, for help texts and errors."""
-    named = ", ".join(f"{m} for {lang}" for lang, m in BY_LANGUAGE.items())
-    return f"the corpus language's: {named}, else {ENGLISH_ENCODER}"
