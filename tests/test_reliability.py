@@ -746,27 +746,16 @@ def test_a_failure_mlflow_does_not_chain_to_its_connection_error_still_names_the
         store._DOWN.pop(uri, None)
 
     # a server that answers (any answer): the failure is MLflow's own and is raised as it is
-    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+    from werkzeug.wrappers import Request, Response
 
-    class Answers(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:  # noqa: N802 - the http.server hook
-            self.rfile.read(int(self.headers.get("Content-Length", 0)))
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.end_headers()
-            self.wfile.write(b"{}")
+    from conftest import serving
 
-        def log_message(self, *args: Any) -> None:
-            pass
+    @Request.application
+    def answers(request: Request) -> Response:
+        return Response("{}", mimetype="application/json")
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Answers)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    uri = f"http://127.0.0.1:{server.server_address[1]}"
-    try:
+    with serving(answers) as uri:
         client = store._ServerClient(Client(), uri)
         with pytest.raises(MlflowException, match="downloading one or more artifacts"):
             client.download_artifacts("r1", "", str(tmp_path))
         assert uri not in store._DOWN
-    finally:
-        server.shutdown()
-        server.server_close()
