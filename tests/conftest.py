@@ -132,34 +132,6 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         shutil.rmtree(folder, ignore_errors=True)
 
 
-#: The default suite's most expensive files, most expensive first (the file table ``make test`` prints, from
-#: tools/test_durations.py). Under ``--dist loadfile`` files go to the workers in collection order: started first,
-#: these do not leave one worker running alone at the end while the other idles.
-HEAVY_FIRST = (
-    "test_reuse.py",
-    "test_reliability.py",
-    "test_readme.py",
-    "test_generate.py",
-    "test_catalogue.py",
-    "test_access.py",
-    "test_evaluation_differential.py",
-    "test_label_pool.py",
-    "test_report_labels.py",
-    "test_cli.py",
-    "test_console.py",
-    "test_plan_questions.py",
-    "test_language_defaults.py",
-    "test_llm_rerank.py",
-    "test_label_judge.py",
-    "test_generate_openai.py",
-)
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    rank = {name: i for i, name in enumerate(HEAVY_FIRST)}
-    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: the rest keep their order
-
-
 @pytest.fixture
 def tiny_corpus(tmp_path: Path) -> Path:
     return write_corpus(tmp_path / "tiny", TINY_DOCS, TINY_QUERIES, TINY_QRELS, TINY_MANIFEST)
