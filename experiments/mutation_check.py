@@ -36,6 +36,7 @@ import tempfile
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import NoReturn
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -53,6 +54,12 @@ TESTS = (
 )
 #: A mutant whose tests run longer than this is counted killed (by the time limit), as a hang is seen.
 TIMEOUT_S = 900
+
+
+def _refuse(message: str) -> NoReturn:
+    """One line on stderr and exit 2 (bad input; exit 1 means a kill was lost)."""
+    print(message, file=sys.stderr)
+    raise SystemExit(2)
 
 
 @dataclass(frozen=True)
@@ -430,10 +437,16 @@ def check(rev: str, names: list[str] | None, extra: list[str]) -> dict[str, obje
     chosen = [m for m in MUTANTS if not names or m.name in names]
     unknown = sorted(set(names or ()) - {m.name for m in MUTANTS})
     if unknown:
-        raise SystemExit(f"error: unknown mutant(s) {', '.join(unknown)}; see MUTANTS in {__file__}")
-    sha = subprocess.run(
-        ["git", "rev-parse", rev], cwd=REPO, capture_output=True, text=True, check=True
-    ).stdout
+        _refuse(f"error: unknown mutant(s) {', '.join(unknown)}; see MUTANTS in {__file__}")
+    found = subprocess.run(
+        ["git", "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+    )
+    if found.returncode != 0:
+        _refuse(f"error: --rev {rev!r} is no commit of {REPO}; pass a commit, e.g. --rev HEAD")
+    sha = found.stdout
     with tempfile.TemporaryDirectory(prefix="ablate-mutants-") as tmp:
         root = Path(tmp) / "src-tree"
         _source(rev, root)
@@ -441,16 +454,14 @@ def check(rev: str, names: list[str] | None, extra: list[str]) -> dict[str, obje
         print(f"rev {sha.strip()[:12]}: {len(chosen)} mutants, tests: {' '.join(tests)}", flush=True)
         ok, by, seconds = _run(root, tests, Path(tmp) / "cache-clean")
         if not ok:
-            raise SystemExit(f"error: the unmutated tests fail at {rev} ({by}); fix them first")
+            _refuse(f"error: the unmutated tests fail at {rev} ({by}); fix them first")
         print(f"unmutated: all pass in {seconds:.0f} s", flush=True)
         outcomes = []
         for i, m in enumerate(chosen, 1):
             path = root / "src" / "ablate" / m.path
             text = path.read_text(encoding="utf-8")
             if text.count(m.old) != 1:
-                raise SystemExit(
-                    f"error: mutant {m.name}: its text occurs {text.count(m.old)} times in {m.path}"
-                )
+                _refuse(f"error: mutant {m.name}: its text occurs {text.count(m.old)} times in {m.path}")
             path.write_text(text.replace(m.old, m.new), encoding="utf-8")
             try:
                 passed, by, seconds = _run(root, tests, Path(tmp) / f"cache-{m.name}")
@@ -479,6 +490,13 @@ def table(result: dict[str, object]) -> str:
 
 def compare(a: Path, b: Path) -> int:
     """Print the mutants ``a`` kills and ``b`` does not; 1 if there is one."""
+    for path in (a, b):
+        try:
+            json.loads(path.read_text())["mutants"]
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            _refuse(
+                f"error: --compare {path}: not a result of this script ({type(e).__name__}); write one with --json"
+            )
     ka = {r["name"] for r in json.loads(a.read_text())["mutants"] if r["killed"]}
     kb = {r["name"] for r in json.loads(b.read_text())["mutants"] if r["killed"]}
     lost = sorted(ka - kb)
