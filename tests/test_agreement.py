@@ -5,7 +5,6 @@ the G questions). scikit-learn is installed with sentence-transformers, which re
 
 from __future__ import annotations
 
-import json
 import math
 import warnings
 
@@ -25,6 +24,11 @@ def _sk(a, b, labels=None, weights=None) -> float:
         return float(cohen_kappa_score(a, b, labels=labels, weights=weights))
 
 
+def _kappa(a, b, labels=None, weights=None) -> float:
+    """The point estimate :func:`kappa_interval` reports (one resample: the interval is not looked at here)."""
+    return S.kappa_interval(a, b, labels=labels, weights=weights, n_resamples=1)[0]
+
+
 def _same(x: float, y: float) -> bool:
     return (math.isnan(x) and math.isnan(y)) or abs(x - y) <= 1e-12
 
@@ -38,10 +42,10 @@ def test_kappa_equals_sklearn_on_random_grades(weights):
         a = rng.integers(0, k, n)
         agree = rng.random(n) < rng.random()
         b = np.where(agree, a, rng.integers(0, k, n))
-        got, want = S.cohen_kappa(a, b, weights=weights), _sk(a, b, weights=weights)
+        got, want = _kappa(a, b, weights=weights), _sk(a, b, weights=weights)
         assert _same(got, want), (a.tolist(), b.tolist(), got, want)
         legend = list(range(-1, k + 1))  # a legend with grades neither rater used
-        got, want = S.cohen_kappa(a, b, labels=legend, weights=weights), _sk(a, b, legend, weights)
+        got, want = _kappa(a, b, legend, weights), _sk(a, b, legend, weights)
         assert _same(got, want), (a.tolist(), b.tolist(), got, want)
 
 
@@ -58,7 +62,7 @@ def test_kappa_equals_sklearn_on_random_grades(weights):
 )
 def test_kappa_edges_match_sklearn(a, b, expected):
     for weights in (None, "linear", "quadratic"):
-        got = S.cohen_kappa(a, b, weights=weights)
+        got = _kappa(a, b, weights=weights)
         assert _same(got, _sk(a, b, weights=weights))
         if expected is not None:
             assert _same(got, expected)
@@ -66,30 +70,28 @@ def test_kappa_edges_match_sklearn(a, b, expected):
 
 def test_kappa_by_hand_and_weights_measure_distance_in_labels():
     # p_o = 3/5, p_e = (2*2 + 3*3) / 25 = 13/25 -> kappa = (15/25 - 13/25) / (12/25) = 1/6
-    assert S.cohen_kappa([0, 1, 1, 0, 1], [0, 1, 0, 1, 1]) == pytest.approx(1 / 6, abs=1e-15)
+    assert _kappa([0, 1, 1, 0, 1], [0, 1, 0, 1, 1]) == pytest.approx(1 / 6, abs=1e-15)
     a, b = [0, 2, 2, 0], [2, 2, 0, 0]
     # without the legend 0 and 2 are adjacent positions; with it a 0-2 disagreement weighs 2 (linear)
-    assert S.cohen_kappa(a, b, weights="linear") == pytest.approx(_sk(a, b, weights="linear"))
-    assert S.cohen_kappa(a, b, labels=[0, 1, 2], weights="linear") == pytest.approx(
-        _sk(a, b, [0, 1, 2], "linear")
-    )
-    assert S.cohen_kappa([], []) != S.cohen_kappa([], [])  # no pair: NaN
+    assert _kappa(a, b, weights="linear") == pytest.approx(_sk(a, b, weights="linear"))
+    assert _kappa(a, b, [0, 1, 2], "linear") == pytest.approx(_sk(a, b, [0, 1, 2], "linear"))
+    assert math.isnan(_kappa([], []))  # no pair: NaN
 
 
 def test_kappa_refuses_bad_input():
     with pytest.raises(S.StatsInputError, match="grade 5 is not in labels"):
-        S.cohen_kappa([0, 1], [0, 5], labels=[0, 1, 2])  # scikit-learn would drop the pair silently
+        S.kappa_interval([0, 1], [0, 5], labels=[0, 1, 2])  # scikit-learn would drop the pair silently
     with pytest.raises(S.StatsInputError, match="not an integer"):
-        S.cohen_kappa([0, 1.5], [0, 1])
+        S.kappa_interval([0, 1.5], [0, 1])
     with pytest.raises(S.StatsInputError, match="not an integer"):
-        S.cohen_kappa([0, None], [0, 1])
+        S.kappa_interval([0, None], [0, 1])
     with pytest.raises(S.StatsInputError, match="2 grades and b has 3"):
-        S.cohen_kappa([0, 1], [0, 1, 1])
+        S.kappa_interval([0, 1], [0, 1, 1])
     with pytest.raises(S.StatsInputError, match="repeats a grade"):
-        S.cohen_kappa([0, 1], [0, 1], labels=[0, 1, 1])
+        S.kappa_interval([0, 1], [0, 1], labels=[0, 1, 1])
     with pytest.raises(S.StatsConfigError, match="weights='cubic'"):
-        S.cohen_kappa([0, 1], [0, 1], weights="cubic")
-    assert S.cohen_kappa(np.array([0.0, 1.0, 2.0]), [0, 1, 1]) == S.cohen_kappa([0, 1, 2], [0, 1, 1])
+        S.kappa_interval([0, 1], [0, 1], weights="cubic")
+    assert _kappa(np.array([0.0, 1.0, 2.0]), [0, 1, 1]) == _kappa([0, 1, 2], [0, 1, 1])
 
 
 # ---------------------------------------------------------------------------------------------------- the interval
@@ -160,8 +162,8 @@ def test_interval_edges_and_settings():
         S.kappa_interval([0, 1], [0, 1], confidence=95)
 
 
-# -------------------------------------------------------------------------------------------- binary, confusion
-def test_binary_and_confusion_equal_crosstab():
+# ------------------------------------------------------------------------------------------------------- confusion
+def test_confusion_equals_crosstab():
     rng = np.random.default_rng(9)
     a, b = rng.integers(0, 4, 200), rng.integers(0, 4, 200)
     legend = [0, 1, 2, 3, 4]
@@ -173,13 +175,6 @@ def test_binary_and_confusion_equal_crosstab():
     )
     assert got.labels == tuple(legend)
     assert np.array_equal(np.array(got.counts), want)
-    assert S.binary([0, 1, 2, 3, 0], relevance_level=2) == [0, 0, 1, 1, 0]
-    assert S.binary(np.array([0, 1, 2])) == [0, 1, 1]
-    with pytest.raises(S.StatsConfigError, match="relevance_level=0"):
-        S.binary([0, 1], relevance_level=0)
-    md = S.confusion([0, 1, 1], [0, 1, 0]).to_markdown()
-    assert md.splitlines()[0].split("|")[1].strip() == "human \\ assessor"
-    assert [c.strip() for c in md.splitlines()[-1].split("|")[1:-1]] == ["total", "2", "1", "3"]
 
 
 # ------------------------------------------------------------------------------------------------------------- tau
@@ -193,11 +188,9 @@ def test_tau_equals_scipy_with_and_without_ties():
         got = S.kendall_tau(dict(zip(runs, x, strict=True)), dict(zip(runs, y, strict=True)))
         want = float(sps.kendalltau(x, y).statistic)
         assert _same(got, want), (x, y, got, want)
-    order = ["A", "B", "C", "D", "E"]
-    shuffled = ["B", "A", "C", "E", "D"]
-    want = float(sps.kendalltau([0, 1, 2, 3, 4], [1, 0, 2, 4, 3]).statistic)
-    assert S.kendall_tau_orders(order, shuffled) == pytest.approx(want)
-    assert S.kendall_tau_orders(order, shuffled) == pytest.approx((8 - 2) / 10)  # 8 concordant, 2 discordant
+    order = {"A": 5.0, "B": 4.0, "C": 3.0, "D": 2.0, "E": 1.0}
+    shuffled = {"B": 5.0, "A": 4.0, "C": 3.0, "E": 2.0, "D": 1.0}
+    assert S.kendall_tau(order, shuffled) == pytest.approx((8 - 2) / 10)  # 8 concordant, 2 discordant
 
 
 def test_tau_edges():
@@ -207,67 +200,8 @@ def test_tau_edges():
         S.kendall_tau({"A": 1.0, "C": 2.0}, {"A": 1.0})
     with pytest.raises(S.StatsInputError, match="NaN or infinite"):
         S.kendall_tau({"A": 1.0, "B": math.nan}, {"A": 1.0, "B": 2.0})
-    with pytest.raises(S.StatsInputError, match="repeats an item"):
-        S.kendall_tau_orders(["A", "A"], ["A", "B"])
 
 
-# ---------------------------------------------------------------------------------------------------------- report
-def _pairs(n_questions: int = 10, per_question: int = 3, seed: int = 2):
-    qids, a, b = _data(n_questions, per_question, seed)
-    return [(q, f"doc{i}", int(h), int(s)) for i, (q, h, s) in enumerate(zip(qids, a, b, strict=True))]
-
-
-def test_report_figures_equal_the_single_functions():
-    pairs = _pairs()
-    qids = [p[0] for p in pairs]
-    human, assessor = [p[2] for p in pairs], [p[3] for p in pairs]
-    legend = [0, 1, 2, 3]
-    r = S.agreement_report(pairs, relevance_level=2, labels=legend, n_resamples=300, seed=5)
-    assert (r.n_pairs, r.n_questions, r.labels) == (30, 10, (0, 1, 2, 3))
-    assert (r.graded.kappa, r.graded.low, r.graded.high) == S.kappa_interval(
-        human, assessor, groups=qids, labels=legend, n_resamples=300, seed=5
-    )
-    assert (r.weighted.kappa, r.weighted.low, r.weighted.high) == S.kappa_interval(
-        human, assessor, groups=qids, labels=legend, weights="linear", n_resamples=300, seed=5
-    )
-    hb, sb = S.binary(human, 2), S.binary(assessor, 2)
-    assert (r.binary.kappa, r.binary.low, r.binary.high) == pytest.approx(
-        S.kappa_interval(hb, sb, groups=qids, labels=[0, 1], n_resamples=300, seed=5), abs=1e-12
-    )
-    assert r.graded.kappa == pytest.approx(_sk(human, assessor))
-    assert r.binary.kappa == pytest.approx(_sk(hb, sb))
-    assert r.graded.agreement == pytest.approx(np.mean(np.array(human) == np.array(assessor)))
-    assert r.confusion == S.confusion(human, assessor, labels=legend)
-    assert r.binary_confusion == S.confusion(hb, sb, labels=[0, 1])
-    assert r.grade_counts == tuple((g, human.count(g), assessor.count(g)) for g in legend)
-
-
-def test_report_renders_markdown_and_json():
-    r = S.agreement_report(_pairs(), n_resamples=200, seed=0)
-    order = S.order_agreement({"A": 0.5, "B": 0.4, "C": 0.3}, {"A": 0.45, "B": 0.5, "C": 0.2}, "ndcg@10")
-    assert order.runs == ("A", "B", "C")
-    assert order.tau == pytest.approx(float(sps.kendalltau([0.5, 0.4, 0.3], [0.45, 0.5, 0.2]).statistic))
-    md = S.agreement_markdown(r, [order], [("Time per judgement", "1.2 s")])
-    assert "| graded (0, 1, 2)  " in md and f"{r.graded.kappa:.3f}" in md
-    assert f"{r.binary.low:.3f} to {r.binary.high:.3f}" in md
-    assert "30 (qid, unit) pairs on 10 questions" in md and "200 resamples of questions" in md
-    assert r.confusion.to_markdown() in md and "## Runs by ndcg@10" in md and md.rstrip().endswith("1.2 s")
-    data = json.loads(S.agreement_json(r, [order]))
-    assert data["graded"]["kappa"] == r.graded.kappa and data["confusion"]["counts"] == [
-        list(row) for row in r.confusion.counts
-    ]
-    assert data["orders"][0]["tau"] == order.tau
-    undefined = S.agreement_report([("q", "u", 1, 1), ("q", "v", 1, 1)], n_resamples=10)
-    assert json.loads(S.agreement_json(undefined))["graded"]["kappa"] is None  # NaN -> null
-    assert "undefined (one shared grade only)" in S.agreement_markdown(undefined)
-
-
-def test_report_refuses_bad_pairs():
-    with pytest.raises(S.StatsInputError, match="no pair"):
-        S.agreement_report([])
-    with pytest.raises(S.StatsInputError, match="pair \\('q1', 'd'\\) appears twice"):
-        S.agreement_report([("q1", "d", 1, 1), ("q1", "d", 0, 1)])
-    with pytest.raises(S.StatsInputError, match="not \\(qid, unit, human, assessor\\)"):
-        S.agreement_report([("q1", "d", 1)])  # type: ignore[list-item]
-    with pytest.raises(S.StatsInputError, match="grade 7 is not in labels"):
-        S.agreement_report([("q1", "d", 1, 7)], labels=[0, 1, 2])
+def test_json_finite_turns_undefined_figures_into_null():
+    data = {"kappa": math.nan, "rows": [(1.0, math.nan)], "n": 3}
+    assert S.json_finite(data) == {"kappa": None, "rows": [[1.0, None]], "n": 3}

@@ -49,22 +49,7 @@ References
 
 from __future__ import annotations
 
-from ablate.evaluation.stats.agreement import (
-    AgreementReport,
-    Confusion,
-    Kappa,
-    OrderAgreement,
-    agreement_json,
-    agreement_markdown,
-    agreement_report,
-    binary,
-    cohen_kappa,
-    confusion,
-    kappa_interval,
-    kendall_tau,
-    kendall_tau_orders,
-    order_agreement,
-)
+from ablate.evaluation.stats.agreement import Confusion, confusion, json_finite, kappa_interval, kendall_tau
 from ablate.evaluation.stats.bootstrap import bootstrap_ci, bootstrap_cis
 from ablate.evaluation.stats.checks import (
     BOOTSTRAP_METHODS,
@@ -87,7 +72,6 @@ from ablate.evaluation.stats.paired import (
     paired_bootstrap_tests,
     paired_randomization_test,
     paired_randomization_tests,
-    paired_t_test,
 )
 from ablate.evaluation.stats.power import (
     mde,
@@ -101,20 +85,11 @@ from ablate.evaluation.stats.power import (
 from ablate.evaluation.stats.wilson import wilson_interval
 
 __all__ = [
-    "AgreementReport",
     "Confusion",
-    "Kappa",
-    "OrderAgreement",
-    "agreement_report",
-    "binary",
-    "cohen_kappa",
     "confusion",
+    "json_finite",
     "kappa_interval",
     "kendall_tau",
-    "kendall_tau_orders",
-    "order_agreement",
-    "agreement_markdown",
-    "agreement_json",
     "BOOTSTRAP_METHODS",
     "NAN_POLICIES",
     "Interval",
@@ -141,6 +116,5 @@ __all__ = [
     "paired_bootstrap_tests",
     "paired_randomization_test",
     "paired_randomization_tests",
-    "paired_t_test",
     "wilson_interval",
 ]

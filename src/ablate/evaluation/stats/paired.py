@@ -1,6 +1,5 @@
 """Paired comparisons of a variant against a baseline over the same queries: the paired bootstrap test
-(studentized, shifted null), Fisher's randomization (sign-flip) test, Student's paired t-test, each one pair or
-many pairs at once."""
+(studentized, shifted null) and Fisher's randomization (sign-flip) test, each one pair or many pairs at once."""
 
 from __future__ import annotations
 
@@ -11,7 +10,6 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 from numpy.typing import ArrayLike
-from scipy import stats as sps
 
 from ablate.evaluation.stats.bootstrap import bootstrap_columns, percentile_bounds
 from ablate.evaluation.stats.checks import (
@@ -281,31 +279,3 @@ def paired_randomization_tests(
                 p = counts[j] / (1 << n) if exact else (counts[j] + 1) / (n_resamples + 1)
             out[i] = PairedResult(mean_a, mean_b, deltas[j], low, high, float(p), n)
     return [r if r is not None else _empty_result() for r in out]
-
-
-def paired_t_test(
-    a: ArrayLike, b: ArrayLike, confidence: float = 0.95, nan_policy: str = "raise"
-) -> PairedResult:
-    """Student's paired t-test (two-sided), a thin wrapper over :func:`scipy.stats.ttest_rel`, for reference.
-
-    ``t = mean(d) / (sd(d) / sqrt(n))`` with ``n - 1`` degrees of freedom; the interval is
-    ``mean(d) +- t_{1-alpha/2, n-1} sd(d) / sqrt(n)`` (``TtestResult.confidence_interval``). Wrapper choices
-    where scipy returns NaN or rounding noise: all ``d_i = 0`` -> ``p = 1``, interval ``[0, 0]``; a constant
-    nonzero shift -> ``p = 0``, interval ``[d, d]``; fewer than 2 pairs -> ``p`` and interval NaN.
-    """
-    check_choice("nan_policy", nan_policy, NAN_POLICIES)
-    confidence = check_confidence(confidence)
-    x, y = _paired(a, b, "paired_t_test", nan_policy)
-    n = x.size
-    if n == 0:
-        return _empty_result()
-    d = x - y
-    mean_a, mean_b, delta = float(x.mean()), float(y.mean()), float(d.mean())
-    if np.all(d == d[0]):
-        c = float(d[0])
-        if n < 2 and c != 0.0:
-            return PairedResult(mean_a, mean_b, c, math.nan, math.nan, math.nan, n)
-        return PairedResult(mean_a, mean_b, c, c, c, 1.0 if c == 0.0 else 0.0, n)
-    res = sps.ttest_rel(x, y)
-    ci = res.confidence_interval(confidence_level=confidence)
-    return PairedResult(mean_a, mean_b, delta, float(ci.low), float(ci.high), float(res.pvalue), n)
