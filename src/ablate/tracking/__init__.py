@@ -13,7 +13,8 @@
   MLflow's default of about four minutes per request.
 
 The package: :mod:`.store` (where the store is, the check before any work), :mod:`.calls` (retries, the stop),
-:mod:`.limits` (what one call may log), :mod:`.tracker` (the :class:`Tracker`).
+:mod:`.limits` (what one call may log), :mod:`.tracker` (the :class:`Tracker`: experiments, runs, params, metrics and
+tags), :mod:`.artifacts` (a run's artifacts and tables, the :class:`Tracker`'s other half).
 """
 
 from ablate.tracking.calls import HURRY_SECONDS, _retry, hurry, in_store_call
