@@ -15,7 +15,7 @@ build the stage:
         def make(self, **params):
             return MyRetriever(**params)
 
-The contract builds a small corpus (:func:`contract_corpus`: English and Chinese text, two documents with identical
+The contract builds a small corpus (:func:`ablate.testing.corpus.contract_corpus`: English and Chinese text, two documents with identical
 text listed in the reverse of their id order, a finance-only document, graded clause-level labels) and checks, for
 every stage of a kind:
 
@@ -46,8 +46,7 @@ through ``yaml_overrides`` (``hydra.searchpath=[pkg://yourpkg.conf]``).
 
 from __future__ import annotations
 
-import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -55,132 +54,26 @@ import numpy as np
 import pytest
 
 from ablate.cache import Cache
-from ablate.data.corpus import load_corpus
 from ablate.data.snapshot import Snapshot
 from ablate.data.types import Hit, Query, Run, rank_hits
 from ablate.errors import AblateError, ConfigError
 from ablate.stages.base import Fuser, Reranker, Retriever, StageContext
+from ablate.testing.compose import build_from_config, compose_option, hydra_value
+from ablate.testing.corpus import TIED, contract_corpus
 
-DOCS: list[dict[str, Any]] = [
-    {
-        "_id": "POL-2026",
-        "title": "Travel policy 2026",
-        "version": "2026",
-        "sections": [
-            {"id": "4.2-a", "text": "City transport in Shanghai is reimbursed up to 80 yuan per trip."},
-            {"id": "4.2-b", "text": "Any excess over the standard requires supervisor approval."},
-            {"id": "5.1", "text": "Hotel rates in Beijing are capped at 600 yuan per night."},
-        ],
-    },
-    {
-        "_id": "INV-102",
-        "title": "Invoice INV-102",
-        "text": "Invoice INV-102 from Acme Ltd, amount 1,250 yuan, paid.",
-    },
-    {
-        "_id": "INV-120",
-        "title": "Invoice INV-120",
-        "text": "Invoice INV-120 from Apex Co, amount 980 yuan, pending.",
-    },
-    # identical texts, listed against their id order: a stage that keeps corpus order on a tie ranks B first
-    {"_id": "DUP-B", "title": "Notice", "text": "Taxi receipts must be attached to every travel claim."},
-    {"_id": "DUP-A", "title": "Notice", "text": "Taxi receipts must be attached to every travel claim."},
-    {
-        "_id": "FIN-1",
-        "title": "Audit memo",
-        "acl": ["finance"],
-        "text": "The audit found 3 duplicate taxi claims.",
-    },
-    {"_id": "ZH-1", "title": "差旅费管理办法", "text": "市内交通费用超出标准的部分须经主管审批后报销。"},
+__all__ = [
+    "FuserContract",
+    "GeneratorContract",
+    "RerankerContract",
+    "RetrieverContract",
+    "build_from_config",
+    "compose_option",
+    "contract_corpus",
 ]
-QUERIES: list[dict[str, Any]] = [
-    {"_id": "q1", "text": "How much is invoice INV-102?", "split": "dev"},
-    {"_id": "q2", "text": "taxi fare over the limit, what now", "split": "dev"},
-    {"_id": "q3", "text": "taxi receipts travel claim", "split": "dev"},
-    {"_id": "q4", "text": "打车超标怎么报销", "split": "dev"},
-    {"_id": "q5", "text": "duplicate taxi claims in the audit", "split": "dev"},
-    {"_id": "q6", "text": "zzz-unknown-term", "split": "dev"},
-    {"_id": "q7", "text": "hotel cap in Beijing", "split": "train"},
-]
-QRELS = [
-    ("q1", "INV-102#p0", 2),
-    ("q1", "INV-120#p0", 0),
-    ("q2", "POL-2026#4.2-b", 2),
-    ("q2", "POL-2026#4.2-a", 1),
-    ("q3", "DUP-A#p0", 1),
-    ("q3", "DUP-B#p0", 1),
-    ("q4", "ZH-1#p0", 2),
-    ("q5", "FIN-1#p0", 2),
-]
-TRAIN_QRELS = [("q7", "POL-2026#5.1", 2), ("q7", "INV-120#p0", 0)]
-MANIFEST = """name: contract
-language: en
-qrels_unit: chunk
-chunker: {kind: clause}
-identities:
-  employee: [staff]
-  finance: [staff, finance]
-"""
-
-
-def contract_corpus(root: Path) -> Snapshot:
-    """Write the contract corpus to ``root`` and load it."""
-    root.mkdir(parents=True, exist_ok=True)
-    (root / "corpus.jsonl").write_text(
-        "".join(json.dumps(d, ensure_ascii=False) + "\n" for d in DOCS), "utf-8"
-    )
-    (root / "queries.jsonl").write_text(
-        "".join(json.dumps(q, ensure_ascii=False) + "\n" for q in QUERIES), "utf-8"
-    )
-    (root / "qrels").mkdir(exist_ok=True)
-    lines = ["query-id\tcorpus-id\tscore", *(f"{q}\t{u}\t{g}" for q, u, g in QRELS)]
-    (root / "qrels" / "dev.tsv").write_text("\n".join(lines) + "\n", "utf-8")
-    train = ["query-id\tcorpus-id\tscore", *(f"{q}\t{u}\t{g}" for q, u, g in TRAIN_QRELS)]
-    (root / "qrels" / "train.tsv").write_text("\n".join(train) + "\n", "utf-8")
-    (root / "corpus.yaml").write_text(MANIFEST, "utf-8")
-    return load_corpus(root)
 
 
 def _hits(run: Run) -> dict[str, list[tuple[str, float]]]:
     return {q: [(h.chunk_id, h.score) for h in hits] for q, hits in run.results.items()}
-
-
-#: The two chunks with identical text (see :data:`DOCS`), in id order.
-TIED = ("DUP-A#p0", "DUP-B#p0")
-
-
-def compose_option(option: str, overrides: Sequence[str] = ()) -> Any:
-    """ablate's config composed by Hydra (its public ``compose``) with the group option ``option``
-    (``"retrievers/bm25"``) selected as on the command line, then ``overrides``."""
-    from hydra import compose, initialize_config_dir
-
-    from ablate.app.paths import CONF_DIR, register_resolvers
-
-    group, sep, name = option.partition("/")
-    assert sep and group and name and "/" not in name, f"option {option!r}: write it as '<group>/<name>'"
-    register_resolvers()
-    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        return compose(config_name="config", overrides=[f"{group}={name}", *overrides])
-
-
-def build_from_config(cfg: Any) -> list[Any]:
-    """The stages the command line's check builds from a composed config (its job's pipeline)."""
-    from ablate.app.config import job_from_config
-
-    return list(job_from_config(cfg).pipeline.stages)
-
-
-def _hydra_value(value: Any) -> str | None:
-    """``value`` written as a command-line override's value, or None when it has no plain form."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return str(value).lower()
-    if isinstance(value, (int, float)):
-        return repr(value)
-    if isinstance(value, str):
-        return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
-    return None
 
 
 def _without(params: Mapping[str, Any], derived: frozenset[str]) -> dict[str, Any]:
@@ -293,7 +186,7 @@ class _StageContract:
                 self.make(**{param: value})
             key = self.refusal_keys.get(param, f"{name}.{param}")
             assert e.value.key == key and "\n" not in str(e.value), (param, str(e.value))
-            written = _hydra_value(value)
+            written = hydra_value(value)
             if written is not None:  # the same value on the command line
                 plus = "" if param in in_yaml else "++"  # a parameter the YAML leaves at its default is added
                 with pytest.raises(ConfigError) as e:
