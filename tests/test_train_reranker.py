@@ -15,15 +15,8 @@ import pytest
 from ablate.app.train_reranker import main
 from ablate.cache import Cache
 from ablate.errors import ConfigError, InputError, ModelUnavailableError
-from ablate.stages.rerank.training import (
-    META_FILE,
-    TRAINED_KIND,
-    build_pairs,
-    effective_epochs,
-    pairs_from_snapshot,
-    pairs_sha256,
-    train_cross_encoder,
-)
+from ablate.stages.rerank.training import META_FILE, TRAINED_KIND, effective_epochs, train_cross_encoder
+from ablate.stages.rerank.training_pairs import build_pairs, pairs_from_snapshot, pairs_sha256
 from ablate.stages.text.models import resolve_model
 
 CHUNKS = {f"c{i}": f"passage number {i}" for i in range(40)}

@@ -265,7 +265,7 @@ class CrossEncoderReranker:
         res: dict[str, Any] = {"activation": _ACTIVATION}
         libs: tuple[str, ...] = LIBRARIES
         if self.trained:
-            from ablate.stages.rerank import training
+            from ablate.stages.rerank import training, training_pairs
 
             if self._base is None:
                 raise RuntimeError(
@@ -276,7 +276,7 @@ class CrossEncoderReranker:
             res["recipe"] = training.RECIPE
             res["training_code"] = training.CODE_VERSION
             if self._snapshot is not None:
-                res["train_data"] = training.training_data_fingerprint(self._snapshot, self.train)
+                res["train_data"] = training_pairs.training_data_fingerprint(self._snapshot, self.train)
         elif self._resolved is not None:
             res["model"] = self._resolved.fingerprint
         params = {k: v for k, v in self.params().items() if k != "num_threads"}  # threads change no score

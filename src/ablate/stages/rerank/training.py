@@ -1,8 +1,6 @@
 """Fine-tune a cross-encoder reranker locally, offline, on a corpus's train split (``rerank.model=trained``).
 
-Training data (:func:`build_pairs`): for each train query, its judged-relevant chunks (qrels grade >= 1) are positives
-(label 1.0) and a seeded sample of BM25's top chunks that are not judged relevant are hard negatives (label 0.0) —
-the recipe of Nogueira & Cho (2019, arXiv:1901.04085) with BM25 negatives as in Karpukhin et al. (2020, DPR).
+Training data: :mod:`ablate.stages.rerank.training_pairs` (judged-relevant chunks as positives, BM25 hard negatives).
 
 Model (:func:`train_cross_encoder`): a sentence-transformers ``CrossEncoder`` initialised from a local checkpoint —
 by default the bundled bi-encoder all-MiniLM-L6-v2, which sentence-transformers turns into a cross-encoder with one
@@ -36,7 +34,6 @@ against each other. A small train split teaches little. Measured throughput and 
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import math
 import os
@@ -45,36 +42,46 @@ import shutil
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ablate.cache import Cache, key_of, ordinary_folder
-from ablate.errors import ConfigError, InputError
 from ablate.progress import Progress
 from ablate.stages.base import check_float, check_int, library_versions
+from ablate.stages.rerank.training_pairs import (
+    TrainingPair,
+    TrainingPairs,
+    check_pairs,
+    pairs_from_snapshot,
+    pairs_sha256,
+)
 from ablate.stages.text.compute import Compute, resolve_compute, torch_threads
 from ablate.stages.text.encoders import resolve_base_model
 from ablate.stages.text.models import ResolvedModel, resolve_model
 
 if TYPE_CHECKING:
     from ablate.data.snapshot import Snapshot
-    from ablate.stages.retrievers.bm25 import BM25Retriever
-    from ablate.stages.text.tokenize import Tokenizer
 
-TrainingPair = tuple[str, str, float]  # (query text, passage text, label in [0, 1])
-TrainingPairs = Sequence[TrainingPair]
+#: ``python -m ablate.train_reranker`` reads the pairs through this module: the ones ``rerank.model=trained`` fits on.
+__all__ = [
+    "TrainedModel",
+    "effective_epochs",
+    "pairs_from_snapshot",
+    "train_cross_encoder",
+    "trained_reranker_path",
+]
 
 TRAINED_KIND = "reranker-trained"
 META_FILE = (
     "ablate_training.json"  # written inside the model folder; also makes its fingerprint content-specific
 )
 RECIPE = "ablate-ce-bce/v1"  # the training recipe (loss, schedule); part of the trained model's cache key
-#: Bump when this module's procedure changes (pairs, loop): part of the reranker stage's fingerprint.
+#: Bump when the procedure changes (the pairs of :mod:`.training_pairs`, this module's loop): part of the reranker
+#: stage's fingerprint.
 CODE_VERSION = "ablate-ce-training/2"
 LIBRARIES = ("sentence-transformers", "transformers", "torch")
-NEGATIVE_POOL = 30  # BM25 depth the hard negatives are sampled from
 WARMUP_RATIO = 0.1
 WEIGHT_DECAY = 0.01
 MAX_GRAD_NORM = 1.0
@@ -99,95 +106,6 @@ class TrainedModel(ResolvedModel):
     key: str = ""  # the cache key (content of base model + pairs + hyper-parameters)
     n_pairs: int = 0
     seconds: float = 0.0  # training wall time of this call (0 on a cache hit)
-
-
-# -- training data --------------------------------------------------------------------------------------------------
-def build_pairs(
-    queries: Mapping[str, str],
-    positives: Mapping[str, Sequence[str]],
-    negatives: Mapping[str, Sequence[str]],
-    chunk_text: Mapping[str, str],
-    max_negatives: int = 7,
-    seed: int = 13,
-    exclude: Mapping[str, Iterable[str]] | None = None,
-) -> list[TrainingPair]:
-    """(query, passage, label) pairs for cross-encoder training; pure and deterministic.
-
-    * ``queries``: query id -> text (the train split's queries).
-    * ``positives``: query id -> judged-relevant chunk ids (qrels grade >= 1); each gives a label-1.0 pair.
-    * ``negatives``: query id -> candidate chunk ids in rank order (the caller's BM25 top-N). Candidates that are
-      positives, or listed in ``exclude`` (other judged-relevant ids, e.g. sibling chunks of a relevant document),
-      are dropped; of the rest, ``max_negatives`` are sampled with a per-query seeded RNG (``seed``, query id) and kept
-      in rank order. Sampling from the top-N rather than taking the very top lowers the chance of unjudged relevant
-      chunks posing as negatives; pass N == ``max_negatives`` to take the top ones.
-    * Queries without positives are skipped (a no-answer query has nothing to rank first).
-
-    Output order: query ids sorted, per query its positives then its negatives. Every id used must have a text in
-    ``chunk_text`` (a missing one is an :class:`InputError`, not a silent skip).
-    """
-    if not isinstance(max_negatives, int) or isinstance(max_negatives, bool) or max_negatives < 0:
-        raise ConfigError("max_negatives", max_negatives, "must be an integer >= 0 (e.g. 7)")
-    exclude = exclude or {}
-    out: list[TrainingPair] = []
-
-    def text_of(cid: str, qid: str) -> str:
-        if cid not in chunk_text:
-            raise InputError(
-                "reranker training pairs",
-                f"chunk {cid!r} (query {qid!r}) has no text",
-                "pass the text of every judged and retrieved chunk (chunk id -> indexed text)",
-            )
-        return chunk_text[cid]
-
-    for qid in sorted(queries):
-        pos = list(dict.fromkeys(positives.get(qid, ())))
-        if not pos:
-            continue
-        qtext = queries[qid]
-        banned = set(pos) | set(exclude.get(qid, ()))
-        pool = [c for c in dict.fromkeys(negatives.get(qid, ())) if c not in banned]
-        if len(pool) > max_negatives:
-            rng = random.Random(f"{seed}\x1f{qid}")  # str seeds hash with sha512: stable across processes
-            keep = set(rng.sample(range(len(pool)), max_negatives))
-            pool = [c for i, c in enumerate(pool) if i in keep]
-        out.extend((qtext, text_of(c, qid), 1.0) for c in pos)
-        out.extend((qtext, text_of(c, qid), 0.0) for c in pool)
-    return out
-
-
-def pairs_sha256(pairs: TrainingPairs) -> str:
-    """Content hash of the pairs, in order (order matters: it seeds the shuffling)."""
-    h = hashlib.sha256()
-    for q, p, label in pairs:
-        h.update(json.dumps([q, p, float(label)], ensure_ascii=False).encode("utf-8"))
-        h.update(b"\n")
-    return h.hexdigest()
-
-
-def _check_pairs(pairs: TrainingPairs) -> list[TrainingPair]:
-    checked: list[TrainingPair] = []
-    for i, row in enumerate(pairs):
-        if len(row) != 3:
-            raise InputError(
-                "reranker training pairs", f"pair {i} has {len(row)} fields", "give (query, passage, label)"
-            )
-        q, p, label = row
-        if not isinstance(q, str) or not isinstance(p, str):
-            raise InputError(
-                "reranker training pairs", f"pair {i} has a non-text query or passage", "give strings"
-            )
-        if not isinstance(label, (int, float)) or not 0.0 <= float(label) <= 1.0:
-            raise InputError(
-                "reranker training pairs", f"pair {i} has label {label!r}", "use labels in [0, 1]"
-            )
-        checked.append((q, p, float(label)))
-    if not checked:
-        raise InputError(
-            "reranker training pairs",
-            "there are no pairs (no train query has a judged-relevant chunk)",
-            "check that the corpus has qrels/train.tsv with grades >= 1 whose ids match the chunks",
-        )
-    return checked
 
 
 # -- training -------------------------------------------------------------------------------------------------------
@@ -381,7 +299,7 @@ def train_cross_encoder(
     compute = resolve_compute(
         "train_reranker.precision", precision, "train_reranker.num_threads", num_threads, "train"
     )
-    checked = _check_pairs(pairs)
+    checked = check_pairs(pairs)
     base = resolve_base_model(base_model, "train_reranker.base_model")
     cache = cache if cache is not None else Cache()
     run_epochs = effective_epochs(len(checked), batch_size, epochs, min_steps)
@@ -427,78 +345,6 @@ def train_cross_encoder(
     )
     _say(show_progress, f"saved {target} ({seconds:.0f}s, {len(checked) * run_epochs / seconds:.1f} pairs/s)")
     return result(True, seconds)
-
-
-# -- from a corpus snapshot ------------------------------------------------------------------------------------------
-def pairs_from_snapshot(
-    snapshot: Snapshot,
-    split: str = "train",
-    *,
-    max_negatives: int = 7,
-    seed: int = 13,
-    pool_depth: int = NEGATIVE_POOL,
-    tokenizer: Tokenizer | None = None,
-) -> list[TrainingPair]:
-    """Training pairs from a loaded corpus: ``split``'s judged-relevant chunks and BM25 hard negatives.
-
-    BM25 (k1 0.9, b 0.4, ``tokenizer`` default ``Tokenizer(snapshot.language)`` = the pipeline's BM25 defaults)
-    retrieves ``pool_depth`` chunks per query; :func:`build_pairs` samples ``max_negatives`` of them that are not judged
-    relevant. With document-level qrels every chunk of a relevant document is a positive (and none is a negative);
-    with ``chunker: none`` (BEIR's default) a chunk is its document. This is what ``rerank.model=trained`` uses,
-    so ``python -m ablate.train_reranker`` warms the same cache entry as ``rerank.model=trained`` with the same settings.
-    """
-    from ablate.stages.retrievers.bm25 import BM25Index
-
-    qrels = snapshot.split_qrels(split)
-    qids = [q for q in snapshot.split_qids(split) if qrels.positives(q)]
-    if not qids:
-        raise InputError(
-            f"{snapshot.root}/qrels/{split}.tsv",
-            f"no {split!r} query has a judged-relevant (grade >= 1) chunk to learn from",
-            "add positive labels to that split, or pick another split",
-        )
-    queries = [snapshot.queries[q] for q in qids]
-    if (
-        tokenizer is None
-    ):  # the BM25 stage's defaults, so the CLI and rerank.model=trained share cache entries
-        tokenizer = negatives_retriever(snapshot).tokenizer
-    bm25 = BM25Index(snapshot.chunks, tokenizer=tokenizer, k1=0.9, b=0.4)
-    run = bm25.search(queries, max(pool_depth, max_negatives))
-    positives = {q: list(qrels.positives(q)) for q in qids}
-    if qrels.unit == "doc":
-        by_doc: dict[str, list[str]] = {}
-        for c in snapshot.chunks:
-            by_doc.setdefault(c.doc_id, []).append(c.chunk_id)
-        positives = {q: [c for d in ds for c in by_doc.get(d, [])] for q, ds in positives.items()}
-    return build_pairs(
-        {q.qid: q.text for q in queries},
-        positives,
-        {q: [h.chunk_id for h in run.get(q)] for q in qids},
-        snapshot.chunk_text,
-        max_negatives=max_negatives,
-        seed=seed,
-    )
-
-
-def negatives_retriever(snapshot: Snapshot) -> BM25Retriever:
-    """The BM25 stage (its defaults, bound to ``snapshot``) whose top chunks are the hard negatives."""
-    from ablate.stages.retrievers.bm25 import BM25Retriever
-
-    return BM25Retriever().bind(snapshot, "train")
-
-
-def training_data_fingerprint(snapshot: Snapshot, train: Mapping[str, Any]) -> dict[str, Any]:
-    """What determines the training pairs without computing them: the snapshot, the train split's labels, the
-    negatives' retriever and the sampling settings."""
-    return {
-        "snapshot": snapshot.fingerprint,
-        "split": train["split"],
-        "qrels": snapshot.split_qrels(str(train["split"])).content_hash(),
-        "negatives": negatives_retriever(snapshot).fingerprint().key,
-        "max_negatives": train["max_negatives"],
-        "seed": train["seed"],
-        "pool_depth": NEGATIVE_POOL,
-    }
 
 
 def trained_reranker_path(
