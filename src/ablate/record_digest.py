@@ -44,6 +44,10 @@ DIGEST_VERSION = "ablate-record-digest/2"
 UNBOUND_VERSION = "ablate-record-digest/1"
 #: How many changed items a note names before "and N more".
 NAMED = 3
+#: Bytes read at a time when hashing an artifact (1 MiB): large files never sit in memory whole.
+READ_BLOCK = 1 << 20
+#: Characters of a store's error kept in the one-line note (its first line says what failed; the rest is a trace).
+ERROR_CHARS = 200
 
 
 def manifest(
@@ -73,7 +77,7 @@ def digest(manifest_bytes: bytes) -> str:
 def file_sha256(path: Path) -> str:
     h = hashlib.sha256()
     with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
+        for block in iter(lambda: fh.read(READ_BLOCK), b""):
             h.update(block)
     return h.hexdigest()
 
@@ -122,7 +126,7 @@ def check(tracker: Tracker, run: RecordedRun) -> Checked:
     try:
         hashes, stored = _read_artifacts(tracker, run.run_id)
     except Exception as e:  # noqa: BLE001 - a store that cannot serve the files: the cell runs, the note says why
-        text = " ".join(str(e).split())[:200]
+        text = " ".join(str(e).split())[:ERROR_CHARS]
         return Checked(f"its artifacts could not be read ({type(e).__name__}: {text})")
     now = manifest(run.params, run.metrics, hashes, None if _unbound(stored, sealed) else run.run_id)
     if digest(now) == sealed:

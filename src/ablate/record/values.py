@@ -13,6 +13,13 @@ from typing import Any
 
 from ablate.record.names import A_FULL_VALUES
 
+#: Hex characters of sha256 added to a key made a file name: 8 (4 billion values) tell the keys of one run apart.
+KEY_HASH_CHARS = 8
+#: Hex characters of sha256 in a cut value's note: 12 keep two values that differ after the cut apart across runs.
+VALUE_HASH_CHARS = 12
+#: Floats below this in magnitude are exact integers (2^53, the float64 mantissa): only those are logged as integers.
+FLOAT_EXACT_INTEGERS = 2**53
+
 
 def full_value_artifact(kind: str, key: str) -> str:
     """The artifact holding the whole value of the param (``kind="params"``) or tag (``kind="tags"``) ``key``: the
@@ -20,17 +27,19 @@ def full_value_artifact(kind: str, key: str) -> str:
     hash of the key is added so two keys never share a file)."""
     safe = re.sub(r"[^A-Za-z0-9._-]", "_", key).lstrip(".") or "_"
     if safe != key:
-        safe += "-" + hashlib.sha256(key.encode("utf-8")).hexdigest()[:8]
+        safe += "-" + hashlib.sha256(key.encode("utf-8")).hexdigest()[:KEY_HASH_CHARS]
     return f"{A_FULL_VALUES}/{kind}/{safe}.txt"
 
 
-_CUT = re.compile(r" \[cut from \d+ characters, sha256 [0-9a-f]{12}; whole value: artifact (\S+)\]\Z")
+_CUT = re.compile(
+    rf" \[cut from \d+ characters, sha256 [0-9a-f]{{{VALUE_HASH_CHARS}}}; whole value: artifact (\S+)\]\Z"
+)
 
 
 def shortened(value: str, limit: int, artifact: str) -> str:
     """``value`` cut to ``limit`` characters, ending with where its whole value is and a hash of it (two values that
     differ after the cut stay different)."""
-    sha = hashlib.sha256(value.encode("utf-8")).hexdigest()[:12]
+    sha = hashlib.sha256(value.encode("utf-8")).hexdigest()[:VALUE_HASH_CHARS]
     note = f" [cut from {len(value)} characters, sha256 {sha}; whole value: artifact {artifact}]"
     return value[: max(0, limit - len(note))] + note
 
@@ -63,7 +72,7 @@ def param_value(v: Any) -> str:
         return "null"
     if isinstance(v, numbers.Real) and not isinstance(v, numbers.Integral):
         f = float(v)
-        if math.isfinite(f) and f.is_integer() and abs(f) < 2**53:
+        if math.isfinite(f) and f.is_integer() and abs(f) < FLOAT_EXACT_INTEGERS:
             return str(int(f))
     if isinstance(v, (list, tuple, dict)):
         return json.dumps(

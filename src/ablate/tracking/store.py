@@ -45,6 +45,8 @@ HTTP_LIMITS = {
 #: MLflow's retries again, until a probe (:func:`check_uri`, before each job of a sweep) finds it answering.
 _DOWN: dict[str, str] = {}
 _START_SERVER = "make mlflow-server serves http://127.0.0.1:5000"
+#: Characters of a store's error kept in the one-line message (the rest is MLflow's trace, not the reason).
+ERROR_CHARS = 200
 
 
 class StoreUnavailable(AblateError):
@@ -385,8 +387,8 @@ def store_error(uri: str, what: str, e: BaseException) -> AblateError:
         )
     text = " ".join(str(e).split())
     text = redact(text, [os.environ.get(n) for n in ("MLFLOW_TRACKING_PASSWORD", "MLFLOW_TRACKING_TOKEN")])
-    if len(text) > 200:
-        text = text[:200] + "..."
+    if len(text) > ERROR_CHARS:
+        text = text[:ERROR_CHARS] + "..."
     return StoreError(
         f"the tracking store {shown} failed {what} ({type(e).__name__}: {text}); this is not a missing run or "
         "artifact. Fix: check that the store answers and can be read (tracking.uri / --tracking-uri), then run the "

@@ -27,6 +27,14 @@ from ablate.evaluation.stats.resampling import chunk_rows, resample_indices
 # Two test statistics closer than this (relative) are a tie: exact enumeration yields ties (a sign-flip pattern
 # and its mirror) that floating-point summation in a different order would otherwise split.
 _TIE_RTOL = 1e-12
+#: A resample's variance at or below this share of the largest squared value is zero: all drawn values are equal, up
+#: to the rounding of summing them (the studentized statistic is then 0 or infinite, never a division by noise).
+FLAT_VARIANCE = 1e-12
+#: A flat resample's mean at or below this share of the largest absolute value is zero: no difference at all.
+ZERO_MEAN = 1e-9
+#: Up to this many pairs the sign-flip test may enumerate all 2^n patterns (1 << n stays within int64) when they are
+#: no more than the resamples asked for.
+EXACT_MAX_PAIRS = 62
 
 
 @dataclass(frozen=True)
@@ -174,11 +182,11 @@ def paired_bootstrap_tests(
                 drawn = w[idx]
                 mean_w = drawn.sum(axis=1) / n
                 var_w = np.maximum((drawn * drawn).sum(axis=1) / n - mean_w**2, 0.0) * n / (n - 1)
-                flat = var_w <= 1e-12 * scales[j]  # all drawn values equal (up to rounding)
+                flat = var_w <= FLAT_VARIANCE * scales[j]  # all drawn values equal (up to rounding)
                 with np.errstate(divide="ignore", invalid="ignore"):
                     t_star = np.where(
                         flat,
-                        np.where(np.abs(mean_w) <= 1e-9 * math.sqrt(scales[j]), 0.0, np.inf),
+                        np.where(np.abs(mean_w) <= ZERO_MEAN * math.sqrt(scales[j]), 0.0, np.inf),
                         mean_w / np.sqrt(var_w / n),
                     )
                 counts[j] += _ties_or_beyond(t_star, t_obs[j])
@@ -255,7 +263,7 @@ def paired_randomization_tests(
         live = [j for j, (_, d, _, _) in enumerate(items) if not np.all(d == 0.0)]
         counts = dict.fromkeys(live, 0)
         rows = chunk_rows(n)
-        exact = n < 62 and (1 << n) <= n_resamples
+        exact = n < EXACT_MAX_PAIRS and (1 << n) <= n_resamples
         if live and exact:
             total = 1 << n
             for start in range(0, total, rows):

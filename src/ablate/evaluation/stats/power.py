@@ -31,6 +31,9 @@ from ablate.evaluation.stats.wilson import wilson_interval
 
 #: At most this many resampled differences are held at once by :func:`simulated_power`.
 _CELLS = 4_000_000
+#: A solved sample size within this of a whole number is that number (solve_power's root carries rounding noise:
+#: 12.000000001 questions plan 12, not 13).
+_CEIL_SLACK = 1e-9
 #: Accepted ``alternative`` values (as statsmodels names them).
 ALTERNATIVES: tuple[str, ...] = ("two-sided", "larger", "smaller")
 
@@ -122,7 +125,7 @@ def n_needed(
     es = float(delta) / float(np.std(d, ddof=1))
     n = TTestPower().solve_power(effect_size=es, nobs=None, alpha=alpha, power=power, alternative=alternative)
     # the t test needs n >= 2; solve_power's root is continuous, the design takes the next whole question
-    return float(max(2, math.ceil(float(np.asarray(n).item()) - 1e-9)))
+    return float(max(2, math.ceil(float(np.asarray(n).item()) - _CEIL_SLACK)))
 
 
 def simulated_power(

@@ -39,6 +39,7 @@ from ablate.stages.base import (
     library_versions,
 )
 from ablate.stages.rerank.pair_scores import STAT_KEYS, CachedPairScorer
+from ablate.stages.rerank.training import MIN_MAX_LENGTH
 from ablate.stages.text.compute import PRECISIONS, Compute, resolve_compute
 from ablate.stages.text.defaults import SETTING, encoder_choice
 from ablate.stages.text.encoders import resolve_base_model
@@ -196,7 +197,7 @@ class CrossEncoderReranker:
         self.model = str(check_str(f"{name}.model", model))
         self.depth = check_int(f"{name}.depth", depth, 1)
         self.batch_size = check_int(f"{name}.batch_size", batch_size, 1)
-        self.max_length = check_int(f"{name}.max_length", max_length, 8)
+        self.max_length = check_int(f"{name}.max_length", max_length, MIN_MAX_LENGTH)
         self.compute = resolve_compute(
             f"{name}.precision", precision, f"{name}.num_threads", num_threads, "score"
         )
@@ -241,7 +242,7 @@ class CrossEncoderReranker:
             "base_model": check_str(f"{p}.base_model", t["base_model"], allow_none=True),
             "epochs": check_int(f"{p}.epochs", t["epochs"], 1),
             "max_negatives": check_int(f"{p}.max_negatives", t["max_negatives"], 0),
-            "max_length": check_int(f"{p}.max_length", t["max_length"], 8),
+            "max_length": check_int(f"{p}.max_length", t["max_length"], MIN_MAX_LENGTH),
             "seed": check_int(f"{p}.seed", t["seed"]),
             "min_steps": check_int(f"{p}.min_steps", t["min_steps"], 0),
             "precision": check_choice(f"{p}.precision", t["precision"], PRECISIONS),

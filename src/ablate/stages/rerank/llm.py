@@ -54,6 +54,17 @@ YES_WORDS = ("yes", "Yes", " yes", " Yes")
 FIELDS = ("{passage}", "{question}")
 #: Two one-word passages whose prompts share exactly the head a question's pairs share (:meth:`LlmJudgeScorer._head`).
 HEAD_PROBES = ("alpha", "omega")
+#: Tokens of the context kept for the prompt's own words around the passage and question (the shipped prompts need
+#: fewer): ``n_ctx`` must hold ``max_passage_tokens`` plus these.
+PROMPT_MARGIN_TOKENS = 64
+#: Bounds of ``max_passage_tokens``: a passage cut below 16 tokens says too little to judge; 8192 is past any passage
+#: a chunker makes.
+PASSAGE_TOKENS_RANGE = (16, 8192)
+#: Bounds of ``n_ctx``: below 256 tokens a prompt with a passage does not fit; 131072 (128k) is the longest context
+#: GGUF models ship with.
+N_CTX_RANGE = (256, 131072)
+#: Most ``n_threads`` accepted: more than any machine runs llama.cpp on, so a typo (2000) is refused.
+MAX_THREADS = 256
 
 
 class LlmJudgeScorer(CachedPairScorer):
@@ -231,10 +242,12 @@ class LLMReranker:
         self.prompt_path = str(check_str(f"{name}.prompt", prompt))
         self.template = PromptTemplate.load(self.prompt_path, f"{name}.prompt", FIELDS)
         self.depth = check_int(f"{name}.depth", depth, 1)
-        self.max_passage_tokens = check_int(f"{name}.max_passage_tokens", max_passage_tokens, 16, 8192)
-        self.n_ctx = check_int(f"{name}.n_ctx", n_ctx, 256, 131072)
-        self.n_threads = check_int(f"{name}.n_threads", n_threads, 0, 256)
-        if self.max_passage_tokens + 64 > self.n_ctx:
+        self.max_passage_tokens = check_int(
+            f"{name}.max_passage_tokens", max_passage_tokens, *PASSAGE_TOKENS_RANGE
+        )
+        self.n_ctx = check_int(f"{name}.n_ctx", n_ctx, *N_CTX_RANGE)
+        self.n_threads = check_int(f"{name}.n_threads", n_threads, 0, MAX_THREADS)
+        if self.max_passage_tokens + PROMPT_MARGIN_TOKENS > self.n_ctx:
             from ablate.errors import ConfigError
 
             raise ConfigError(

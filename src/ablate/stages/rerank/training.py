@@ -86,7 +86,12 @@ WARMUP_RATIO = 0.1
 WEIGHT_DECAY = 0.01
 MAX_GRAD_NORM = 1.0
 DEFAULT_LR = 5e-5
+#: Smallest learning rate accepted: a positive rate (check_float bounds are inclusive, so zero needs a floor above it).
+MIN_LR = 1e-12
 DEFAULT_MIN_STEPS = 100
+#: Shortest ``max_length`` accepted, training or scoring (tokens of question and passage together): the special
+#: tokens take 3, and a pair cut shorter than 8 has almost nothing of either left.
+MIN_MAX_LENGTH = 8
 MAX_CYCLED_EPOCHS = (
     10  # min_steps never cycles a split more than this: repeating a handful of pairs only memorises
 )
@@ -291,11 +296,11 @@ def train_cross_encoder(
     for key_name, value, minimum in (
         ("epochs", epochs, 1),
         ("batch_size", batch_size, 1),
-        ("max_length", max_length, 8),
+        ("max_length", max_length, MIN_MAX_LENGTH),
     ):
         check_int(f"train_reranker.{key_name}", value, minimum)
     check_int("train_reranker.min_steps", min_steps, 0)
-    check_float("train_reranker.lr", lr, 1e-12, 1.0, hint=", e.g. 5e-5")
+    check_float("train_reranker.lr", lr, MIN_LR, 1.0, hint=", e.g. 5e-5")
     compute = resolve_compute(
         "train_reranker.precision", precision, "train_reranker.num_threads", num_threads, "train"
     )
