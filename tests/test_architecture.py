@@ -243,3 +243,20 @@ def test_no_function_over_80_lines_without_a_reason():
                     if n > 80 and "Long because" not in doc:
                         long.append(f"{_module(path)}.{node.name} ({n} lines)")
     assert not long, long
+
+
+#: The most lines a module under src/ may hold: past it a module holds several concepts, each of which reads better
+#: on its own (the house style: one concept per module).
+MAX_MODULE_LINES = 500
+
+
+def test_no_module_over_500_lines():
+    """One concept per module keeps each one readable in a sitting: a module past :data:`MAX_MODULE_LINES` is split
+    by concept (as ``tracking/artifacts.py`` from ``tracking/tracker.py``)."""
+    long = [
+        f"{path.relative_to(SRC.parent)} ({n} lines)"
+        for root in ROOTS
+        for path in sorted(root.rglob("*.py"))
+        if (n := len(path.read_text(encoding="utf-8").splitlines())) > MAX_MODULE_LINES
+    ]
+    assert long == [], long
