@@ -5,7 +5,6 @@ every check of a value lives in one place (``ablate.checks``)."""
 from __future__ import annotations
 
 import dataclasses
-import os
 from collections.abc import Mapping
 
 import pytest
@@ -35,7 +34,7 @@ def _plain_only(value: object) -> bool:
     return value is None or isinstance(value, (str, int, float, bool))
 
 
-def test_the_edge_hands_plain_data_down_and_the_job_carries_what_one_parse_made(tmp_path):
+def test_the_edge_hands_plain_data_down_and_the_job_carries_what_one_parse_made(tmp_path, monkeypatch):
     """``settings_of`` reads every setting of the composed config as plain data, nothing else; ``job_settings`` of
     that data is exactly what the job carries (the corpus, the scoring rules, the output, the variant)."""
     overrides = [
@@ -50,7 +49,7 @@ def test_the_edge_hands_plain_data_down_and_the_job_carries_what_one_parse_made(
     assert set(plain) == set(SETTING_BLOCKS) | set(SETTING_FLAGS)
     assert _plain_only(plain)
     assert plain["stats"]["bootstrap"] == 50 and plain["progress"] is True
-    os.environ.pop("MLFLOW_TRACKING_URI", None)
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     settings = job_settings(plain, str(tmp_path))
     assert isinstance(settings, JobSettings)
     assert settings.run.bootstrap == 50 and settings.output.reuse is False
