@@ -15,9 +15,9 @@ from pathlib import Path
 SRC = Path(__file__).resolve().parents[1] / "src"
 ROOTS = (SRC / "ablate", SRC / "hydra_plugins")
 
-#: What everything may import: errors, the content cache, safe names, safe YAML, tables, progress lines, secret
-#: redaction.
-BASE = frozenset({"errors", "cache", "safenames", "safeyaml", "tables", "progress", "secrets"})
+#: What everything may import: errors, setting checks, the content cache, safe names, safe YAML, tables, progress
+#: lines, secret redaction.
+BASE = frozenset({"errors", "checks", "cache", "safenames", "safeyaml", "tables", "progress", "secrets"})
 #: Entry-point shims (``python -m ablate``, ``python -m ablate.report``, ...): each hands over to app/ at once.
 ENTRY = (
     "__main__",

@@ -103,3 +103,17 @@ def test_stage_fuse_uses_its_own_k_window_and_name():
     assert out.name == "hyb"
     assert [(h.chunk_id, h.score) for h in out.get("q")] == [("y", 1.5), ("x", 1.0), ("z", 0.5)]
     assert out.meta == {"fusion": "rrf", "rrf.k": 0.0, "window": 2, "inputs": ["a", "b"]}
+
+
+@pytest.mark.parametrize("k", [-1, float("nan"), float("inf"), "60", True])
+def test_rrf_k_is_refused_alike_by_the_stage_the_function_and_the_scores(k):
+    """One check of RRF's k: the stage, ``rrf()`` and ``rrf_scores()`` refuse a bad k with the same line."""
+    want = f"rrf.k={k!r} is not valid; it must be a finite number >= 0 (60 is the usual default)"
+    calls = (lambda: RRF(k=k), lambda: rrf([], k=k), lambda: rrf_scores([["a"]], k=k))
+    for call in calls:
+        with pytest.raises(ConfigError) as e:
+            call()
+        assert str(e.value) == want
+    with pytest.raises(ConfigError) as e:
+        RRF(name="hyb", k=k)
+    assert str(e.value) == want.replace("rrf.k", "hyb.k", 1)

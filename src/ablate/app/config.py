@@ -10,6 +10,9 @@
 * **Parameters**: each stage's constructor checks its own values (one place); an unknown parameter is refused here,
   naming the known ones. A block of a stage the variant does not select (written with ``++``) is ignored, with a note;
   any other unknown top-level key is refused.
+* **Settings**: every other top-level key is read once, as plain resolved data (:func:`settings_of`), and parsed
+  and checked in one place, :func:`ablate.runner.settings.job_settings`, into frozen typed values (the corpus, the
+  scoring rules, where the job writes, the variant); nothing below this module reads the config again.
 * **The answer judge** (``answer.judge``, ``answer.judge_model``, ``answer.judge_prompt``): built with the pipeline
   by :func:`ablate.runner.judge.build_judge` (an LLM judge without a generator is refused here).
 * **Sources**: a stage parameter whose value is ``${other.key}`` is recorded as fed by that key
@@ -23,7 +26,6 @@ import inspect
 import re
 import sys
 from dataclasses import replace
-from pathlib import Path
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
@@ -35,27 +37,11 @@ from ablate.runner.heldout import pilot_corpus
 from ablate.runner.job import JobSpec
 from ablate.runner.judge import build_judge
 from ablate.runner.pipeline import Pipeline
-from ablate.runner.settings import CorpusSpec, OutputSpec, RunSettings
+from ablate.runner.settings import SETTING_BLOCKS, SETTING_FLAGS, experiment_of, job_settings
 from ablate.stages.base import kind_of
-from ablate.tracking import resolve_tracking_uri
 
-#: Top-level keys that are settings, not stages.
-SETTINGS_KEYS = (
-    "variant",
-    "corpus",
-    "versions",
-    "retrieval",
-    "eval",
-    "abstain",
-    "stats",
-    "answer",
-    "heldout",
-    "tracking",
-    "cache",
-    "progress",
-    "verbose",
-    "hydra",
-)
+#: Top-level keys that are settings, not stages (:mod:`ablate.runner.settings` parses them; ``hydra`` is Hydra's).
+SETTINGS_KEYS = (*SETTING_BLOCKS, *SETTING_FLAGS, "hydra")
 _INTERPOLATION = re.compile(r"^\$\{([A-Za-z_][\w.]*)\}$")
 
 
@@ -201,15 +187,18 @@ def _plain(cfg: DictConfig, key: str) -> dict[str, Any]:
     return {str(k): v for k, v in out.items()}
 
 
+def settings_of(cfg: DictConfig) -> dict[str, Any]:
+    """The composed config's settings (every key but the stage blocks and ``hydra``) as plain data, resolved: each
+    of :data:`~ablate.runner.settings.SETTING_BLOCKS` a mapping (empty when absent), each flag its value."""
+    out: dict[str, Any] = {key: _plain(cfg, key) for key in SETTING_BLOCKS}
+    out.update({key: cfg[key] for key in SETTING_FLAGS if key in cfg})
+    return out
+
+
 def experiment_name(cfg: DictConfig) -> str:
-    """``tracking.experiment``, else the corpus name, else the corpus folder's name."""
-    exp = cfg.tracking.get("experiment")
-    if exp not in (None, "", "null"):
-        return str(exp)
-    name = cfg.corpus.get("name")
-    if name not in (None, "", "null"):
-        return str(name)
-    return Path(str(cfg.corpus.path)).name
+    """``tracking.experiment``, else the corpus name, else the corpus folder's name
+    (:func:`~ablate.runner.settings.experiment_of`, reading only those keys of ``cfg``)."""
+    return experiment_of(cfg.tracking, cfg.corpus)
 
 
 def split_named(cfg: DictConfig) -> bool:
@@ -233,65 +222,42 @@ def job_from_config(
     overrides: tuple[str, ...] = (),
     notes: list[str] | None = None,
 ) -> JobSpec:
-    """Validate the composed config and build the :class:`JobSpec` (no corpus read, no run started)."""
+    """Validate the composed config and build the :class:`JobSpec` (no corpus read, no run started). The config is
+    read here, once: the stage blocks become stages, everything else plain data; what follows sees no DictConfig."""
     from omegaconf.errors import MissingMandatoryValue
 
     register_resolvers()
     try:
         pipeline, stage_keys = build_pipeline(cfg, notes)
-        judge = build_judge(_plain(cfg, "answer"), pipeline.generator, CONF_DIR / "prompts")
-        pipeline = replace(pipeline, judge=judge)
-        corpus, pilot_note = pilot_corpus(
-            CorpusSpec.from_mapping(_plain(cfg, "corpus"), _plain(cfg, "versions"), _plain(cfg, "eval")),
-            split_named=split_named(cfg),
-        )
-        if pilot_note and notes is not None:
-            notes.append(pilot_note)
-        settings = RunSettings.from_mapping(
-            _plain(cfg, "eval"), _plain(cfg, "retrieval"), _plain(cfg, "abstain"), _plain(cfg, "stats")
-        )
-        tracking, cache = _plain(cfg, "tracking"), _plain(cfg, "cache")
-        output = OutputSpec(
-            tracking_uri=resolve_tracking_uri(_opt(tracking.get("uri")), launch_dir),
-            experiment=experiment_name(cfg),
-            cache_dir=_opt(cache.get("dir")),
-            cache_enabled=cache.get("enabled", True),
-            progress=cfg.get("progress", True),
-            verbose=cfg.get("verbose", False),
-            reuse=tracking.get("reuse", True),
-        )
-        variant = _plain(cfg, "variant")
-        confirm = _plain(cfg, "heldout").get("confirm_test", False)
-        if not isinstance(confirm, bool):
-            raise ConfigError("heldout.confirm_test", confirm, "it must be true or false")
+        plain = settings_of(cfg)
     except MissingMandatoryValue as e:
         key = str(getattr(e, "full_key", "") or "a key")
         raise ConfigError(
             key, "???", f"it has no value; set it on the command line, e.g. {key}=..."
         ) from None
-    order = variant.get("order")
+    sources, named = param_sources(cfg, stage_keys), split_named(cfg)
+    config_yaml = OmegaConf.to_yaml(
+        OmegaConf.masked_copy(cfg, [str(k) for k in cfg if k != "hydra"]), resolve=True
+    )
+    pipeline = replace(pipeline, judge=build_judge(plain["answer"], pipeline.generator, CONF_DIR / "prompts"))
+    settings = job_settings(plain, launch_dir)
+    corpus, pilot_note = pilot_corpus(settings.corpus, split_named=named)
+    if pilot_note and notes is not None:
+        notes.append(pilot_note)
     return JobSpec(
-        variant=str(variant.get("name") or "custom"),
+        variant=settings.variant,
         pipeline=pipeline,
         corpus=corpus,
-        settings=settings,
-        output=output,
-        variant_order=float(order)
-        if isinstance(order, (int, float)) and not isinstance(order, bool)
-        else None,
-        config_yaml=OmegaConf.to_yaml(
-            OmegaConf.masked_copy(cfg, [str(k) for k in cfg if k != "hydra"]), resolve=True
-        ),
-        param_sources=param_sources(cfg, stage_keys),
+        settings=settings.run,
+        output=settings.output,
+        variant_order=settings.variant_order,
+        config_yaml=config_yaml,
+        param_sources=sources,
         overrides=overrides,
         sweep_id=sweep_id,
         parent_run_id=parent_run_id,
-        test_confirmed=confirm,
+        test_confirmed=settings.test_confirmed,
     )
-
-
-def _opt(v: Any) -> str | None:
-    return None if v in (None, "", "null", "None") else str(v)
 
 
 def print_notes(notes: list[str]) -> None:

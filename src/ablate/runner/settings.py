@@ -1,8 +1,12 @@
-"""The settings of one job besides its stages, validated once, as plain typed values.
+"""The settings of one job besides its stages, parsed and checked once, into frozen typed values.
 
-Built by :mod:`ablate.app.config` from the composed config (the only place that sees a DictConfig) and checked here,
-before any corpus is read or any MLflow run exists; a bad value raises :class:`~ablate.errors.ConfigError` naming its
-key (``eval.ks``, ``abstain.threshold``, ``stats.bootstrap``, ...).
+:func:`job_settings` takes the composed config's setting blocks as plain data (:mod:`ablate.app.config`, the only
+place that sees a DictConfig, converts them once) and returns a :class:`JobSettings`: what the job reads
+(:class:`CorpusSpec`), how its output is scored (:class:`RunSettings`), where it writes (:class:`OutputSpec`), the
+variant's name and order, and whether a held-out run was confirmed. Everything is checked here, before any corpus is
+read or any MLflow run exists; a bad value raises :class:`~ablate.errors.ConfigError` naming its key (``eval.ks``,
+``abstain.threshold``, ``stats.bootstrap``, ...). A recorded run's ``config.yaml`` is read back through the same
+``from_mapping`` constructors (:mod:`ablate.runner.rescore`).
 """
 
 from __future__ import annotations
@@ -13,17 +17,34 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ablate.checks import check_bool, check_int, check_str
 from ablate.data.chunking import ChunkerSpec
 from ablate.data.projection import DEFAULT_MIN_OVERLAP, check_min_overlap
 from ablate.errors import ConfigError
 from ablate.evaluation import EvalSettings
 from ablate.runner.access import Access
 from ablate.safenames import PLAIN_NAME_RULE, name_problem
-from ablate.stages.base import check_bool, check_int, check_str
+from ablate.tracking import resolve_tracking_uri
 
 ABSTAIN_OPTIONS = (
     "a number (refuse below it), null (refuse only empty results) or dev (tune on the dev split)"
 )
+#: The composed config's top-level blocks of settings (mappings), in the order a refusal lists them.
+SETTING_BLOCKS = (
+    "variant",
+    "corpus",
+    "versions",
+    "retrieval",
+    "eval",
+    "abstain",
+    "stats",
+    "answer",
+    "heldout",
+    "tracking",
+    "cache",
+)
+#: The composed config's top-level settings that are single values.
+SETTING_FLAGS = ("progress", "verbose")
 
 
 @dataclass(frozen=True)
@@ -58,6 +79,7 @@ class CorpusSpec:
     labels: str | None = None
 
     def __post_init__(self) -> None:
+        check_str("corpus.split", self.split)
         if self.name is not None and (problem := name_problem(self.name)):
             raise ConfigError("corpus.name", self.name, f"{problem}; give {PLAIN_NAME_RULE}")
         # validates identity/as_of/policy together; the date as every record writes it (20260415 -> 2026-04-15)
@@ -95,7 +117,7 @@ class CorpusSpec:
             extra = (extra,)
         return cls(
             path=str(path),
-            split=str(check_str("corpus.split", c.get("split", "test"))),
+            split=c.get("split", "test"),
             name=_opt_str(c.get("name")),
             identity=_opt_str(c.get("identity")),
             chunker=chunker,
@@ -115,6 +137,8 @@ class CorpusSpec:
 #: ``stats.correction``: the report's adjustments (:data:`ablate.evaluation.stats.CORRECTIONS`, kept apart so that
 #: checking a config does not import scipy)
 CORRECTIONS: tuple[str, ...] = ("holm", "bh", "none")
+#: ``stats.bootstrap``'s ceiling: resamples over queries beyond it narrow no 95% interval visibly and cost minutes
+MAX_BOOTSTRAP = 1_000_000
 
 
 @dataclass(frozen=True)
@@ -139,10 +163,10 @@ class RunSettings:
 
     def __post_init__(self) -> None:
         check_int("retrieval.cache_depth", self.cache_depth, 1)
+        check_int("stats.bootstrap", self.bootstrap, 0, MAX_BOOTSTRAP)
+        check_int("stats.seed", self.seed, 0)
         if self.correction not in CORRECTIONS:
             raise ConfigError("stats.correction", self.correction, "valid options: " + ", ".join(CORRECTIONS))
-        check_int("stats.bootstrap", self.bootstrap, 0, 1_000_000)
-        check_int("stats.seed", self.seed, 0)
         t = self.abstain_threshold
         if (
             t is not None
@@ -193,8 +217,8 @@ class RunSettings:
                 check_int("retrieval.cache_depth", retrieval.get("cache_depth", 100), 1), settings.max_k
             ),
             abstain_threshold=t,
-            bootstrap=check_int("stats.bootstrap", stats.get("bootstrap", 1000), 0, 1_000_000),
-            seed=check_int("stats.seed", stats.get("seed", 0), 0),
+            bootstrap=stats.get("bootstrap", 1000),
+            seed=stats.get("seed", 0),
             correction=stats.get("correction", "holm"),
         )
 
@@ -221,6 +245,61 @@ class OutputSpec:
         check_bool("tracking.reuse", self.reuse)
 
 
+@dataclass(frozen=True)
+class JobSettings:
+    """Every setting of one job besides its stages and its answer judge (those are built from their own blocks):
+    the ``corpus`` it reads, how its output is scored (``run``), where it writes (``output``), the ``variant``'s name
+    and ``variant_order`` (its place in the ablation table) and ``test_confirmed`` (``heldout.confirm_test``)."""
+
+    corpus: CorpusSpec
+    run: RunSettings
+    output: OutputSpec
+    variant: str = "custom"
+    variant_order: float | None = None
+    test_confirmed: bool = False
+
+
+def job_settings(config: Mapping[str, Any], launch_dir: str | None = None) -> JobSettings:
+    """The :class:`JobSettings` of ``config``: the composed config's :data:`SETTING_BLOCKS` (each a plain mapping; a
+    missing one is empty) and :data:`SETTING_FLAGS`. ``launch_dir``: where the command started (the default store,
+    ``mlflow.db``, is made there). Checked in the order a refusal is looked for: corpus, scoring, output, held-out."""
+    blocks = {key: config.get(key) or {} for key in SETTING_BLOCKS}
+    corpus = CorpusSpec.from_mapping(blocks["corpus"], blocks["versions"], blocks["eval"])
+    run = RunSettings.from_mapping(blocks["eval"], blocks["retrieval"], blocks["abstain"], blocks["stats"])
+    tracking, cache = blocks["tracking"], blocks["cache"]
+    output = OutputSpec(
+        tracking_uri=resolve_tracking_uri(_opt_str(tracking.get("uri")), launch_dir),
+        experiment=experiment_of(tracking, blocks["corpus"]),
+        cache_dir=_opt_str(cache.get("dir")),
+        cache_enabled=cache.get("enabled", True),
+        progress=config.get("progress", True),
+        verbose=config.get("verbose", False),
+        reuse=tracking.get("reuse", True),
+    )
+    confirm = blocks["heldout"].get("confirm_test", False)
+    if not isinstance(confirm, bool):
+        raise ConfigError("heldout.confirm_test", confirm, "it must be true or false")
+    order = blocks["variant"].get("order")
+    return JobSettings(
+        corpus=corpus,
+        run=run,
+        output=output,
+        variant=str(blocks["variant"].get("name") or "custom"),
+        variant_order=float(order)
+        if isinstance(order, (int, float)) and not isinstance(order, bool)
+        else None,
+        test_confirmed=confirm,
+    )
+
+
+def experiment_of(tracking: Mapping[str, Any], corpus: Mapping[str, Any]) -> str:
+    """The MLflow experiment: ``tracking.experiment``, else the corpus name, else the corpus folder's name."""
+    for value in (tracking.get("experiment"), corpus.get("name")):
+        if value not in (None, "", "null"):
+            return str(value)
+    return Path(str(corpus.get("path"))).name
+
+
 def _chunker(ch: Mapping[str, Any]) -> ChunkerSpec | None:
     """``corpus.chunker`` as a spec: ``kind`` null is the corpus's own (None); size and overlap count for ``tokens``
     only, so ``clause`` with any size is one chunker (one cell key)."""
@@ -232,15 +311,15 @@ def _chunker(ch: Mapping[str, Any]) -> ChunkerSpec | None:
     return ChunkerSpec(**d)
 
 
-def _projection(eval: Mapping[str, Any] | None) -> float:
-    """``eval.projection.min_overlap`` (default :data:`DEFAULT_MIN_OVERLAP`); unknown keys refused."""
+def _projection(eval: Mapping[str, Any] | None) -> Any:
+    """``eval.projection.min_overlap`` as given (default :data:`DEFAULT_MIN_OVERLAP`); unknown keys refused."""
     proj = (eval or {}).get("projection") or {}
     if not isinstance(proj, Mapping):
         raise ConfigError("eval.projection", proj, "give a mapping, e.g. eval.projection.min_overlap=0.5")
     unknown = sorted(set(proj) - {"min_overlap"})
     if unknown:
         raise ConfigError(f"eval.projection.{unknown[0]}", proj[unknown[0]], "known keys: min_overlap")
-    return check_min_overlap(proj.get("min_overlap", DEFAULT_MIN_OVERLAP))
+    return proj.get("min_overlap", DEFAULT_MIN_OVERLAP)  # checked by CorpusSpec
 
 
 def _labels(v: Any) -> str | None:

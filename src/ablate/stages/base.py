@@ -3,8 +3,8 @@
 A **stage** is one step of a retrieval pipeline that a config group option builds (Hydra ``_target_``): a retriever
 (query -> ranked chunks), a fuser (ranked lists -> one list), a reranker (a list -> the same list reordered); the
 answer stage adds a generator. Its constructor takes plain typed parameters, checks them (:func:`check_int` and
-friends: one-line :class:`~ablate.errors.ConfigError` naming ``<stage>.<param>``) and does no heavy work, so a whole
-sweep's configs can be validated before anything runs.
+friends from :mod:`ablate.checks`, handed on here: one-line :class:`~ablate.errors.ConfigError` naming
+``<stage>.<param>``) and does no heavy work, so a whole sweep's configs can be validated before anything runs.
 
 Lifecycle, all driven by :mod:`ablate.runner`:
 
@@ -26,7 +26,6 @@ the per-job increase as ``<stage>.<counter>``.
 from __future__ import annotations
 
 import functools
-import math
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -37,7 +36,30 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
 import numpy as np
 
 from ablate.cache import Cache, key_of
-from ablate.errors import ConfigError
+
+# the checks a stage's constructor calls, kept with every other setting's check and handed on here for stage authors
+from ablate.checks import check_bool, check_choice, check_float, check_int, check_str
+
+__all__ = [
+    "CONTRACT_VERSION",
+    "KINDS",
+    "Fingerprint",
+    "Fuser",
+    "Generator",
+    "Reranker",
+    "Retriever",
+    "Stage",
+    "StageContext",
+    "check_bool",
+    "check_choice",
+    "check_float",
+    "check_int",
+    "check_str",
+    "delta",
+    "fingerprint_of",
+    "kind_of",
+    "library_versions",
+]
 
 if TYPE_CHECKING:
     from ablate.data.snapshot import Snapshot
@@ -224,67 +246,6 @@ def kind_of(stage: object) -> str:
             f"{type(stage).__qualname__} is not a stage (its class has no kind among {', '.join(KINDS)})"
         )
     return str(kind)
-
-
-# ---------------------------------------------------------------------------------------------------------------
-# Parameter checks: the one place a stage's settings are validated (before any work starts).
-
-
-def check_int(key: str, value: object, minimum: int | None = None, maximum: int | None = None) -> int:
-    """An integer (not a bool) in ``[minimum, maximum]``, else a :class:`ConfigError` naming ``key``."""
-    ok = isinstance(value, (int, np.integer)) and not isinstance(value, bool)
-    if ok and minimum is not None and value < minimum:  # type: ignore[operator]
-        ok = False
-    if ok and maximum is not None and value > maximum:  # type: ignore[operator]
-        ok = False
-    if not ok:
-        raise ConfigError(key, value, f"it must be an integer{_range(minimum, maximum)}")
-    return int(value)  # type: ignore[call-overload]
-
-
-def check_float(
-    key: str,
-    value: object,
-    minimum: float | None = None,
-    maximum: float | None = None,
-    hint: str = "",
-) -> float:
-    """A finite number (int or float, not a bool) in ``[minimum, maximum]``, else a :class:`ConfigError`."""
-    ok = isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool)
-    f = float(value) if ok else math.nan  # type: ignore[arg-type]
-    if not math.isfinite(f) or (minimum is not None and f < minimum) or (maximum is not None and f > maximum):
-        raise ConfigError(key, value, f"it must be a finite number{_range(minimum, maximum)}{hint}")
-    return f
-
-
-def check_choice(key: str, value: object, options: Sequence[str]) -> str:
-    if value not in options:
-        raise ConfigError(key, value, f"valid options: {', '.join(options)}")
-    return str(value)
-
-
-def check_bool(key: str, value: object) -> bool:
-    if not isinstance(value, bool):
-        raise ConfigError(key, value, "it must be true or false")
-    return value
-
-
-def check_str(key: str, value: object, allow_none: bool = False) -> str | None:
-    if value is None and allow_none:
-        return None
-    if not isinstance(value, str) or (not value.strip() and not allow_none):
-        raise ConfigError(key, value, "it must be a non-empty string" + (" or null" if allow_none else ""))
-    return value
-
-
-def _range(lo: float | None, hi: float | None) -> str:
-    if lo is not None and hi is not None:
-        return f" in [{lo:g}, {hi:g}]"
-    if lo is not None:
-        return f" >= {lo:g}"
-    if hi is not None:
-        return f" <= {hi:g}"
-    return ""
 
 
 def delta(after: Mapping[str, float], before: Mapping[str, float]) -> dict[str, float]:

@@ -24,9 +24,21 @@ from ablate.stages.base import Fingerprint, check_float, check_int, fingerprint_
 CODE_VERSION = "ablate-rrf/1"
 
 
-def rrf_scores(rankings: Sequence[Sequence[str]], k: float = 60.0) -> dict[str, float]:
+#: RRF's constant as the paper sets it: it damps the weight of the first ranks so that no single list dominates
+DEFAULT_K = 60.0
+#: How many candidates each retriever hands to fusion unless told: ``retrieval.window``'s default in conf/config.yaml
+DEFAULT_WINDOW = 100
+
+
+def check_k(k: object, key: str = "rrf.k") -> float:
+    """``k`` as RRF takes it: a finite number >= 0 (0 gives plain reciprocal ranks), else one ConfigError naming
+    ``key``. The one check of k: the stage (``<name>.k``), :func:`rrf` (through the stage) and :func:`rrf_scores`."""
+    return check_float(key, k, 0.0, hint=f" ({DEFAULT_K:g} is the usual default)")
+
+
+def rrf_scores(rankings: Sequence[Sequence[str]], k: float = DEFAULT_K) -> dict[str, float]:
     """RRF score of every id in any of the ``rankings`` (each a list of ids in rank order, rank 1 first)."""
-    k = check_float("rrf.k", k, 0.0, hint=" (60 is the usual default)")
+    k = check_k(k)
     longest = max((len(r) for r in rankings), default=0)
     return _scores(rankings, [1.0 / (k + rank) for rank in range(1, longest + 1)])
 
@@ -48,16 +60,21 @@ def _scores(rankings: Sequence[Sequence[str]], inv: Sequence[float]) -> dict[str
 
 
 def rrf(
-    runs: Sequence[Run], k: float = 60.0, window: int = 100, depth: int | None = None, name: str = "rrf"
+    runs: Sequence[Run],
+    k: float = DEFAULT_K,
+    window: int = DEFAULT_WINDOW,
+    depth: int | None = None,
+    name: str = "rrf",
 ) -> Run:
-    """Fuse ``runs`` by RRF over each run's top-``window`` chunks; return the top ``depth`` (default: all)."""
-    window = check_int("retrieval.window", window, 1)
-    kf = check_float("rrf.k", k, 0.0, hint=" (60 is the usual default)")
-    return _fuse(runs, kf, window, depth, name, k)
+    """Fuse ``runs`` by RRF over each run's top-``window`` chunks; return the top ``depth`` (default: all). ``k`` and
+    ``window`` are checked as the stage checks them (``rrf.k``, ``retrieval.window``)."""
+    stage = RRF(k=k, window=window)
+    return _fuse(runs, stage.k, stage.window, depth, name, k)
 
 
 def _fuse(runs: Sequence[Run], kf: float, window: int, depth: int | None, name: str, k: float) -> Run:
-    """:func:`rrf` with ``kf`` and ``window`` already checked (the stage checked them once, when it was built)."""
+    """RRF with ``kf`` and ``window`` already checked (by :class:`RRF`, once, when it was built); ``k`` as given,
+    for the fused run's ``meta``."""
     inv = [1.0 / (kf + rank) for rank in range(1, window + 1)]
     qids = list(dict.fromkeys(q for r in runs for q in r.results))  # first appearance, in run order
     meta = {"fusion": "rrf", "rrf.k": k, "window": window, "inputs": [r.name for r in runs]}
@@ -134,9 +151,10 @@ class RRF:
 
     kind: ClassVar[str] = "fuser"
 
-    def __init__(self, name: str = "rrf", k: float = 60.0, window: int = 100) -> None:
+    def __init__(self, name: str = "rrf", k: float = DEFAULT_K, window: int = DEFAULT_WINDOW) -> None:
         self.name = name
-        self.k = check_float(f"{name}.k", k, 0.0, hint=" (60 is the usual default)")
+        self.k = check_k(k, f"{name}.k")
+        # the config feeds rrf.window from retrieval.window (conf/fusion/rrf.yaml), so a refusal names that key
         self.window = check_int("retrieval.window", window, 1)
         self.stats: dict[str, float] = {}
 

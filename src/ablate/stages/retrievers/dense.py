@@ -456,5 +456,5 @@ class DenseRetriever:
 
 
 def _plain(block: Mapping[str, Any] | None) -> dict[str, Any] | None:
-    """A config block (a dict or Hydra's DictConfig) as a plain dict of its values."""
+    """A parameter block (any mapping: the config edge hands plain dicts) as a dict of its own."""
     return None if block is None else {str(k): block[k] for k in block}
