@@ -16,10 +16,11 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from ablate.app.entry import run_command
-from ablate.study.options import CORRECTIONS
+from ablate.study.options import CORRECTIONS, PARENT_HELP
 from ablate.tables import format_table
 
 if TYPE_CHECKING:
+    from ablate.study.fetch import RunRecord
     from ablate.study.power_plan import PlanRow
 
 
@@ -30,7 +31,7 @@ def parser() -> argparse.ArgumentParser:
         "approximation over the per-question differences, checked by a paired bootstrap).",
     )
     src = ap.add_mutually_exclusive_group()
-    src.add_argument("--parent", help="sweep parent run id (default: the latest sweep parent in the store)")
+    src.add_argument("--parent", help=PARENT_HELP)
     src.add_argument("--runs", help="two or more run ids, comma-separated: the first is the baseline")
     ap.add_argument("--tracking-uri", help="MLflow store (default: $MLFLOW_TRACKING_URI, else ./mlflow.db)")
     ap.add_argument(

@@ -20,6 +20,7 @@ from ablate.errors import AblateError, InputError
 from ablate.record import RecordedRun
 from ablate.record_digest import RunFiles
 from ablate.safenames import inside
+from ablate.study.latest import latest_parent as latest_parent  # the sweep no --parent names
 from ablate.tracking import Tracker, sqlite_path
 
 
@@ -57,18 +58,6 @@ def check_store(uri: str) -> None:
             f"no MLflow store at {db}; fix: run from the directory you launched ablate from, or pass "
             "--tracking-uri (or set MLFLOW_TRACKING_URI)"
         )
-
-
-def latest_parent(tracker: Tracker) -> str:
-    runs = tracker.find_runs(
-        None, f"tags.`{R.T_ROLE}` = '{R.ROLE_SWEEP_PARENT}'", max_results=1, newest_first=True
-    )
-    if not runs:
-        raise ReportError(
-            f"no sweep parent run in {tracker.uri}; fix: run a sweep (python -m ablate -m variant=A,B,C,D), or pass "
-            "--parent RUN_ID or --experiment NAME"
-        )
-    return runs[0].run_id
 
 
 def read_per_query(tracker: Tracker, run: RecordedRun, tmp: str) -> pd.DataFrame:
@@ -211,6 +200,7 @@ def _with_tables(tracker: Tracker, runs: list[RecordedRun], skipped: list[str]) 
                     experiment_id=r.experiment_id,
                     status=r.status,
                     start_time=r.start_time,
+                    end_time=r.end_time,
                     params=r.params,
                     metrics=r.metrics,
                     tags=r.tags,
