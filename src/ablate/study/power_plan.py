@@ -19,7 +19,8 @@ import numpy as np
 from ablate.errors import ConfigError, InputError
 from ablate.evaluation import stats
 from ablate.study.fetch import RunRecord
-from ablate.study.report.compute import _pick_baseline, make_plan, pq_column
+from ablate.study.report.compute import pq_column
+from ablate.study.report.rows import make_plan, pick_baseline
 from ablate.study.slices import scored_ids
 
 #: The multiples of today's n at which the MDE is shown when no ``delta`` is given.
@@ -128,7 +129,7 @@ def plan_rows(
     metric = metric_name(metric)
     col = _column(runs, metric)
     plan = make_plan(list(runs), swept)
-    base = runs[0] if pairs_first else _pick_baseline(plan.ranked, plan.kind, baseline, plan.labels)[0]
+    base = runs[0] if pairs_first else pick_baseline(plan.ranked, plan.kind, baseline, plan.labels)[0]
     others = [r for r in plan.ordered if r.run_id != base.run_id]
     a_level = alpha / len(others) if correction != "none" and others else alpha
     b_vals, b_ids = _table(base, col)

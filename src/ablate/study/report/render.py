@@ -22,10 +22,11 @@ from ablate.study.fetch import RunRecord
 from ablate.study.options import P_COLUMNS, P_HEADS, ReportOptions
 from ablate.study.plots import funnel_plots, interaction_name, interaction_plots
 from ablate.study.plots import plots as make_plots
-from ablate.study.report.compute import Computed, Plan, compute
+from ablate.study.report.compute import Computed, compute
 from ablate.study.report.heldout import HeldOutMarking
 from ablate.study.report.judged import labels_note
 from ablate.study.report.relabelled import llm_made_line
+from ablate.study.report.rows import Plan
 from ablate.study.slices import slices
 from ablate.tables import fmt, format_table
 
