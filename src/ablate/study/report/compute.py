@@ -6,7 +6,7 @@ changes one factor. No text: :mod:`.render` writes it; no MLflow: :mod:`.attach`
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -332,13 +332,14 @@ def factorial_of(
     metric: str,
     col: str,
     ask: bool | None,
+    names: Mapping[str, str] | None = None,
 ) -> Factorial | None:
     """The factorial analysis on the headline metric (``ask``: :attr:`ReportOptions.factorial`): kept when asked
     for (True: with its note when the runs are no full grid) or when the runs are a full grid (None)."""
     if ask is False:
         return None
     values = {r.run_id: tables[r.run_id].loc[scored[r.run_id], col] for r in plan.ordered}
-    got = analyse(plan.ordered, plan.swept, values, metric)
+    got = analyse(plan.ordered, plan.swept, values, metric, names)
     return got if ask or got.modelled else None
 
 
@@ -347,10 +348,12 @@ def compute(
     options: ReportOptions,
     swept: Sequence[str] | None = None,
     cache: Cache | None = None,
+    names: Mapping[str, str] | None = None,
 ) -> Computed:
     """The numbers of the report over ``runs`` (pure: no MLflow, no text). ``swept``: the params a sweep declared
     (:func:`ablate.study.fetch.swept_from_overrides`); None infers them (the variant, when variants differ; else
     every param that differs between runs). ``cache``: where paired-test results and intervals are kept by content.
+    ``names``: each swept param as the sweep typed it (the factorial analysis names its factors so).
     Raises :class:`ablate.study.compare.ComparisonRefused` for runs scored on different labels or documents unless
     ``options.force``."""
     if not runs:
@@ -409,5 +412,5 @@ def compute(
         per_question_section(plan.ordered, plan.shown, base, metrics[0], cols[0]),
         options.correction,
         _mdes(values),
-        factorial_of(plan, tables, scored, metrics[0], cols[0], options.factorial),
+        factorial_of(plan, tables, scored, metrics[0], cols[0], options.factorial, names),
     )
