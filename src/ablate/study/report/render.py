@@ -434,7 +434,9 @@ def _header(
             else f"the {family} run x metric comparisons' p-values are {CORRECTION_TEXT[correction]}"
         ),
         "- MDE: minimum detectable effect, the smallest true Δ a paired t test over the same n queries detects "
-        "with 80% power at α = 0.05 (from the spread of the per-query differences; python -m ablate.plan for "
-        "the questions a smaller Δ needs)",
+        "with 80% power at α = 0.05 for that one comparison (from the spread of the per-query differences); "
+        f"python -m ablate.plan plans the m = {max(len(ordered) - 1, 1)} comparisons with the baseline at α/m "
+        "(Bonferroni: the strictest step of Holm), so its MDE for the same comparison is larger, and gives the "
+        "questions a smaller Δ needs",
     ]
     return "\n".join(lines)
