@@ -216,7 +216,7 @@ def test_a_factor_flat_at_one_level_has_the_interactions_f_and_says_why():
 
     window = next(x for x in got.sentences if x.startswith("retrieval.window"))
     assert "changes no question's score at rrf.k=1" in window
-    assert "its F equals that of retrieval.window × rrf.k" in window
+    assert "its F equals that of rrf.k × retrieval.window (one contrast" in window
     assert "changes no question's score" not in got.sentences[0]  # rrf.k changes scores at every window
     # the design in one line: levels, cells, blocks and every term's df
     assert got.design == (

@@ -322,11 +322,12 @@ def _flat(key: str, eff: Effect, f_of: Mapping[str, float]) -> str:
     if not eff.flat_at:
         return ""
     o, lv = eff.flat_at[0]
-    inter = next((f_of[t] for t in (f"{key}:{o}", f"{o}:{key}") if t in f_of), math.nan)
-    same = not math.isnan(inter) and math.isclose(inter, f_of[key], rel_tol=1e-9)
+    term = next((t for t in (f"{key}:{o}", f"{o}:{key}") if t in f_of), "")
+    same = bool(term) and math.isclose(f_of[term], f_of[key], rel_tol=1e-9)
+    said = term.replace(":", " × ")
     return (
         f"; {key} changes no question's score at {o}={lv}, so its effect comes from the other level(s) of {o} "
-        "alone" + (f" and its F equals that of {key} × {o} (one contrast, not two findings)" if same else "")
+        "alone" + (f" and its F equals that of {said} (one contrast, not two findings)" if same else "")
     )
 
 
