@@ -181,6 +181,66 @@ def test_a_significant_term_the_questions_disagree_on_is_said():
     assert "disagree" not in got.sentences[1]
 
 
+def test_a_factor_flat_at_one_level_has_the_interactions_f_and_says_why():
+    """The window changes no question's score at k=1 (the same rankings) and adds a question-dependent gain at
+    k=60: in a 2x2 grid its main effect and the interaction are then one contrast, so their F are equal. That is
+    the data, not a fault of the analysis: statsmodels' anova_lm fitted on the raw columns (the factors under their
+    own names, quoted) gives the same equal F, and the window's sentence says why."""
+    runs = grid_runs({"rrf.k": ["1", "60"], "rrf.window": ["20", "50"]})
+    rng = np.random.default_rng(3)
+    qids = [f"q{i:03d}" for i in range(25)]
+    at_k1, at_k60, gain = rng.normal(0.5, 0.2, 25), rng.normal(0.55, 0.2, 25), rng.normal(0.08, 0.1, 25)
+    values = {}
+    for r in runs:
+        k60, w50 = r.params["rrf.k"] == "60", r.params["rrf.window"] == "50"
+        values[r.run_id] = pd.Series(at_k60 + w50 * gain if k60 else at_k1, index=qids)
+    names = {"rrf.window": "retrieval.window"}  # as the sweep typed it: retrieval.window=20,50
+    got = F.analyse(runs, ["rrf.k", "rrf.window"], values, "ndcg@10", names)
+    table = got.table.set_index("term")
+    assert list(table.index) == ["rrf.k", "retrieval.window", "rrf.k:retrieval.window"]
+    assert table.loc["retrieval.window", "F"] == pytest.approx(
+        table.loc["rrf.k:retrieval.window", "F"], rel=1e-9
+    )
+
+    raw = pd.DataFrame(
+        [{"question": q, "k": r.params["rrf.k"], "window": r.params["rrf.window"], "y": values[r.run_id][q]}
+         for r in runs for q in qids]
+    )  # fmt: skip
+    raw = raw.rename(columns={"k": "rrf.k", "window": "retrieval.window"})
+    ref = anova_lm(ols('y ~ C(Q("rrf.k")) * C(Q("retrieval.window")) + C(question)', data=raw).fit(), typ=2)
+    ref_names = ['C(Q("rrf.k"))', 'C(Q("retrieval.window"))', 'C(Q("rrf.k")):C(Q("retrieval.window"))']
+    for term, name in zip(table.index, ref_names, strict=True):
+        assert table.loc[term, "F"] == pytest.approx(ref.loc[name, "F"], rel=1e-9)
+        assert table.loc[term, "p"] == pytest.approx(ref.loc[name, "PR(>F)"], abs=1e-12)
+    assert ref.loc[ref_names[1], "F"] == pytest.approx(ref.loc[ref_names[2], "F"], rel=1e-9)
+
+    window = next(x for x in got.sentences if x.startswith("retrieval.window"))
+    assert "changes no question's score at rrf.k=1" in window
+    assert "its F equals that of rrf.k × retrieval.window (one contrast" in window
+    assert "changes no question's score" not in got.sentences[0]  # rrf.k changes scores at every window
+    # the design in one line: levels, cells, blocks and every term's df
+    assert got.design == (
+        "design: rrf.k (1, 60) x retrieval.window (20, 50): 4 cells, each once; blocks: the 25 questions every "
+        "cell scores; df: rrf.k 1, retrieval.window 1, rrf.k:retrieval.window 1, question 24, residual 72"
+    )
+    assert got.formula == "ndcg@10 ~ C(rrf.k) * C(retrieval.window) + C(question)"
+
+
+def test_a_significant_factor_says_why_a_pair_may_not_be():
+    from ablate.study.report.render import factorial_console, factorial_markdown
+
+    runs = grid_runs({"rrf.k": ["1", "60"], "rrf.window": ["20", "50"]})
+    values = planted(runs, 30, lambda p: 0.1 * (p["rrf.k"] == "60"))
+    got = F.analyse(runs, ["rrf.k", "rrf.window"], values, "ndcg@10")
+    assert got.table.loc[0, "p"] < F.ALPHA
+    console = factorial_console(got).splitlines()
+    assert console[0] == f"  factorial: {got.design}" and console[-1] == f"  factorial: {F.WHY_POOLED}"
+    assert f"- {F.WHY_POOLED}" in factorial_markdown(got) and f"- {got.design}" in factorial_markdown(got)
+    null = F.analyse(runs, ["rrf.k", "rrf.window"], planted(runs, 30, lambda p: 0.0), "ndcg@10")
+    if not (null.table["p"] < F.ALPHA).any():
+        assert F.WHY_POOLED not in factorial_console(null)
+
+
 def test_questions_not_scored_by_every_cell_are_dropped_and_said():
     runs = grid_runs({"rrf.k": ["1", "60"], "rrf.window": ["20", "50"]})
     values = planted(runs, 30, lambda p: 0.0)
@@ -271,11 +331,12 @@ def test_demo_grid_sweep_reports_its_factorial_analysis(tmp_path):
     (report,) = tmp_path.glob("multirun/*/*/report")
     md = (report / "ablation.md").read_text()
     assert "## Factorial analysis" in md
-    assert "OLS `ndcg@10 ~ C(rrf.k) * C(rrf.window) + C(question)`" in md
+    assert "OLS `ndcg@10 ~ C(rrf.k) * C(retrieval.window) + C(question)`" in md
     assert "Type II ANOVA F test" in md and "question as a blocking effect" in md
     got = pd.read_csv(report / "factorial.csv")
     assert list(got.columns) == ["term", "df", "F", "p", "effect", "ci_low", "ci_high"]
-    assert list(got["term"]) == ["rrf.k", "rrf.window", "rrf.k:rrf.window"]
+    # named as the sweep typed them (retrieval.window feeds the param rrf.window)
+    assert list(got["term"]) == ["rrf.k", "retrieval.window", "rrf.k:retrieval.window"]
 
     t = Tracker(uri)
     (parent,) = t.find_runs(None, f"tags.`{R.T_ROLE}` = '{R.ROLE_SWEEP_PARENT}'")

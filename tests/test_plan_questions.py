@@ -141,3 +141,41 @@ def test_a_reports_mde_leaves_the_runs_record_sealed_and_reusable(demo):
         copies["C"].tags["ablate.mde_baseline"] == copies["A"].run_id
     )  # this sweep's baseline, not the source's
     assert copies["C"].metrics["mde_ndcg_at_10"] == t.get_run(kids["C"].run_id).metrics["mde_ndcg_at_10"]
+
+
+def test_the_ceiling_is_left_out_of_a_sweeps_plan_unless_asked():
+    """The oracle retrieves the gold evidence: the ceiling, not a candidate. A sweep's plan leaves it out (and with
+    it one comparison of the family: alpha/3, not alpha/4); a sweep of oracles alone keeps them all."""
+    from ablate.study.power_plan import is_ceiling, without_ceiling
+    from test_report import record
+
+    runs = [*ablation_runs(), record("oracle", 5)]
+    kept, ceilings = without_ceiling(runs)
+    assert [r.variant for r in ceilings] == ["oracle"] and not any(is_ceiling(r) for r in kept)
+    rows = plan_rows(kept, "ndcg@10", n_sims=100)
+    assert [r.run for r in rows] == ["B", "C", "D"] and rows[0].alpha == pytest.approx(0.05 / 3)
+    assert [r.run for r in plan_rows(runs, "ndcg@10", n_sims=100)][-1] == "oracle"  # --with-ceiling
+    oracles = [record("oracle", 5), record("oracle", 6, name="oracle strict")]
+    assert without_ceiling(oracles) == (oracles, [])
+
+
+def test_an_mde_beyond_a_unit_metrics_range_is_capped_and_said():
+    """Three questions with spread-out differences: the t approximation's MDE exceeds 1 on a 0-1 metric. The table
+    shows '> 1' and the row's note says no difference is detectable at that n; a larger n's MDE is shown as is."""
+    from ablate.app.plan_questions import table
+    from ablate.study.fetch import RunRecord
+
+    def run(name: str, values: list[float]) -> RunRecord:
+        pq = pd.DataFrame({"category": ["answerable"] * 3, "ndcg@10": values}, index=["q1", "q2", "q3"])
+        return RunRecord(
+            run_id=name * 8, name=name, params={"variant": name}, per_query=pq.rename_axis("qid")
+        )
+
+    rows = plan_rows(
+        [run("A", [0.0, 1.0, 0.2]), run("B", [1.0, 0.0, 0.9])], "ndcg@10", baseline="A", n_sims=50
+    )
+    (row,) = rows
+    assert row.mde > 1 and "MDE > 1: no difference on this 0-1 metric is detectable with n = 3" in row.note
+    text = table(rows, None, 0.8, cap=1.0)
+    assert "> 1" in text.splitlines()[2] and "no difference on this 0-1 metric" in text
+    assert f"{row.mde_at[24]:.3f}" in text and row.mde_at[24] < 1

@@ -16,7 +16,7 @@ from ablate.errors import ConfigError, InputError
 from ablate.evaluation import stats
 from ablate.study import report
 from ablate.study.compare import ComparisonRefused
-from ablate.study.fetch import swept_from_overrides
+from ablate.study.fetch import swept_from_overrides, typed_names
 from test_compare import fingerprints, params_for
 
 ORDER = {"A": 1, "B": 2, "C": 3, "D": 4, "oracle": 5}
@@ -346,6 +346,12 @@ def test_swept_from_overrides():
     ]
     assert swept_from_overrides("eval.ks=[1,10] +dense.query_prefix='a,b'") == []
     assert swept_from_overrides("") == []
+    # each swept param named as the user typed it: the factorial analysis shows these names
+    assert typed_names("variant=C ++rrf.k=1,60 retrieval.window=20,50 retrievers=bm25,dense", src) == {
+        "rrf.k": "rrf.k",
+        "rrf.window": "retrieval.window",
+        "pipeline.retrievers": "retrievers",
+    }
 
 
 # ----------------------------------------------------------------------------------------------------------------

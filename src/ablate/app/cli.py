@@ -161,6 +161,9 @@ class Command:
             if plan.multirun
             else {}
         )
+        #: the notes a job of this command printed already: a note every cell raises (the pilot's split) is said
+        #: once per sweep, not once per cell
+        self.said: set[str] = set()
         #: the sweep's console (this process only: a launcher's worker prints its cells' lines alone)
         self.progress: SweepProgress | None = (
             SweepProgress(self.size, answers=planned_answers(plan)) if plan.multirun and self.size else None
@@ -239,7 +242,8 @@ class Command:
         parent = _parent_run(sweep_dir)
         cell = self.plan.cell(overrides)
         if cell is not None:
-            print_notes(list(cell.notes))
+            print_notes([n for n in cell.notes if n not in self.said])
+            self.said.update(cell.notes)
             job = replace(cell.job, sweep_id=sweep_id, parent_run_id=parent, overrides=overrides)
         else:
             notes: list[str] = []
@@ -251,7 +255,8 @@ class Command:
                 overrides=overrides,
                 notes=notes,
             )
-            print_notes(notes)
+            print_notes([n for n in notes if n not in self.said])
+            self.said.update(notes)
         if place is not None and task_cell(overrides) in self.places:  # a cell the plan labelled
             job = replace(job, run_name=place[1], sweep_index=place[0])
         if task_cell(overrides) in self.settled:  # the plan found no finished run: no second look-up

@@ -4,7 +4,9 @@
 Reads the runs as ``python -m ablate.report`` does (the children of the sweep, the latest sweep by default; the
 baseline as the report chooses it; ``--runs``: the first is the baseline) and prints, per comparison, the minimum
 detectable effect at today's n and at 2x/4x/8x, or with ``--delta`` the questions needed to detect it, with a
-paired-bootstrap check (:mod:`ablate.study.power_plan`). Nothing is written to the store.
+paired-bootstrap check (:mod:`ablate.study.power_plan`). A sweep's ceiling (the oracle run) is no candidate and is
+left out unless ``--with-ceiling``; an MDE beyond a 0-1 metric's range is shown as ``> 1`` with a note. Nothing is
+written to the store.
 """
 
 from __future__ import annotations
@@ -16,10 +18,11 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from ablate.app.entry import run_command
-from ablate.study.options import CORRECTIONS
+from ablate.study.options import CORRECTIONS, PARENT_HELP
 from ablate.tables import format_table
 
 if TYPE_CHECKING:
+    from ablate.study.fetch import RunRecord
     from ablate.study.power_plan import PlanRow
 
 
@@ -30,7 +33,7 @@ def parser() -> argparse.ArgumentParser:
         "approximation over the per-question differences, checked by a paired bootstrap).",
     )
     src = ap.add_mutually_exclusive_group()
-    src.add_argument("--parent", help="sweep parent run id (default: the latest sweep parent in the store)")
+    src.add_argument("--parent", help=PARENT_HELP)
     src.add_argument("--runs", help="two or more run ids, comma-separated: the first is the baseline")
     ap.add_argument("--tracking-uri", help="MLflow store (default: $MLFLOW_TRACKING_URI, else ./mlflow.db)")
     ap.add_argument(
@@ -54,6 +57,12 @@ def parser() -> argparse.ArgumentParser:
         "--sims", type=int, default=2000, help="simulated studies of the bootstrap check (default 2000)"
     )
     ap.add_argument("--seed", type=int, default=0, help="seed of the simulation (default 0)")
+    ap.add_argument(
+        "--with-ceiling",
+        action="store_true",
+        help="plan the ceiling (the oracle run: the gold evidence retrieved) too; left out by default, it is no "
+        "candidate",
+    )
     ap.add_argument("--json", action="store_true", help="one JSON object per comparison and line")
     return ap
 
@@ -66,8 +75,14 @@ def _n(v: float) -> str:
     return "-" if math.isnan(v) else str(int(v))
 
 
-def table(rows: Sequence[PlanRow], delta: float | None, power: float) -> str:
-    """The readable table: one row per comparison; notes (why a number is missing or not to be trusted) below it."""
+def _mde(v: float, cap: float | None) -> str:
+    """An MDE, or ``> cap`` beyond the metric's whole range (the row's note says what that means)."""
+    return f"> {cap:g}" if cap is not None and v > cap else _f(v)
+
+
+def table(rows: Sequence[PlanRow], delta: float | None, power: float, cap: float | None = None) -> str:
+    """The readable table: one row per comparison; notes (why a number is missing or not to be trusted) below it.
+    ``cap``: the metric's range (1 on a 0-1 metric), beyond which an MDE is shown as ``> cap``."""
     out: list[dict[str, str]] = []
     notes: list[str] = []
     for r in rows:
@@ -79,10 +94,12 @@ def table(rows: Sequence[PlanRow], delta: float | None, power: float) -> str:
             "α": f"{r.alpha:.3g}",
         }
         if delta is None:
-            row.update({f"MDE n={m}": _f(v) for m, v in r.mde_at.items()})
+            row.update({f"MDE n={m}": _mde(v, cap) for m, v in r.mde_at.items()})
             row["sim. power at MDE"] = f"{_f(r.sim_power, 2)} ± {_f(r.sim_se, 2)}"
         else:
-            row.update({"MDE at n": _f(r.mde), "n needed": _n(r.n_needed), "t power": _f(r.t_power, 3)})
+            row.update(
+                {"MDE at n": _mde(r.mde, cap), "n needed": _n(r.n_needed), "t power": _f(r.t_power, 3)}
+            )
             row["sim. power"] = f"{_f(r.sim_power, 2)} ± {_f(r.sim_se, 2)}"
         row.update({f"Wilson width n={m}": _f(w) for m, w in r.wilson_width.items()})
         if r.note:
@@ -96,7 +113,7 @@ def table(rows: Sequence[PlanRow], delta: float | None, power: float) -> str:
 def run(args: argparse.Namespace) -> int:
     # imported once the arguments are read: the study's modules import MLflow, pandas and scipy
     from ablate.study.fetch import check_store, fetch_run_ids, fetch_runs
-    from ablate.study.power_plan import check_settings, metric_name, plan_rows
+    from ablate.study.power_plan import UNIT_RANGE, check_settings, metric_name, plan_rows, unit_metric
     from ablate.tracking import Tracker, check_uri, resolve_tracking_uri
 
     check_settings(args.delta, args.power, args.alpha, args.correction)
@@ -105,6 +122,7 @@ def run(args: argparse.Namespace) -> int:
     check_store(uri)
     check_uri(uri, "--tracking-uri")
     tracker = Tracker(uri)
+    ceilings: list[str] = []  # the ceiling runs a sweep's plan leaves out (not --runs: those were named)
     if args.runs is not None:
         ids = [x.strip() for x in args.runs.split(",") if x.strip()]
         if len(ids) < 2:
@@ -127,6 +145,8 @@ def run(args: argparse.Namespace) -> int:
     else:
         runs, source = fetch_runs(tracker, args.parent)
         swept, title = source.swept, source.title
+        if not args.with_ceiling:
+            runs, ceilings = _candidates(runs)
     rows = plan_rows(
         runs,
         metric,
@@ -157,13 +177,30 @@ def run(args: argparse.Namespace) -> int:
             )
         return 0
     print(_heading(title, metric, args, len(rows)))
-    print(table(rows, args.delta, args.power))
+    print(table(rows, args.delta, args.power, UNIT_RANGE if unit_metric(metric) else None))
+    if ceilings:
+        print(
+            f"left out: {', '.join(ceilings)}: the ceiling (the gold evidence retrieved), not a candidate; "
+            "--with-ceiling plans it too"
+        )
     return 0
+
+
+def _candidates(runs: list[RunRecord]) -> tuple[list[RunRecord], list[str]]:
+    """The sweep's runs without its ceiling, and the ceiling runs' names."""
+    from ablate.study.power_plan import without_ceiling
+
+    kept, ceilings = without_ceiling(runs)
+    return kept, [r.name for r in ceilings]
 
 
 def _heading(title: str, metric: str, args: argparse.Namespace, m: int) -> str:
     fam = (
-        f"{args.correction} over {m} comparison(s): planned at α/m = {args.alpha:g}/{m} (Bonferroni, conservative)"
+        f"{args.correction} over {m} comparison(s): planned at α/m = {args.alpha:g}/{m} (Bonferroni, the first and "
+        f"strictest step of {args.correction}: conservative); the report's MDE column is at α = {args.alpha:g} for "
+        "one comparison, so it is smaller for the same pair"
+        if args.correction != "none" and m > 1
+        else f"{args.correction} over 1 comparison: α = {args.alpha:g}, as the report's MDE column"
         if args.correction != "none"
         else f"no correction: α = {args.alpha:g}"
     )

@@ -2,10 +2,10 @@
 [--metrics ndcg@10,recall@10,mrr@10,hit@10] [--test randomization|bootstrap] [--correction holm|bh|none] [--out DIR]
 [--force] [--factorial]``
 
-Without ``--parent`` / ``--experiment`` it reports the latest sweep parent run in the store (tag
-``ablate.role=sweep-parent``). It reads the runs' ``per_query.csv`` artifacts, writes ``ablation.md/.csv``,
-``slices.md/.csv``, ``factorial.csv`` (a grid's factorial analysis) and PNG plots to ``--out`` and logs them to the parent run under ``report/``
-(:mod:`ablate.study.report` computes them).
+Without ``--parent`` / ``--experiment`` it reports the latest sweep in the store (:mod:`ablate.study.latest`:
+refused, with the candidates listed, when other sweeps overlap it in time). It reads the runs' ``per_query.csv``
+artifacts, writes ``ablation.md/.csv``, ``slices.md/.csv``, ``factorial.csv`` (a grid's factorial analysis) and PNG
+plots to ``--out`` and logs them to the parent run under ``report/`` (:mod:`ablate.study.report` computes them).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import Any
 
 from ablate.app.entry import say_unexpected
 from ablate.errors import AblateError, ConfigError
-from ablate.study.options import CORRECTIONS, DEFAULT_CONTRAST, DEFAULT_METRICS, PAIRED_TESTS
+from ablate.study.options import CORRECTIONS, DEFAULT_CONTRAST, DEFAULT_METRICS, PAIRED_TESTS, PARENT_HELP
 
 
 def _contrast(text: str) -> tuple[str, str] | None:
@@ -37,32 +37,29 @@ def parser() -> argparse.ArgumentParser:
         description="Ablation table, slices and plots from tracked runs, logged to the sweep's parent run.",
     )
     src = ap.add_mutually_exclusive_group()
-    src.add_argument("--parent", help="sweep parent run id (default: the latest sweep parent in the store)")
+    src.add_argument("--parent", help=PARENT_HELP)
     src.add_argument("--experiment", help="report every run of this experiment (no parent to log to)")
     ap.add_argument("--tracking-uri", help="MLflow store (default: $MLFLOW_TRACKING_URI, else ./mlflow.db)")
     ap.add_argument("--baseline", help="run id, name or variant (default: A, or the sweep's first cell)")
-    ap.add_argument(
-        "--metrics",
-        default=",".join(DEFAULT_METRICS),
-        help="comma-separated, e.g. ndcg@10,mrr@10 (default %(default)s)",
-    )
-    ap.add_argument(
-        "--test",
-        default="randomization",
-        help="paired test: " + " | ".join(PAIRED_TESTS) + " (default %(default)s)",
-    )
+    for flag, default, what in (  # the options with a default value, said in their help
+        ("--metrics", ",".join(DEFAULT_METRICS), "comma-separated, e.g. ndcg@10,mrr@10"),
+        ("--test", "randomization", "paired test: " + " | ".join(PAIRED_TESTS)),
+        (
+            "--correction",
+            "holm",
+            "adjustment of the p-values: " + " | ".join(CORRECTIONS) + " (bh: Benjamini-Hochberg)",
+        ),
+        (
+            "--contrast",
+            ",".join(DEFAULT_CONTRAST),
+            "two question tags side by side in the slices ('none': no contrast)",
+        ),
+    ):
+        ap.add_argument(flag, default=default, help=f"{what} (default %(default)s)")
     ap.add_argument(
         "--resamples", type=int, default=10000, help="resamples of the paired test (default 10000)"
     )
     ap.add_argument("--seed", type=int, default=0, help="seed of the paired test's resamples (default 0)")
-    ap.add_argument(
-        "--correction",
-        default="holm",
-        help="adjustment of the table's p-values: "
-        + " | ".join(CORRECTIONS)
-        + " (Benjamini-Hochberg; default "
-        "%(default)s)",
-    )
     ap.add_argument("--out", help="folder for the report files (default: <sweep dir>/report)")
     ap.add_argument(
         "--force", action="store_true", help="report runs on different labels/documents (flagged)"
@@ -70,11 +67,6 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--no-log", action="store_true", help="do not log the report to the parent run")
     ap.add_argument(
         "--full", action="store_true", help="print the whole table (every metric) instead of the narrow one"
-    )
-    ap.add_argument(
-        "--contrast",
-        default=",".join(DEFAULT_CONTRAST),
-        help="two question tags compared side by side in the slices (default exact-id,paraphrase; 'none' for no contrast)",
     )
     ap.add_argument(
         "--factorial",

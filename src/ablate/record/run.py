@@ -58,6 +58,8 @@ class RecordedRun:
     params: Mapping[str, str] = field(default_factory=dict)
     metrics: Mapping[str, float] = field(default_factory=dict)
     tags: Mapping[str, str] = field(default_factory=dict)
+    #: when the run ended (ms since the epoch), None while it runs (or when its process died before ending it)
+    end_time: int | None = None
 
     @property
     def variant(self) -> str:

@@ -13,7 +13,12 @@ is picked after seeing the data: interval and test agree): a main effect is the 
 means (marginal over the other factors and the questions); an interaction is the difference of differences of the
 2x2 sub-table with the largest contrast. The pooled residual assumes the questions respond alike to every factor;
 when the per-question paired differences' t interval includes 0 for a term the F test calls significant, its
-sentence says so.
+sentence says so, and the section says once why a significant factor can come with a pair of runs that is not
+(:data:`WHY_POOLED`).
+
+Factors are named as the sweep's overrides typed them (``retrieval.window``, not the param ``rrf.window`` it feeds).
+A factor that changes no score at one level of another (the window at rrf.k=1) has, in a 2x2 grid, the same F as
+their interaction: the two are then one contrast. Its sentence says so (:func:`flat_levels`).
 
 Numbers only (:class:`Factorial`); :mod:`ablate.study.report.render` writes the section and the figures.
 """
@@ -39,6 +44,16 @@ COLUMNS = ("term", "df", "F", "p", "effect", "ci_low", "ci_high")
 ALPHA = 0.05
 #: A residual mean square at or below this is an exact fit (rounding only): nothing to test against.
 EXACT = 1e-20
+#: Per-question values that differ by no more than this are the same score (a simple effect of exactly 0).
+FLAT = 1e-12
+#: Why a factor the F test calls significant can come with a row of the ablation table (one pair of runs) that is
+#: not: said once under the section, so the two are not read as a contradiction.
+WHY_POOLED = (
+    "a factor can be significant while one pair of its runs is not: the F test compares the factor's level means "
+    "over every cell and question against the model's residual (what the questions and the other factors leave "
+    "unexplained), while a row of the ablation table compares two runs alone, on their own per-question "
+    "differences, corrected over the table's family"
+)
 #: What the section says about the test.
 TEST_NAME = "Type II ANOVA F test (OLS, statsmodels anova_lm typ=2), question as a blocking effect"
 
@@ -67,6 +82,10 @@ class Effect:
     at: tuple[tuple[str, float, float, float], ...] = ()
     #: the 95% t interval of the per-question paired differences (no pooling over the other terms' variation)
     paired: tuple[float, float] = (math.nan, math.nan)
+    #: a main effect: the levels of other factors, ``(factor, level)``, at which this factor changes no question's
+    #: score (its simple effect there is exactly 0, so its effect and its interaction with that factor are one
+    #: contrast: in a 2x2 grid their F are equal)
+    flat_at: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass
@@ -91,6 +110,20 @@ class Factorial:
     @property
     def modelled(self) -> bool:
         return self.note is None
+
+    @property
+    def design(self) -> str:
+        """The design in one line: each factor's levels, the cells, the blocks and every term's degrees of
+        freedom (the residual's is what the F tests divide by)."""
+        if self.grid is None or self.residual is None:
+            return ""
+        g = self.grid
+        levels = " x ".join(f"{k} ({', '.join(g.levels[k])})" for k in g.factors)
+        df = ", ".join(f"{t.term} {t.df:g}" for t in self.table.itertuples(index=False))
+        return (
+            f"design: {levels}: {len(g.cells)} cells, each once; blocks: the {self.n_questions} questions every cell "
+            f"scores; df: {df}, question {self.n_questions - 1}, residual {self.residual.df:g}"
+        )
 
 
 def level_of(run: RecordedRun, key: str) -> str:
@@ -254,10 +287,11 @@ def _by_question(long: pd.DataFrame, keys: Sequence[str]) -> pd.DataFrame:
     return long.pivot_table(index="question", columns=list(keys), values="metric", aggfunc="mean")
 
 
-def main_effect(long: pd.DataFrame, key: str, residual: Residual) -> Effect:
+def main_effect(long: pd.DataFrame, key: str, residual: Residual, others: Sequence[str] = ()) -> Effect:
     """The largest difference between two levels' means (the level with the higher mean minus the lower). Its
     interval is the model's (residual mean square, like the F test: each level mean is over ``rows / L`` rows); the
-    per-question paired differences' t interval is kept beside it (``paired``)."""
+    per-question paired differences' t interval is kept beside it (``paired``), and the levels of the ``others``
+    at which ``key`` changes no score (``flat_at``)."""
     table = _by_question(long, [key])
     means = table.mean(axis=0)
     hi, lo = str(means.idxmax()), str(means.idxmin())
@@ -265,7 +299,36 @@ def main_effect(long: pd.DataFrame, key: str, residual: Residual) -> Effect:
         hi, lo = (str(x) for x in means.index[:2])
     m, p_low, p_high = _t_interval((table[hi] - table[lo]).to_numpy(dtype=float))
     _, low, high = residual.interval(m, 2.0 * len(means), len(means) - 1.0)
-    return Effect(m, low, high, (hi, lo), paired=(p_low, p_high))
+    return Effect(m, low, high, (hi, lo), paired=(p_low, p_high), flat_at=flat_levels(long, key, others))
+
+
+def flat_levels(long: pd.DataFrame, key: str, others: Sequence[str]) -> tuple[tuple[str, str], ...]:
+    """The ``(factor, level)`` of the ``others`` at which every question scores the same at every level of ``key``
+    (over the remaining factors): there ``key`` changes nothing."""
+    out = []
+    for o in others:
+        table = _by_question(long, [o, key])
+        for lv in _sorted_levels(list(long[o])):
+            sub = table[lv].to_numpy(dtype=float)
+            if float(np.nanmax(sub.max(axis=1) - sub.min(axis=1))) <= FLAT:
+                out.append((o, lv))
+    return tuple(out)
+
+
+def _flat(key: str, eff: Effect, f_of: Mapping[str, float]) -> str:
+    """What a main effect's sentence adds when the factor changes nothing at a level of another factor: its
+    effect comes from the other levels alone, and (in a 2x2 grid) its F equals the interaction's by construction,
+    not by a fault of the analysis."""
+    if not eff.flat_at:
+        return ""
+    o, lv = eff.flat_at[0]
+    term = next((t for t in (f"{key}:{o}", f"{o}:{key}") if t in f_of), "")
+    same = bool(term) and math.isclose(f_of[term], f_of[key], rel_tol=1e-9)
+    said = term.replace(":", " × ")
+    return (
+        f"; {key} changes no question's score at {o}={lv}, so its effect comes from the other level(s) of {o} "
+        "alone" + (f" and its F equals that of {said} (one contrast, not two findings)" if same else "")
+    )
 
 
 def interaction_effect(long: pd.DataFrame, a: str, b: str, residual: Residual) -> Effect:
@@ -307,14 +370,28 @@ def cell_means(long: pd.DataFrame, a: str, b: str) -> dict[str, list[tuple[str, 
     return out
 
 
+def named(grid: Grid, names: Mapping[str, str]) -> Grid:
+    """``grid`` with its factors named as the user typed them (``names``: param -> the sweep's override key, e.g.
+    ``rrf.window`` -> ``retrieval.window``); a factor without a name keeps its param."""
+    show = {k: names.get(k, k) for k in grid.factors}
+    return Grid([show[k] for k in grid.factors], {show[k]: v for k, v in grid.levels.items()}, grid.cells)
+
+
 def analyse(
-    runs: Sequence[RecordedRun], swept: Sequence[str], values: Mapping[str, pd.Series], metric: str
+    runs: Sequence[RecordedRun],
+    swept: Sequence[str],
+    values: Mapping[str, pd.Series],
+    metric: str,
+    names: Mapping[str, str] | None = None,
 ) -> Factorial:
     """The factorial analysis of ``runs`` over their ``swept`` factors on ``metric`` (``values``: run id -> the
-    metric per question the run scores), or a :class:`Factorial` with only a ``note`` when they are no full grid."""
+    metric per question the run scores), or a :class:`Factorial` with only a ``note`` when they are no full grid.
+    ``names``: each swept param as the sweep's overrides typed it (:func:`ablate.study.fetch.typed_names`); the
+    factors are shown, and ``factorial.csv`` written, under those names."""
     grid = find_grid(runs, swept)
     if isinstance(grid, str):
         return Factorial(metric, note=grid)
+    grid = named(grid, names or {})
     long, n, dropped = long_table(grid, {r.run_id: values[r.run_id] for r in runs})
     if n < 2:
         return Factorial(
@@ -331,16 +408,18 @@ def analyse(
             "(the model fits exactly: no residual variation to test the factors against)",
         )
     rows, sentences, significant = [], [], []
+    f_of = {str(t.term): float(t.F) for t in terms.itertuples(index=False)}
     for t in terms.itertuples(index=False):
         parts = str(t.term).split(":")
         eff = (
-            main_effect(long, parts[0], residual)
+            main_effect(long, parts[0], residual, [k for k in grid.factors if k != parts[0]])
             if len(parts) == 1
             else interaction_effect(long, parts[0], parts[1], residual)
         )
         rows.append({"term": t.term, "df": t.df, "F": t.F, "p": t.p, "effect": eff.effect,
                      "ci_low": eff.ci_low, "ci_high": eff.ci_high})  # fmt: skip
-        sentences.append(sentence(parts, grid, eff, float(t.F), float(t.p), metric))
+        said = sentence(parts, grid, eff, float(t.F), float(t.p), metric)
+        sentences.append(said + _flat(parts[0], eff, f_of))
         if len(parts) == 2 and t.p < ALPHA:
             significant.append((parts[0], parts[1]))
     return Factorial(

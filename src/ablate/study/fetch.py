@@ -20,6 +20,7 @@ from ablate.errors import AblateError, InputError
 from ablate.record import RecordedRun
 from ablate.record_digest import RunFiles
 from ablate.safenames import inside
+from ablate.study.latest import latest_parent as latest_parent  # the sweep no --parent names
 from ablate.tracking import Tracker, sqlite_path
 
 
@@ -48,6 +49,8 @@ class Source:
     swept: list[str] | None
     sweep_dir: str | None
     skipped: list[str]
+    #: each swept param -> its key as the sweep's overrides typed it (:func:`typed_names`)
+    names: dict[str, str] = field(default_factory=dict)
 
 
 def check_store(uri: str) -> None:
@@ -57,18 +60,6 @@ def check_store(uri: str) -> None:
             f"no MLflow store at {db}; fix: run from the directory you launched ablate from, or pass "
             "--tracking-uri (or set MLFLOW_TRACKING_URI)"
         )
-
-
-def latest_parent(tracker: Tracker) -> str:
-    runs = tracker.find_runs(
-        None, f"tags.`{R.T_ROLE}` = '{R.ROLE_SWEEP_PARENT}'", max_results=1, newest_first=True
-    )
-    if not runs:
-        raise ReportError(
-            f"no sweep parent run in {tracker.uri}; fix: run a sweep (python -m ablate -m variant=A,B,C,D), or pass "
-            "--parent RUN_ID or --experiment NAME"
-        )
-    return runs[0].run_id
 
 
 def read_per_query(tracker: Tracker, run: RecordedRun, tmp: str) -> pd.DataFrame:
@@ -108,6 +99,12 @@ def swept_from_overrides(overrides: str, sources: dict[str, str] | None = None) 
     ``"variant=A,B rrf.k=10,60 bm25.k1=1.2"`` -> ``["variant", "rrf.k"]``. Config groups of stages map to the
     pipeline param they set (``retrievers`` -> ``pipeline.retrievers``), and keys that feed a stage parameter map to
     it through ``sources`` (``retrieval.window`` -> ``rrf.window``, from the runs' ``ablate.param_sources``)."""
+    return list(typed_names(overrides, sources))
+
+
+def typed_names(overrides: str, sources: dict[str, str] | None = None) -> dict[str, str]:
+    """Each param a sweep varies (:func:`swept_from_overrides`, in order) -> its key as the user typed it
+    (``rrf.window`` -> ``retrieval.window``, ``pipeline.retrievers`` -> ``retrievers``): what a reader looks for."""
     groups = {
         "variant": R.P_VARIANT,
         "retrievers": R.P_RETRIEVERS,
@@ -115,7 +112,7 @@ def swept_from_overrides(overrides: str, sources: dict[str, str] | None = None) 
         "reranker": R.P_RERANKER,
     }
     sources = sources or {}
-    out: list[str] = []
+    out: dict[str, str] = {}
     for tok in overrides.split():
         if "=" not in tok:
             continue
@@ -123,9 +120,7 @@ def swept_from_overrides(overrides: str, sources: dict[str, str] | None = None) 
         key = key.lstrip("+~").removeprefix("override ")
         if not is_sweep_value(value):
             continue
-        param = groups.get(key) or sources.get(key, key)
-        if param not in out:
-            out.append(param)
+        out.setdefault(groups.get(key) or sources.get(key, key), key)
     return out
 
 
@@ -183,9 +178,11 @@ def fetch_runs(
         sources: dict[str, str] = {}
         for r in runs:
             sources.update(r.param_sources)
-        swept = swept_from_overrides(overrides, sources) if overrides is not None else None
+        typed = typed_names(overrides, sources) if overrides is not None else {}
+        swept = list(typed) if overrides is not None else None
         exp_name = tracker.experiment_name(prun.experiment_id)
-        source = Source(pid, exp_name, f"{exp_name} / {prun.name}", swept, prun.tags.get(R.T_SWEEP), [])
+        title = f"{exp_name} / {prun.name}"
+        source = Source(pid, exp_name, title, swept, prun.tags.get(R.T_SWEEP), [], typed)
     records = _with_tables(tracker, runs, source.skipped)
     if not records:
         raise ReportError(
@@ -211,6 +208,7 @@ def _with_tables(tracker: Tracker, runs: list[RecordedRun], skipped: list[str]) 
                     experiment_id=r.experiment_id,
                     status=r.status,
                     start_time=r.start_time,
+                    end_time=r.end_time,
                     params=r.params,
                     metrics=r.metrics,
                     tags=r.tags,

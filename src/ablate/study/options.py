@@ -23,6 +23,10 @@ CORRECTIONS: tuple[str, ...] = ("holm", "bh", "none")
 #: Each correction's column suffix (``ndcg@10_p_holm``, ``correct_p_bh``) and its mark beside a p-value's header.
 P_COLUMNS: dict[str, str] = {"holm": "p_holm", "bh": "p_bh", "none": "p_none"}
 P_HEADS: dict[str, str] = {"holm": " (Holm)", "bh": " (BH)", "none": ""}
+#: ``--parent`` of the study commands (report, plan): what they read without it (:mod:`ablate.study.latest`).
+PARENT_HELP = (
+    "sweep parent run id (default: the latest sweep; sweeps that overlap it in time are listed, not guessed)"
+)
 #: The two question tags the slices compare side by side (``--contrast``).
 DEFAULT_CONTRAST: tuple[str, str] = ("exact-id", "paraphrase")
 

@@ -6,7 +6,11 @@ approximation, checked by a paired-bootstrap simulation over the pilot's differe
 reads the runs and prints).
 
 The family: with ``m`` comparisons in the plan, Holm and Benjamini-Hochberg are planned at ``alpha / m`` (the
-strictest step of either, as Bonferroni: conservative), ``none`` at ``alpha``."""
+strictest step of either, as Bonferroni: conservative), ``none`` at ``alpha``. The report's MDE column is at
+``alpha`` for one comparison, so for the same pair it is smaller than the plan's whenever ``m > 1``.
+
+The ceiling (a run retrieving the gold evidence, the oracle) is no candidate: :func:`without_ceiling` leaves it out
+of a sweep's plan. On a 0-1 metric an MDE beyond 1 is said to be no detectable difference (:func:`beyond_range`)."""
 
 from __future__ import annotations
 
@@ -16,16 +20,36 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
+from ablate import record as R
 from ablate.errors import ConfigError, InputError
 from ablate.evaluation import stats
 from ablate.study.fetch import RunRecord
-from ablate.study.report.compute import _pick_baseline, make_plan, pq_column
+from ablate.study.report.compute import pq_column
+from ablate.study.report.rows import make_plan, pick_baseline
 from ablate.study.slices import scored_ids
 
 #: The multiples of today's n at which the MDE is shown when no ``delta`` is given.
 MULTIPLES: tuple[int, ...] = (1, 2, 4, 8)
 #: Simulated studies larger than this many questions are not simulated (the t approximation alone is given).
 MAX_SIMULATED_N = 20_000
+#: The retriever that returns the gold evidence itself: a run with it is the ceiling (what perfect retrieval
+#: gives), not a candidate, so the plan leaves it out unless asked (``--with-ceiling``).
+CEILING_RETRIEVER = "oracle"
+#: Metrics whose per-question value lies in [0, 1] (a share, a gain normalised by the ideal, 0/1): no difference
+#: between two runs on them exceeds :data:`UNIT_RANGE`, so a larger MDE means no difference is detectable.
+UNIT_METRICS = (
+    "ndcg",
+    "recall",
+    "rr",
+    "mrr",
+    "hit",
+    "precision",
+    "judged",
+    "answer_correct",
+    "subq_",
+    "superseded",
+)
+UNIT_RANGE = 1.0
 
 
 @dataclass(frozen=True)
@@ -81,6 +105,25 @@ def check_settings(delta: float | None, power: float, alpha: float, correction: 
         raise ConfigError("--alpha", alpha, "give a level strictly between 0 and 1, e.g. 0.05")
 
 
+def is_ceiling(run: RunRecord) -> bool:
+    """Whether ``run`` retrieved with the gold evidence itself (:data:`CEILING_RETRIEVER`)."""
+    return CEILING_RETRIEVER in R.json_list(run.params.get(R.P_RETRIEVERS))
+
+
+def without_ceiling(runs: Sequence[RunRecord]) -> tuple[list[RunRecord], list[RunRecord]]:
+    """The candidates and the ceilings among ``runs``; all of them candidates when every run is a ceiling (a sweep
+    of prompts on the oracle compares oracles with each other)."""
+    ceilings = [r for r in runs if is_ceiling(r)]
+    if len(ceilings) == len(runs):
+        return list(runs), []
+    return [r for r in runs if not is_ceiling(r)], ceilings
+
+
+def unit_metric(metric: str) -> bool:
+    """Whether ``metric``'s per-question values lie in [0, 1] (:data:`UNIT_METRICS`)."""
+    return metric.partition("@")[0].startswith(UNIT_METRICS)
+
+
 def _column(runs: Sequence[RunRecord], metric: str) -> str:
     col = pq_column(metric)
     for r in runs:
@@ -128,7 +171,7 @@ def plan_rows(
     metric = metric_name(metric)
     col = _column(runs, metric)
     plan = make_plan(list(runs), swept)
-    base = runs[0] if pairs_first else _pick_baseline(plan.ranked, plan.kind, baseline, plan.labels)[0]
+    base = runs[0] if pairs_first else pick_baseline(plan.ranked, plan.kind, baseline, plan.labels)[0]
     others = [r for r in plan.ordered if r.run_id != base.run_id]
     a_level = alpha / len(others) if correction != "none" and others else alpha
     b_vals, b_ids = _table(base, col)
@@ -196,6 +239,8 @@ def _row(
             f"the simulation gives power {sim:.2f}, the t approximation {target:.2f}: the differences are far from "
             "normal at this n; trust the simulation"
         )
+    if delta is None and unit_metric(metric) and mde > UNIT_RANGE:
+        note = "; ".join(x for x in (note, beyond_range(n)) if x)
     binary = n > 0 and bool(np.isin(a, (0.0, 1.0)).all())
     widths = {m: stats.wilson_width(float(a.mean()), m) for m in sizes} if binary else {}
     return PlanRow(
@@ -214,4 +259,12 @@ def _row(
         mde_at if delta is None else {n: mde},
         widths,
         note,
+    )
+
+
+def beyond_range(n: int) -> str:
+    """The note for an MDE larger than a 0-1 metric's whole range at ``n`` questions."""
+    return (
+        f"MDE > {UNIT_RANGE:g}: no difference on this 0-1 metric is detectable with n = {n} (the MDE falls as the "
+        "questions grow: see the larger n)"
     )

@@ -10,7 +10,7 @@ from ablate import record as R
 from ablate.record import RecordedRun
 from ablate.study.compare import varying_params
 from ablate.study.report import heldout_marking, run_labels
-from ablate.study.report.compute import one_sweep_declared
+from ablate.study.report.rows import one_sweep_declared
 from ablate.tables import fmt, format_table
 from ablate.tracking import Tracker
 

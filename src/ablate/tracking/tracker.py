@@ -61,6 +61,7 @@ def _record(run: Any) -> RecordedRun:
         params=dict(run.data.params),
         metrics=dict(run.data.metrics),
         tags=dict(run.data.tags),
+        end_time=int(run.info.end_time) if run.info.end_time else None,
     )
 
 

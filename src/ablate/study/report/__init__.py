@@ -20,7 +20,7 @@ What the numbers are (measured, never pre-filled; the spec: "跑出来是多少�
   dev-split rows with held-out rows, gets a ``HELD-OUT MIX`` line above it naming the rows and why; test-tuned rows
   are marked ``†`` (always) and dev-split rows ``‡`` (in a table with held-out rows).
 
-The package, by concept: :mod:`.compute` (the numbers), :mod:`.heldout` (the held-out marking, one rule),
+The package, by concept: :mod:`.rows` (which runs, in what order, the baseline), :mod:`.compute` (the numbers), :mod:`.heldout` (the held-out marking, one rule),
 :mod:`.render` (text, tables and figures; :func:`build_report` is the whole pure report over
 :class:`~ablate.study.fetch.RunRecord` s, no MLflow) and :mod:`.attach` (fetch the runs, write the files, log them
 to the sweep's parent: :func:`attach_report`).
@@ -38,7 +38,6 @@ from ablate.study.report.compute import (
     TESTS_KIND,
     check_metrics,
     pq_column,
-    run_labels,
 )
 from ablate.study.report.heldout import (
     DEV_SPLIT,
@@ -53,6 +52,7 @@ from ablate.study.report.heldout import (
     tuning_of,
 )
 from ablate.study.report.render import TEST_NAMES, Report, build_report
+from ablate.study.report.rows import run_labels
 
 __all__ = [
     "BATCH_TESTS",

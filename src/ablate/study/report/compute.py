@@ -1,15 +1,13 @@
-"""The report's numbers: which runs, in what order, against which baseline; each run's mean and interval per metric,
-each run against the baseline (paired over the queries both score) with its minimum detectable effect, the
-chosen correction (Holm by default) over the table's family, and the checks
-that each row changes one factor. No text: :mod:`.render` writes it; no MLflow: :mod:`.attach` reads the runs."""
+"""The report's numbers over its rows (:mod:`.rows`: which runs, in what order, against which baseline): each run's
+mean and interval per metric, each run against the baseline (paired over the queries both score) with its minimum
+detectable effect, the chosen correction (Holm by default) over the table's family, and the checks that each row
+changes one factor. No text: :mod:`.render` writes it; no MLflow: :mod:`.attach` reads the runs."""
 
 from __future__ import annotations
 
-import json
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -20,12 +18,13 @@ from ablate.errors import ConfigError, InputError
 from ablate.evaluation import stats
 from ablate.record import RecordedRun
 from ablate.study.answers import AnswerSection, answer_section
-from ablate.study.compare import ComparisonCheck, check_comparison, norm_value, varying_params
+from ablate.study.compare import ComparisonCheck, check_comparison
 from ablate.study.factorial import Factorial, analyse
 from ablate.study.fetch import ReportError, RunRecord
 from ablate.study.options import ReportOptions
 from ablate.study.per_question import PerQuestionSection, per_question_section
-from ablate.study.report.heldout import HeldOutMarking, heldout_marking, split_warnings
+from ablate.study.report.heldout import split_warnings
+from ablate.study.report.rows import Plan, make_plan, pick_baseline
 from ablate.study.slices import scored_ids
 
 #: Paired tests selectable with ``--test``: name -> function(a, b, n_resamples=, seed=) -> PairedResult.
@@ -98,115 +97,6 @@ def _prepare(rec: RunRecord, cols: list[str]) -> pd.DataFrame:
     return pq
 
 
-def _sort_value(key: str, r: RunRecord) -> tuple[int, float, str]:
-    if key == "variant":
-        return (0, r.variant_order, r.variant)
-    n = norm_value(r.params.get(key))
-    if isinstance(n, float):
-        return (0, n, "")
-    return (1, 0.0, "" if n is None else str(n))
-
-
-def _short_keys(keys: list[str]) -> dict[str, str]:
-    """``rrf.k`` -> ``k``, ``pipeline.retrievers`` -> ``retrievers``: the last part, unless two keys share it."""
-    last = [k.rsplit(".", 1)[-1] for k in keys]
-    return {k: (t if last.count(t) == 1 else k) for k, t in zip(keys, last, strict=True)}
-
-
-def _label_value(key: str, v: Any) -> str:
-    if key == R.P_RETRIEVERS:
-        return ",".join(R.json_list(v))
-    if key == "corpus.chunker":  # {"kind": "tokens", "size": 100, ...} -> tokens-100
-        try:
-            d = json.loads(str(v))
-        except ValueError:
-            return str(v)
-        return "-".join(str(d[k]) for k in ("kind", "size") if k in d) if isinstance(d, dict) else str(v)
-    n = norm_value(v)
-    if isinstance(n, float) and n.is_integer():
-        return str(int(n))
-    return str(v)
-
-
-def run_labels(records: Sequence[RecordedRun], swept: Sequence[str] = ()) -> dict[str, str]:
-    """Unique row labels. Runs of one variant: a run named by its sweep's cell (``C k=1 window=20``: a name of its
-    own, unique among them) keeps its name; any other gets its name plus the swept params that tell the variant's
-    runs apart (short keys: ``C k=1 window=20``), then other params all of them log; then an id prefix."""
-    by_variant: dict[str, list[RecordedRun]] = {}
-    for r in records:
-        by_variant.setdefault(r.variant, []).append(r)
-    labels: dict[str, str] = {}
-    for variant, group in by_variant.items():
-        if len(group) == 1:
-            labels[group[0].run_id] = group[0].name
-            continue
-        names = [r.name for r in group]
-        common = [k for k in varying_params(group) if all(k in r.params for r in group)]
-        keys = [k for k in dict.fromkeys([*swept, *common]) if k != "variant"]
-        keys = [k for k in keys if len({repr(norm_value(r.params.get(k))) for r in group}) > 1]
-        short = _short_keys(keys)
-        for r in group:
-            if r.name != variant and names.count(r.name) == 1:  # a sweep's cell label (plan.cell_labels)
-                labels[r.run_id] = r.name
-                continue
-            parts = [f"{short[k]}={_label_value(k, r.params.get(k))}" for k in keys]
-            labels[r.run_id] = " ".join([r.name, *parts])
-    counts: dict[str, int] = {}
-    for lab in labels.values():
-        counts[lab] = counts.get(lab, 0) + 1
-    return {rid: (f"{lab} [{rid[:8]}]" if counts[lab] > 1 else lab) for rid, lab in labels.items()}
-
-
-def _pick_baseline(
-    ordered: list[RunRecord], kind: str, baseline: str | None, labels: dict[str, str]
-) -> tuple[RunRecord, list[str]]:
-    """The run named by ``baseline`` (id, id prefix, label, name or variant), else the first in order: the lowest
-    ``variant.order`` of an ablation table (A), or the first cell of a sweep."""
-    if baseline:
-        for match in (
-            lambda r: r.run_id == baseline,
-            lambda r: labels[r.run_id] == baseline,
-            lambda r: r.name == baseline,
-            lambda r: r.variant == baseline,
-        ):
-            hits = [r for r in ordered if match(r)]
-            if hits:
-                return hits[0], []
-        prefixed = [r for r in ordered if len(baseline) >= 6 and r.run_id.startswith(baseline)]
-        if len(prefixed) == 1:
-            return prefixed[0], []
-        opts = ", ".join(dict.fromkeys([*(r.variant for r in ordered), *(labels[r.run_id] for r in ordered)]))
-        raise ConfigError("--baseline", baseline, f"choose a run id, name or variant of: {opts}")
-    warnings = []
-    if kind == "ablation" and math.isinf(ordered[0].variant_order):
-        warnings.append(
-            f"the runs declare no variant order: the baseline is {labels[ordered[0].run_id]} (first by name)"
-        )
-    return ordered[0], warnings
-
-
-@dataclass
-class Plan:
-    """What the table is about: its kind, the swept params, the studied factor, the row order and labels."""
-
-    kind: str
-    swept: list[str]
-    factor: list[str]
-    columns_params: list[str]
-    order_keys: list[str]
-    ordered: list[RunRecord]
-    labels: dict[str, str]
-    heldout: HeldOutMarking = field(default_factory=lambda: HeldOutMarking({}, {}))
-    #: the runs by variant order and swept values: its first is the default baseline (``ordered`` is the rows'
-    #: order: the sweep's as declared when the runs are one sweep's, else this)
-    ranked: list[RunRecord] = field(default_factory=list)
-
-    @property
-    def shown(self) -> dict[str, str]:
-        """Row labels as tables show them: with the held-out marks (``C k=10 †``)."""
-        return self.heldout.labels(self.labels)
-
-
 def unit_warnings(records: Sequence[RecordedRun]) -> list[str]:
     """One line per chunking the runs' labels were projected onto, when the runs do not all score the same chunks'
     labels (re-chunking moves labels and changes the unit: a rise is not to be credited to the model)."""
@@ -232,58 +122,6 @@ def _at_doc_level(records: Sequence[RunRecord], metrics: list[str]) -> tuple[lis
                 "it at the document level too"
             )
     return doc_metrics, cols
-
-
-def _swept_param(key: str) -> str:
-    """The param a swept config key is logged as: ``corpus.chunker.size`` -> ``corpus.chunker`` (one JSON param),
-    ``eval.projection.min_overlap`` -> ``labels.projection.min_overlap``."""
-    if key.startswith("corpus.chunker."):
-        return "corpus.chunker"
-    return R.P_PROJECTION + key[len("eval.projection") :] if key.startswith("eval.projection.") else key
-
-
-def make_plan(records: list[RunRecord], swept: Sequence[str] | None) -> Plan:
-    kind = "ablation" if len({r.variant for r in records}) > 1 else "sweep"
-    if swept is not None:  # corpus.chunker.kind, .size, .overlap: one param, corpus.chunker
-        swept = list(dict.fromkeys(_swept_param(k) for k in swept))
-    if swept is None:
-        inferred = varying_params(records)
-        swept_l = ["variant"] if kind == "ablation" else inferred
-        factor = list(swept_l)
-        columns_params = inferred
-    else:
-        swept_l = list(swept)
-        factor = list(swept)
-        columns_params = [p for p in swept if p != "variant"]
-    order_keys = [p for p in swept_l if p != "variant"] or columns_params
-    ordered = sorted(
-        records,
-        key=lambda r: (_sort_value("variant", r), *(_sort_value(p, r) for p in order_keys), r.name, r.run_id),
-    )
-    if kind == "sweep":  # the first cell: smallest values of the swept params, in order
-        ordered.sort(key=lambda r: tuple(_sort_value(p, r) for p in order_keys))
-    ranked = list(ordered)
-    if one_sweep_declared(records):  # the rows as the sweep was declared; the baseline stays the first ranked
-        ordered = sorted(records, key=lambda r: (r.sweep_index or 0, r.start_time, r.run_id))
-    labels = run_labels(ordered, swept_l)
-    return Plan(
-        kind,
-        swept_l,
-        factor,
-        columns_params,
-        order_keys,
-        ordered,
-        labels,
-        heldout_marking(ordered, labels),
-        ranked,
-    )
-
-
-def one_sweep_declared(runs: Sequence[RecordedRun]) -> bool:
-    """Whether ``runs`` are cells of one sweep that all carry their place as declared (``ablate.sweep_index``)."""
-    return bool(runs) and (
-        all(r.sweep_index is not None for r in runs) and len({r.tags.get(R.T_SWEEP) for r in runs}) == 1
-    )
 
 
 def _checks(plan: Plan, base: RunRecord, force: bool) -> dict[str, ComparisonCheck]:
@@ -494,13 +332,14 @@ def factorial_of(
     metric: str,
     col: str,
     ask: bool | None,
+    names: Mapping[str, str] | None = None,
 ) -> Factorial | None:
     """The factorial analysis on the headline metric (``ask``: :attr:`ReportOptions.factorial`): kept when asked
     for (True: with its note when the runs are no full grid) or when the runs are a full grid (None)."""
     if ask is False:
         return None
     values = {r.run_id: tables[r.run_id].loc[scored[r.run_id], col] for r in plan.ordered}
-    got = analyse(plan.ordered, plan.swept, values, metric)
+    got = analyse(plan.ordered, plan.swept, values, metric, names)
     return got if ask or got.modelled else None
 
 
@@ -509,10 +348,12 @@ def compute(
     options: ReportOptions,
     swept: Sequence[str] | None = None,
     cache: Cache | None = None,
+    names: Mapping[str, str] | None = None,
 ) -> Computed:
     """The numbers of the report over ``runs`` (pure: no MLflow, no text). ``swept``: the params a sweep declared
     (:func:`ablate.study.fetch.swept_from_overrides`); None infers them (the variant, when variants differ; else
     every param that differs between runs). ``cache``: where paired-test results and intervals are kept by content.
+    ``names``: each swept param as the sweep typed it (the factorial analysis names its factors so).
     Raises :class:`ablate.study.compare.ComparisonRefused` for runs scored on different labels or documents unless
     ``options.force``."""
     if not runs:
@@ -533,7 +374,7 @@ def compute(
         metrics, cols = _at_doc_level(records, metrics)
     tables = {r.run_id: _prepare(r, cols) for r in records}
     plan = make_plan(records, swept)
-    base, warnings = _pick_baseline(plan.ranked, plan.kind, options.baseline, plan.labels)
+    base, warnings = pick_baseline(plan.ranked, plan.kind, options.baseline, plan.labels)
     warnings = unit + warnings
     warnings += split_warnings(plan.ordered, plan.kind)
     checks = _checks(plan, base, options.force)  # may raise ComparisonRefused
@@ -571,5 +412,5 @@ def compute(
         per_question_section(plan.ordered, plan.shown, base, metrics[0], cols[0]),
         options.correction,
         _mdes(values),
-        factorial_of(plan, tables, scored, metrics[0], cols[0], options.factorial),
+        factorial_of(plan, tables, scored, metrics[0], cols[0], options.factorial, names),
     )

@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from ablate import record as R
-from ablate.evaluation.judged import MIN_JUDGED_SHARE, mostly_unjudged, warning
+from ablate.evaluation.judged import MIN_JUDGED_SHARE, mostly_unjudged, summary
 from ablate.study.fetch import RunRecord
 from ablate.tables import fmt, format_table
 
@@ -24,7 +24,8 @@ DEFAULT_K = 10
 @dataclass
 class LabelsNote:
     """``k``, each run's mean ``judged@k`` (run id -> share; NaN when its table has no such column), the Markdown
-    section and the warning lines (one per run under :data:`MIN_JUDGED_SHARE`)."""
+    section and the warning (one line for every run under :data:`MIN_JUDGED_SHARE`: a sweep of sixteen cells on
+    thin labels gets one line, not sixteen)."""
 
     k: int
     shares: dict[str, float]
@@ -50,7 +51,8 @@ def labels_note(runs: Sequence[RunRecord], shown: Mapping[str, str], metrics: Se
     parent = parents.pop() if len(parents) == 1 else None
     which = f"--parent {parent}" if parent else "--runs " + ",".join(r.run_id for r in runs)
     then = f"pool its unjudged results and judge them: python -m ablate.label pool {which} --depth {k}"
-    warnings = [warning(shown[rid], s, k, then) for rid, s in shares.items() if mostly_unjudged(s)]
+    low = [(shown[rid], s) for rid, s in shares.items() if mostly_unjudged(s)]
+    warnings = [summary(low, k, then, len(shares))] if low else []
     rows = [
         {
             "run": shown[rid],

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -17,15 +17,16 @@ from ablate import record as R
 from ablate.cache import Cache
 from ablate.study.answers import AnswerSection
 from ablate.study.compare import ComparisonCheck
-from ablate.study.factorial import ALPHA, TEST_NAME, Factorial, cell_means
+from ablate.study.factorial import ALPHA, TEST_NAME, WHY_POOLED, Factorial, cell_means
 from ablate.study.fetch import RunRecord
 from ablate.study.options import P_COLUMNS, P_HEADS, ReportOptions
 from ablate.study.plots import funnel_plots, interaction_name, interaction_plots
 from ablate.study.plots import plots as make_plots
-from ablate.study.report.compute import Computed, Plan, compute
+from ablate.study.report.compute import Computed, compute
 from ablate.study.report.heldout import HeldOutMarking
 from ablate.study.report.judged import labels_note
 from ablate.study.report.relabelled import llm_made_line
+from ablate.study.report.rows import Plan
 from ablate.study.slices import slices
 from ablate.tables import fmt, format_table
 
@@ -201,6 +202,7 @@ def build_report(
     title: str = "",
     skipped: Sequence[str] = (),
     cache: Cache | None = None,
+    names: Mapping[str, str] | None = None,
 ) -> Report:
     """Compare ``runs`` with a baseline: the ablation table, per-tag slices and plots. Pure (no MLflow).
 
@@ -208,9 +210,10 @@ def build_report(
     when None). ``swept``: the params a sweep declared (:func:`ablate.study.fetch.swept_from_overrides`); ``None``
     infers them. ``title``: the report's heading. ``skipped``: lines about runs left out (failed), repeated in the
     report. ``cache``: where figures (:mod:`ablate.study.plots`) and paired-test results are kept by content; None
-    computes everything."""
+    computes everything. ``names``: each swept param as the sweep typed it (:attr:`ablate.study.fetch.Source.names`),
+    the factorial analysis's names for its factors."""
     options = options or ReportOptions()
-    return render(compute(runs, options, swept, cache), options, title, skipped, cache)
+    return render(compute(runs, options, swept, cache, names), options, title, skipped, cache)
 
 
 def render(
@@ -264,9 +267,7 @@ def render(
     figures = _figures(plan, c.cis, metrics, c.cols, base, cache) if options.plots else {}
     fact = c.factorial
     if fact is not None:
-        console += "\n" + (
-            "\n".join(f"  factorial: {x}" for x in fact.sentences) if fact.modelled else f"  {fact.note}"
-        )
+        console += "\n" + factorial_console(fact)
         if options.plots and fact.modelled:
             means = lambda a, b: cell_means(fact.long, a, b)  # noqa: E731
             figures.update(interaction_plots(fact.significant, means, fact.metric, cache))
@@ -295,16 +296,25 @@ def _df(f: Factorial) -> str:
     return "-" if f.residual is None else f"{f.residual.df:g}"
 
 
+def factorial_console(f: Factorial) -> str:
+    """The factorial lines of the console: its design, a sentence per term and, when a term is significant, why a
+    pair of its runs in the table above may not be; or the note saying why there is none."""
+    if not f.modelled:
+        return f"  {f.note}"
+    lines = [f.design, *f.sentences]
+    if (f.table["p"] < ALPHA).any():
+        lines.append(WHY_POOLED)
+    return "\n".join(f"  factorial: {x}" for x in lines)
+
+
 def factorial_markdown(f: Factorial) -> str:
     """The Factorial analysis section: which metric, the model, the test, the table, a sentence per term and the
     interaction plots; or the one line saying why the runs were not modelled."""
     lines = ["## Factorial analysis", ""]
     if not f.modelled or f.grid is None:
         return "\n".join([*lines, f"{f.note}."])
-    g = f.grid
-    cells = " x ".join(f"{k} ({', '.join(g.levels[k])})" for k in g.factors)
     lines += [
-        f"- grid: {cells}: {len(g.cells)} cells, each once",
+        f"- {f.design}",
         f"- metric: {f.metric} per question, on the {f.n_questions} questions every cell scores ({f.dropped})",
         f"- model: OLS `{f.formula}`"
         + ("; three factors or more: main effects and two-way interactions only" if f.two_way_only else ""),
@@ -328,6 +338,8 @@ def factorial_markdown(f: Factorial) -> str:
     ]
     lines += [format_table(rows, ["term", "df", "F", "p", "effect [95% CI]"]), ""]
     lines += [f"- {x}" for x in f.sentences]
+    if (f.table["p"] < ALPHA).any():
+        lines.append(f"- {WHY_POOLED}")
     for a, b in f.significant:
         lines.append(f"- figure: {interaction_name(a, b)} (lines that are not parallel: the interaction)")
     return "\n".join(lines)
@@ -422,7 +434,9 @@ def _header(
             else f"the {family} run x metric comparisons' p-values are {CORRECTION_TEXT[correction]}"
         ),
         "- MDE: minimum detectable effect, the smallest true Δ a paired t test over the same n queries detects "
-        "with 80% power at α = 0.05 (from the spread of the per-query differences; python -m ablate.plan for "
-        "the questions a smaller Δ needs)",
+        "with 80% power at α = 0.05 for that one comparison (from the spread of the per-query differences); "
+        f"python -m ablate.plan plans the m = {max(len(ordered) - 1, 1)} comparisons with the baseline at α/m "
+        "(Bonferroni: the strictest step of Holm), so its MDE for the same comparison is larger, and gives the "
+        "questions a smaller Δ needs",
     ]
     return "\n".join(lines)
