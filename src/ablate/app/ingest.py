@@ -58,6 +58,7 @@ def run(args: argparse.Namespace) -> int:
     from ablate.ingest.labels import stale_labels
     from ablate.ingest.summary import summary_notes
     from ablate.ingest.write import check_out, write_output
+    from ablate.stages.text.defaults import default_encoder
 
     docs = Path(args.docs).expanduser()
     if not docs.is_dir():
@@ -92,7 +93,8 @@ def run(args: argparse.Namespace) -> int:
         f"ingested {len(result.documents)} document(s) with {n_sections} section(s) ({n_rows} table row(s)) from "
         f"{docs}; skipped {len(result.skipped)}; language {result.language}, chunker {result.chunker['kind']}"
     )
-    for line in summary_notes(result, written.unit, written.chunks, out):
+    encoders = {lang: default_encoder(lang) for lang in ("en", "zh")}
+    for line in summary_notes(result, written.unit, written.chunks, out, encoders):
         print(f"note: {line}")
     print(f"wrote {out}/corpus.jsonl, corpus.yaml, chunks.tsv, ingest_report.md")
     print(

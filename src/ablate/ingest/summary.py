@@ -10,7 +10,6 @@ from ablate.data.chunk_list import CHUNKS_FILE
 from ablate.data.language import LanguageMix
 from ablate.ingest.build import Result
 from ablate.ingest.dates import dates_line
-from ablate.stages.text.defaults import ENGLISH_ENCODER, default_encoder
 
 
 def unit_line(unit: str, n_chunks: int, out: Path) -> str:
@@ -27,21 +26,23 @@ def unit_line(unit: str, n_chunks: int, out: Path) -> str:
     )
 
 
-def language_line(mix: LanguageMix) -> str:
-    """One line for a folder whose documents are in two languages: the counts, the default and why, the override."""
+def language_line(mix: LanguageMix, encoders: dict[str, str]) -> str:
+    """One line for a folder whose documents are in two languages: the counts, the default and why, the override.
+    ``encoders``: the dense encoder each language gets by default (``zh`` and ``en``)."""
     return (
         f"the documents mix languages ({mix.describe()}, detected one by one): language {mix.language}, the "
         f"multilingual choice (BM25 cuts Chinese into words and keeps English ones; dense retrieval defaults to "
-        f"{default_encoder(mix.language)}, which reads both, where {ENGLISH_ENCODER} reads English only). Override: "
+        f"{encoders[mix.language]}, which reads both, where {encoders['en']} reads English only). Override: "
         "language: en in corpus.yaml, or corpus.language=en on the command line"
     )
 
 
-def summary_notes(result: Result, unit: str, n_chunks: int, out: Path) -> list[str]:
-    """The notes to print after ingest wrote ``out`` (see the module docstring)."""
+def summary_notes(result: Result, unit: str, n_chunks: int, out: Path, encoders: dict[str, str]) -> list[str]:
+    """The notes to print after ingest wrote ``out`` (see the module docstring); ``encoders`` as
+    :func:`language_line` takes them."""
     lines = [unit_line(unit, n_chunks, out)]
     if result.mix is not None and result.mix.mixed:
-        lines.append(language_line(result.mix))
+        lines.append(language_line(result.mix, encoders))
     dates = dates_line([d.record for d in result.documents])
     if dates:
         lines.append(dates)
