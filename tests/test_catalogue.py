@@ -483,11 +483,10 @@ CASES = [
             "variant=A",
             "generator=llama_cpp",
             "generator.model=smollm2-135m-instruct",
-            "generator.context_k=1,100",
+            "generator.max_tokens=16,240",
             "generator.n_ctx=256",
-            "generator.max_tokens=16",
         ],
-        "generator.context_k=100 is not valid; the longest prompt this corpus can make needs ~",
+        "generator.n_ctx=256 is not valid; question ",
         process="llama.cpp reads a real model in native code: a crash there ends a process, not pytest",
     ),
     # -- the answer judge: checked when the cell's job is built ---------------------------------------------------------
