@@ -410,6 +410,12 @@ CASES = [
         ["-m", "corpus.split=test", "variant=A", "bm25.k1=0.9,1.2"],
         "this sweep would run 2 cells on the held-out split 'test'",
     ),
+    Case(  # clause chunks do not depend on size: the two cells would be one run
+        "chunker-window-sweep",
+        ["-m", "variant=A", "++corpus.chunker.kind=clause", "++corpus.chunker.size=100,200"],
+        "corpus.chunker.size='100,200' is not valid; under corpus.chunker.kind=clause it changes no chunk",
+        code=2,
+    ),
     Case(
         "identity", ["corpus.identity=ceo"], "corpus.identity='ceo' is not valid; identities of corpus 'tiny'"
     ),
