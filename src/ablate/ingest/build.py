@@ -68,7 +68,6 @@ class Ingested:
     tables: int
     table_rows: int
     notes: tuple[str, ...] = ()
-    declared_lang: str | None = None
 
 
 @dataclass(frozen=True)
@@ -172,7 +171,6 @@ def document(p: Planned, parsed: Parsed, tables_mode: str) -> Ingested:
         found.tables,
         found.table_rows,
         parsed.notes,
-        meta.lang,
     )
 
 
