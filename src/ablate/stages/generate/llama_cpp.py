@@ -115,6 +115,17 @@ def prompt_token_ids(vocab: Any, messages: Messages) -> list[int]:
     """The tokens of ``messages`` once the model's chat template renders them, as ``create_chat_completion`` renders
     and tokenizes them (the GGUF's template through llama-cpp-python's Jinja formatter; its llama-2 fallback for a
     GGUF without one)."""
+    result = _formatter(vocab)(messages=messages)
+    return list(vocab.tokenize(result.prompt.encode("utf-8"), add_bos=not result.added_special, special=True))
+
+
+def _formatter(vocab: Any) -> Any:
+    """The chat formatter of ``vocab``'s GGUF, built once per vocabulary: compiling its Jinja template costs more
+    than rendering and tokenizing a prompt, and the fit of every prompt (:mod:`ablate.runner.context_fit`) asks for
+    it once per question."""
+    built = getattr(vocab, "_ablate_chat_formatter", None)
+    if built is not None:
+        return built
     from llama_cpp import llama_chat_format as formats
 
     template = vocab.metadata.get("tokenizer.chat_template")
@@ -123,13 +134,13 @@ def prompt_token_ids(vocab: Any, messages: Messages) -> list[int]:
         def text(token: int) -> str:
             return vocab.detokenize([token], special=True).decode("utf-8", "replace") if token >= 0 else ""
 
-        formatter: Any = formats.Jinja2ChatFormatter(
+        built = formats.Jinja2ChatFormatter(
             template=template, eos_token=text(vocab.token_eos()), bos_token=text(vocab.token_bos())
         )
     else:
-        formatter = formats.format_llama2
-    result = formatter(messages=messages)
-    return list(vocab.tokenize(result.prompt.encode("utf-8"), add_bos=not result.added_special, special=True))
+        built = formats.format_llama2
+    vocab._ablate_chat_formatter = built
+    return built
 
 
 def longest_prompt(
