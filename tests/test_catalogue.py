@@ -410,6 +410,12 @@ CASES = [
         ["-m", "corpus.split=test", "variant=A", "bm25.k1=0.9,1.2"],
         "this sweep would run 2 cells on the held-out split 'test'",
     ),
+    Case(  # clause chunks do not depend on size: the two cells would be one run
+        "chunker-window-sweep",
+        ["-m", "variant=A", "++corpus.chunker.kind=clause", "++corpus.chunker.size=100,200"],
+        "corpus.chunker.size='100,200' is not valid; under corpus.chunker.kind=clause it changes no chunk",
+        code=2,
+    ),
     Case(
         "identity", ["corpus.identity=ceo"], "corpus.identity='ceo' is not valid; identities of corpus 'tiny'"
     ),
@@ -483,11 +489,10 @@ CASES = [
             "variant=A",
             "generator=llama_cpp",
             "generator.model=smollm2-135m-instruct",
-            "generator.context_k=1,100",
+            "generator.max_tokens=16,240",
             "generator.n_ctx=256",
-            "generator.max_tokens=16",
         ],
-        "generator.context_k=100 is not valid; the longest prompt this corpus can make needs ~",
+        "generator.n_ctx=256 is not valid; question ",
         process="llama.cpp reads a real model in native code: a crash there ends a process, not pytest",
     ),
     # -- the answer judge: checked when the cell's job is built ---------------------------------------------------------

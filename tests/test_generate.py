@@ -343,30 +343,98 @@ def test_the_prompt_is_counted_as_llama_cpp_counts_it(tiny_corpus, tmp_path):
     assert prompt_tokens(vocab, msgs) == out[0].tokens_in > 20
 
 
-def test_a_context_that_cannot_fit_n_ctx_is_refused_with_the_figures(tiny_corpus, tmp_path):
-    """The worst case (the context_k longest passages, the longest question, the template, max_tokens) against
-    n_ctx; the largest context_k that fits is named, and it does fit."""
+#: A passage far longer than the others (~1,800 SmolLM2 tokens) on what no tiny question asks about.
+LONG_DOC = {
+    "_id": "ZOO",
+    "title": "Field notes",
+    "text": " ".join(["Zebra herds graze the savanna grasslands at dawn near the river crossing."] * 120),
+}
+
+
+def _long_corpus(root: Path, asked: bool) -> Path:
+    """The tiny corpus and :data:`LONG_DOC`; ``asked``: a dev question retrieves it."""
+    queries = [dict(q) for q in TINY_QUERIES]
+    qrels = {k: list(v) for k, v in TINY_QRELS.items()}
+    if asked:
+        queries.append({"_id": "q6", "text": "Where do zebra herds graze at dawn?", "split": "dev"})
+        qrels["dev"].append(("q6", "ZOO#p0", 2))
+    return write_corpus(root, [*TINY_DOCS, LONG_DOC], queries, qrels, TINY_MANIFEST)
+
+
+def _answer(snap, gen, tmp_path):
+    settings = RunSettings(eval=EvalSettings(ks=(1, 5)), bootstrap=20)
+    pipeline = Pipeline((BM25Retriever(),), generator=gen)
+    return run_pipeline(snap, "dev", pipeline, settings, Cache(tmp_path / "cache"), identity="employee")
+
+
+def test_a_long_passage_no_question_retrieves_does_not_stop_the_run(tmp_path, capsys):
+    """The worst case (the corpus's longest passages) overflows n_ctx, but no real prompt does: nothing is refused,
+    nothing is cut, nothing is said."""
+    from ablate.runner.answers import check_context
+
+    snap = load_corpus(_long_corpus(tmp_path / "corpus", asked=False))
+    gen = small(context_k=2, n_ctx=1024, max_tokens=8)
+    assert (
+        check_context(snap, "dev", gen, Cache(tmp_path / "c")) is False
+    )  # the bound does not fit: count them
+    result = _answer(snap, gen, tmp_path)
+    a = result.answers
+    assert a is not None and len(a) == 4 and (a["context_dropped"] == 0).all()
+    assert "ZOO#p0" not in " ".join(a["context"])
+    assert "overflow" not in capsys.readouterr().err
+
+
+def test_a_prompt_that_would_overflow_keeps_its_top_passages_and_names_its_question(tmp_path, capsys):
+    """A question that retrieves the long passage: its prompt is cut to fit, recorded, and named in one line with the
+    n_ctx that would keep it whole; the other questions read their whole context."""
+    from ablate.stages.generate.llama_cpp import open_vocab, prompt_tokens
+
+    snap = load_corpus(_long_corpus(tmp_path / "corpus", asked=True))
+    gen = small(context_k=2, n_ctx=1024, max_tokens=8)
+    result = _answer(snap, gen, tmp_path)
+    a = result.answers
+    ranked = [h.chunk_id for h in result.run.get("q6")[:2]]
+    kept = ranked[: ranked.index("ZOO#p0")]  # the long passage and every one ranked below it are left out
+    assert a is not None and a.loc["q6", "context"] == " ".join(kept)
+    assert a.loc["q6", "context_dropped"] == len(ranked) - len(kept) > 0
+    assert (a.drop(index="q6")["context_dropped"] == 0).all()
+    assert a.loc["q6", "question"] == "Where do zebra herds graze at dawn?"  # answers.csv reads alone
+    notes = [line for line in capsys.readouterr().err.splitlines() if "overflow" in line]
+    assert len(notes) == 1, notes
+    (note,) = notes
+    assert note.startswith("note: 1 of 5 question(s) would overflow generator.n_ctx=1,024")
+    vocab = open_vocab(resolve_gguf(SMOLLM2, Cache(tmp_path / "cache")).path, "generator.model")
+    whole = gen.template.render(snap.queries["q6"].text, [snap.chunk_text[c] for c in ranked])
+    full = prompt_tokens(vocab, whole)
+    assert f"q6: {full:,} tokens with {len(ranked)} passage(s), read {len(kept)}" in note
+    assert f"generator.n_ctx={full + 8:,} or more" in note
+
+
+def test_a_question_too_long_for_n_ctx_without_any_passage_is_refused_naming_it(tiny_corpus, tmp_path):
+    """What every run of the split meets is refused before anything runs: the question, its size, the fix."""
     from ablate.errors import ConfigError
     from ablate.runner.answers import check_context
 
-    snap = load_corpus(tiny_corpus)
-    cache = Cache(tmp_path / "c")
-    check_context(snap, "dev", small(context_k=5, n_ctx=4096), cache)  # fits: nothing said
+    root = tiny_corpus
+    queries = [json.loads(line) for line in (root / "queries.jsonl").read_text("utf-8").splitlines()]
+    queries[1]["text"] = "Tell me about taxi fares " * 60
+    (root / "queries.jsonl").write_text("".join(json.dumps(q) + "\n" for q in queries), "utf-8")
+    snap = load_corpus(root)
     with pytest.raises(ConfigError) as e:
-        check_context(snap, "dev", small(context_k=5, n_ctx=360, max_tokens=64), cache)
+        check_context(snap, "dev", small(context_k=2, n_ctx=256, max_tokens=64), Cache(tmp_path / "c"))
     msg = str(e.value)
     assert msg.startswith(
-        "generator.context_k=5 is not valid; the longest prompt this corpus can make needs ~"
+        "generator.n_ctx=256 is not valid; question 'q2' alone (the template, no passage) takes ~"
     )
-    assert "but generator.n_ctx is 360 (a worst-case bound" in msg and "Fix: lower generator.context_k" in msg
-    need = int(msg.split("needs ~")[1].split(" tokens")[0])
-    assert f"raise generator.n_ctx to {need} or more" in msg and need > 360
-    fits = int(msg.split("(up to ")[1].split(" fits")[0])
-    assert 0 < fits < 5
-    check_context(snap, "dev", small(context_k=fits, n_ctx=360, max_tokens=64), cache)
-    check_context(
-        snap, "dev", OpenAIGenerator(prompt=PROMPT, context_k=100), cache
-    )  # a server's window: not ours
+    need = int(msg.split("needs ~")[1].split(" ")[0].replace(",", ""))
+    assert need > 256 and f"raise generator.n_ctx to {need:,} or more" in msg
+    assert check_context(
+        snap, "dev", small(context_k=2, n_ctx=need, max_tokens=64), Cache(tmp_path / "c")
+    ) in (
+        True,
+        False,
+    )
+    assert check_context(snap, "dev", OpenAIGenerator(prompt=PROMPT, context_k=100), Cache(tmp_path / "c"))
 
 
 def _gguf_copy(tmp_path: Path, name: str, edit) -> Path:

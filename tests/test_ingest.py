@@ -236,7 +236,12 @@ def test_every_format_is_read_with_sections_and_the_bad_files_are_reported(inges
     report = (out / "ingest_report.md").read_text(encoding="utf-8")
     assert "| scan.pdf | no text layer" in report and "| locked.pdf | encrypted" in report
     assert "cn/报销 规定.pdf: no text on page(s) 2 of 3" in report
-    assert sorted(p.name for p in out.iterdir()) == ["corpus.jsonl", "corpus.yaml", "ingest_report.md"]
+    assert sorted(p.name for p in out.iterdir()) == [
+        "chunks.tsv",
+        "corpus.jsonl",
+        "corpus.yaml",
+        "ingest_report.md",
+    ]
 
 
 def test_markdown_headings_clauses_tables_and_front_matter(ingested):
@@ -322,7 +327,10 @@ def test_the_manifest_and_ablates_own_loader(ingested, tmp_path):
     import yaml
 
     m = yaml.safe_load((out / "corpus.yaml").read_text(encoding="utf-8"))
-    assert m["name"] == "corpus" and m["chunker"] == {"kind": "clause"} and m["language"] == "en"
+    assert m["name"] == "corpus" and m["chunker"] == {"kind": "clause"} and m["qrels_unit"] == "chunk"
+    assert (
+        m["language"] == "zh"
+    )  # two Chinese documents of five: a mix, the multilingual choice (test_own_data.py)
     assert m["ingest"]["documents"] == 5 and m["ingest"]["skipped"] == 4
     (out / "queries.jsonl").write_text('{"_id": "q1", "text": "taxi Shanghai"}\n', encoding="utf-8")
     snap = load_corpus(out)
@@ -346,7 +354,7 @@ def test_the_corpus_runs_and_a_new_ingest_keeps_labels_and_settings(ingested, tm
         "utf-8",
     )
     with open(out / "corpus.yaml", "a", encoding="utf-8") as fh:
-        fh.write("qrels_unit: chunk\nidentities:\n  finance: [finance]\n")
+        fh.write("identities:\n  finance: [finance]\n")  # qrels_unit: chunk is ingest's, under clause
     env = {
         **os.environ,
         "HF_HUB_OFFLINE": "1",

@@ -192,7 +192,9 @@ def test_ingest_outputs_have_the_mode_of_any_new_file(capsys, docs, tmp_path, ma
         code, err = _ingest(capsys, docs, out)  # written again over an earlier ingest: the same
         assert code == 0, err
     modes = {p.name: p.stat().st_mode & 0o777 for p in out.iterdir()}
-    assert modes == dict.fromkeys(["corpus.jsonl", "corpus.yaml", "ingest_report.md"], 0o666 & ~mask)
+    assert modes == dict.fromkeys(
+        ["corpus.jsonl", "corpus.yaml", "chunks.tsv", "ingest_report.md"], 0o666 & ~mask
+    )
 
 
 def test_the_atomic_writer_and_renamed_folders_respect_the_umask(tmp_path):

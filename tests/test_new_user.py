@@ -97,7 +97,7 @@ def _ingested_corpus(tmp: Path, work: Path) -> Path:
     assert {k: v[0] for k, v in found.items()} == SECTIONS
     assert found["IT-SEC"][1] == ["it"] and found["POL-TRAVEL"][1] is None
     with (corpus / "corpus.yaml").open("a", encoding="utf-8") as f:
-        f.write("qrels_unit: chunk\nidentities:\n  staff: [staff]\n  it: [staff, it]\n")
+        f.write("identities:\n  staff: [staff]\n  it: [staff, it]\n")  # qrels_unit: chunk is ingest's
     return corpus
 
 

@@ -56,7 +56,9 @@ def _parser() -> argparse.ArgumentParser:
 def run(args: argparse.Namespace) -> int:
     from ablate.ingest.build import plan_ingest, read_documents
     from ablate.ingest.labels import stale_labels
+    from ablate.ingest.summary import summary_notes
     from ablate.ingest.write import check_out, write_output
+    from ablate.stages.text.defaults import default_encoder
 
     docs = Path(args.docs).expanduser()
     if not docs.is_dir():
@@ -84,14 +86,17 @@ def run(args: argparse.Namespace) -> int:
     stale = stale_labels(out, result) if out.is_dir() else []
     for message in stale:
         print(f"warning: {message}", file=sys.stderr)
-    write_output(result, out, args.tables, notes=stale)
+    written = write_output(result, out, args.tables, notes=stale)
     n_sections = sum(d.sections for d in result.documents)
     n_rows = sum(d.table_rows for d in result.documents)
     print(
         f"ingested {len(result.documents)} document(s) with {n_sections} section(s) ({n_rows} table row(s)) from "
         f"{docs}; skipped {len(result.skipped)}; language {result.language}, chunker {result.chunker['kind']}"
     )
-    print(f"wrote {out}/corpus.jsonl, corpus.yaml, ingest_report.md")
+    encoders = {lang: default_encoder(lang) for lang in ("en", "zh")}
+    for line in summary_notes(result, written.unit, written.chunks, out, encoders):
+        print(f"note: {line}")
+    print(f"wrote {out}/corpus.jsonl, corpus.yaml, chunks.tsv, ingest_report.md")
     print(
         f"next: add questions and labels (python -m ablate.init {out}; docs/your-data.md), then "
         f"python -m ablate corpus=beir corpus.path={out} variant=A"

@@ -2,8 +2,9 @@
 
 Writes what is missing and never overwrites a file: ``queries.jsonl`` (one template question of each kind the spec
 names, on the corpus's real documents or sections: :mod:`ablate.data.study_template`), ``qrels/labels.tsv`` (one
-example row per template question, at the corpus's unit; only when the folder has no labels file yet) and
-``NEXT.md`` (the commands to run next, also printed). Template questions carry the tag ``template`` and every command
+example row per template question, at the corpus's unit; only when the folder has no labels file yet),
+``chunks.tsv`` (the ids a label may name: :mod:`ablate.data.chunk_list`) and ``NEXT.md`` (the commands to run next,
+also printed). Template questions carry the tag ``template`` and every command
 refuses them, naming their line, until they are filled in or deleted. With its one labels file the corpus is an
 exploratory pilot (:func:`ablate.runner.heldout.pilot_corpus`) until ``python -m ablate.split`` gives it a held-out
 split.
@@ -39,17 +40,27 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def next_steps(corpus: Path, name: str, labels: str) -> str:
-    """The commands to run next, as Markdown (``NEXT.md``; also printed)."""
+def next_steps(corpus: Path, name: str, labels: str, unit: str) -> str:
+    """The commands to run next, as Markdown (``NEXT.md``; also printed). ``unit``: what a label's corpus-id names
+    (the manifest's ``qrels_unit``)."""
+    from ablate.data.chunk_list import CHUNKS_FILE
+    from ablate.data.study_template import NO_ANSWER_RULE
+
     d = shlex.quote(str(corpus))
+    ids = (
+        f"a chunk id (qrels_unit: chunk in corpus.yaml): `{CHUNKS_FILE}` lists them with their first words"
+        if unit == "chunk"
+        else f"a document id (qrels_unit: doc in corpus.yaml): the doc-id column of `{CHUNKS_FILE}`"
+    )
     split = f"outputs/splits/{name}-dev0.5-seed0/split.tsv"
     on = f"corpus=beir corpus.path={d}"
     return f"""# Next steps for {name}
 
 1. Write your questions: replace each template question in `queries.jsonl` (tag `template`; keep or change its
    kind tag: single-hop, multi-hop, no-answer, conflict, table, permission) and give each one rows in `{labels}`
-   (`query-id<TAB>corpus-id<TAB>score`: 2 answers it, 1 helps, 0 judged non-relevant). Delete the templates you do
-   not need, and their rows. Every command refuses a template question until it is filled in.
+   (`query-id<TAB>corpus-id<TAB>score`: 2 answers it, 1 helps, 0 judged non-relevant; a corpus-id is {ids}).
+   No answer in the documents: {NO_ANSWER_RULE}. Delete the templates you do not need, and their rows. Every
+   command refuses a template question until it is filled in.
 2. A first sweep, exploratory (one labels file: no held-out split, every labelled question is scored):
 
        python -m ablate -m {on} variant=A,B,C
@@ -80,6 +91,7 @@ def _write_new(path: Path, text: str, written: list[Path], kept: list[Path]) -> 
 
 
 def run(args: argparse.Namespace) -> int:
+    from ablate.data.chunk_list import CHUNKS_FILE, chunks_tsv
     from ablate.data.chunking import ChunkerSpec, chunk_corpus
     from ablate.data.corpus import corpus_name, read_manifest
     from ablate.data.corpus_files import load_documents
@@ -120,8 +132,9 @@ def run(args: argparse.Namespace) -> int:
     else:
         kept.append(root / "queries.jsonl")
         kept.extend(existing)
+    _write_new(root / CHUNKS_FILE, chunks_tsv(chunks), written, kept)
     name = corpus_name(root, manifest)
-    steps = next_steps(root, name, labels)
+    steps = next_steps(root, name, labels, unit)
     _write_new(root / NEXT_FILE, steps, written, kept)
     for p in written:
         print(f"wrote {p}")

@@ -12,6 +12,8 @@ What is refused here, with one line naming the key, value or file and the fix:
 * what Hydra builds from its own node once the command has started: the launcher and the sweeper are chosen as
   options (``hydra/launcher=joblib``, never ``hydra.launcher._target_=...``), and its logging configs and
   ``hydra.verbose`` hold values it can use (:mod:`ablate.app.hydra_checks`);
+* a sweep whose cells differ only in a chunker setting their chunker does not read (``corpus.chunker.size`` under
+  ``kind=clause``): :func:`ablate.data.chunking.check_chunker_sweep`;
 * a sweep (``-m``, more than one cell) with cells on the held-out split (``corpus.split=test``) unless it is
   confirmed as the one final run of settings chosen on dev (``--confirm-test``, which the CLI turns into
   ``heldout.confirm_test=true``): :func:`ablate.runner.heldout.check_test_sweep`;
@@ -150,6 +152,7 @@ def check_command_line(argv: list[str], launch_dir: str) -> Plan:
     from ablate.app.config import job_from_config
     from ablate.app.hydra_checks import check_hydra_config, check_hydra_overrides
     from ablate.app.plan import Cell, split_cells
+    from ablate.data.chunking import check_chunker_sweep
     from ablate.runner.heldout import check_test_sweep
     from ablate.runner.inputs import check_generator, check_inputs
 
@@ -175,6 +178,7 @@ def check_command_line(argv: list[str], launch_dir: str) -> Plan:
             job = job_from_config(cfg, launch_dir, notes=notes)
             plan.cells.append(Cell(tuple(overrides), job, tuple(dict.fromkeys(notes))))
     jobs = [c.job for c in plan.cells]
+    check_chunker_sweep([(c.overrides, c.job.corpus.chunker) for c in plan.cells])
     check_test_sweep(
         [j.corpus.split for j in jobs],
         [j.test_confirmed for j in jobs],

@@ -22,6 +22,7 @@ to its last token's last character, ``none``'s is the whole text. The title pref
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -54,6 +55,45 @@ class ChunkerSpec:
         if self.kind != "tokens":
             d.pop("size"), d.pop("overlap")
         return d
+
+
+#: The chunker settings only ``tokens`` reads: under any other kind they change no chunk.
+WINDOW_KEYS = ("size", "overlap")
+#: Where a command line sets the chunker (``corpus.chunker={kind:clause}``) or one of its settings.
+CHUNKER_OVERRIDE = "corpus.chunker"
+
+
+def _override_key(arg: str) -> str:
+    return arg.lstrip("+~").partition("=")[0].removeprefix("override ")
+
+
+def check_chunker_sweep(cells: Sequence[tuple[Sequence[str], ChunkerSpec | None]]) -> None:
+    """Refuse a sweep with two cells that differ only in chunker settings that make the same chunks: ``kind=clause
+    size=100,200`` would run one cell twice under two names (``size`` and ``overlap`` count only for ``tokens``).
+    ``cells``: each cell's overrides and chunker as the run reads it (``None``: the corpus's own), before anything
+    runs."""
+    groups: dict[tuple[Any, ...], list[Sequence[str]]] = {}
+    for overrides, spec in cells:
+        rest = tuple(a for a in overrides if not _override_key(a).startswith(CHUNKER_OVERRIDE))
+        same = (rest, tuple(sorted(spec.params().items())) if spec is not None else None)
+        groups.setdefault(same, []).append(overrides)
+    for (_, params), members in groups.items():
+        if len(members) < 2:
+            continue
+        differ = [a for a in dict.fromkeys(a for m in members for a in m) if not all(a in m for m in members)]
+        if not differ:  # the same cell twice (variant=A,A): not a chunker setting's doing
+            continue
+        keys = dict.fromkeys(_override_key(a) for a in differ)
+        key = next(iter(keys), CHUNKER_OVERRIDE)
+        values = ",".join(a.partition("=")[2] for a in differ if _override_key(a) == key)
+        kind = dict(params)["kind"] if params else "null (the corpus's own chunker)"
+        raise ConfigError(
+            key,
+            values,
+            f"under corpus.chunker.kind={kind} it changes no chunk ({' and '.join(WINDOW_KEYS)} count only for "
+            f"kind=tokens), so these {len(members)} cells would be one run. Fix: sweep the window with "
+            "corpus.chunker.kind=tokens alone, and run the other kind once, in a command of its own",
+        )
 
 
 SECTION_JOIN = "\n\n"

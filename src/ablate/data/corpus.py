@@ -24,7 +24,7 @@ import yaml
 from ablate.data.chunking import ChunkerSpec, chunk_corpus
 from ablate.data.corpus_files import check_subquestion_evidence, load_documents, load_qrels_tsv, load_queries
 from ablate.data.labelsets import read_label_version
-from ablate.data.language import detect_language
+from ablate.data.language import corpus_language
 from ablate.data.projection import (
     DEFAULT_MIN_OVERLAP,
     RULE,
@@ -214,11 +214,12 @@ def pilot_split(root: str | Path) -> str | None:
 
 
 def _language(setting: str | None, manifest: dict[str, Any], docs: dict[str, Document]) -> tuple[str, str]:
-    """The corpus language and where it came from: the setting, corpus.yaml (``declared``) or ``detected``."""
+    """The corpus language and where it came from: the setting, corpus.yaml (``declared``) or ``detected`` (per
+    document: :func:`~ablate.data.language.corpus_language`, the same rule as ``python -m ablate.ingest``)."""
     lang = setting or manifest.get("language") or "auto"
     source = "setting" if setting else "declared"
     if lang == "auto":
-        lang, source = detect_language([d.text for d in docs.values()]), "detected"
+        lang, source = corpus_language(d.text for d in docs.values()).language, "detected"
     if lang not in ("en", "zh"):
         raise ConfigError("corpus.language", lang, "valid options: en, zh, auto")
     return lang, source

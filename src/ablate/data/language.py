@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Literal
 
 #: Threshold of :func:`detect_language`: share of Han ideographs among non-space characters.
 ZH_SHARE = 0.2
+#: A corpus is a mix when each language holds at least this share of its documents: one Chinese memo among twenty
+#: English policies is a stray, not a second language the defaults must serve.
+MIX_SHARE = 0.1
 
 HAN_RANGES = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0002ebef\U00030000-\U0003134f"
 HAN_CHAR_RE = re.compile(rf"[{HAN_RANGES}]")
@@ -38,3 +42,41 @@ def detect_language(texts: str | Iterable[str]) -> Literal["en", "zh"]:
         han += len(HAN_CHAR_RE.findall(t))
         total += _non_space(t)
     return "zh" if total and han / total > ZH_SHARE else "en"
+
+
+@dataclass(frozen=True)
+class LanguageMix:
+    """The languages of a corpus, counted per document (:func:`corpus_language`).
+
+    ``counts``: documents detected as each language; ``language``: the corpus default that follows from them (for a
+    real mix ``zh``, whose tokenizer rules keep English words and stopwords and whose encoder, multilingual, reads
+    both); ``mixed``: each language holds at least :data:`MIX_SHARE` of the documents."""
+
+    counts: dict[str, int]
+    language: Literal["en", "zh"]
+    mixed: bool
+
+    def describe(self) -> str:
+        """``3 Chinese and 4 English documents`` (the counts, in words)."""
+        names = {"zh": "Chinese", "en": "English"}
+        return " and ".join(f"{n} {names[k]}" for k, n in sorted(self.counts.items(), reverse=True) if n) + (
+            " documents"
+        )
+
+
+def language_mix(languages: Iterable[str]) -> LanguageMix:
+    """The corpus's language from each document's (``en``/``zh``, detected or declared): the language of every
+    document; for a mix beyond :data:`MIX_SHARE` of either side, ``zh`` (the multilingual choice: see
+    :class:`LanguageMix`); below it, the language of most documents. No document: ``en``."""
+    counts = {"zh": 0, "en": 0}
+    for one in languages:
+        counts["zh" if one == "zh" else "en"] += 1
+    n = sum(counts.values())
+    mixed = n > 0 and min(counts.values()) >= MIX_SHARE * n
+    lang: Literal["en", "zh"] = "zh" if mixed or counts["zh"] > counts["en"] else "en"
+    return LanguageMix(counts, lang, mixed)
+
+
+def corpus_language(texts: Iterable[str]) -> LanguageMix:
+    """:func:`language_mix` of each text's :func:`detect_language`: a corpus's language, detected per document."""
+    return language_mix(detect_language(t) for t in texts)

@@ -80,7 +80,7 @@ class Snapshot:
     files: dict[str, str]  # relative path -> sha256
     manifest: dict[str, Any] = field(default_factory=dict)
     #: where ``language`` came from: ``declared`` (corpus.yaml), ``setting`` (the corpus.language setting) or
-    #: ``detected`` (:func:`~ablate.data.language.detect_language` over the documents; ``auto`` or nothing declared)
+    #: ``detected`` (:func:`~ablate.data.language.corpus_language`, per document; ``auto`` or nothing declared)
     language_source: str = "declared"
     #: set when the chunk labels were projected from the labels' own chunking onto ``chunker``'s chunks
     projection: LabelProjection | None = None

@@ -3,8 +3,8 @@ the spec names, pointing at the corpus's real documents or sections, and one exa
 
 Template questions carry the tag ``template`` (:data:`TEMPLATE_TAG`); :func:`ablate.data.corpus_files.load_queries`
 refuses a corpus that still holds one, naming its line, so a template can never be scored as if it were a question.
-The kinds: single-hop, multi-hop (sub-questions with their evidence), no-answer (no positive label: one grade-0 row
-makes it part of the labelled split), version conflict (two versions of one ``series`` when the corpus has them),
+The kinds: single-hop, multi-hop (sub-questions with their evidence, two different units), no-answer (see
+:data:`NO_ANSWER_RULE`), version conflict (two versions of one ``series`` when the corpus has them),
 table (a section that reads as a table row) and cross-permission (evidence only some identities see).
 """
 
@@ -20,6 +20,13 @@ from ablate.data.types import Chunk, Document
 TEMPLATE_TAG = "template"
 #: The labels file ``ablate.init`` writes (any one labels file makes an exploratory pilot).
 LABELS_FILE = "qrels/labels.tsv"
+#: How a question the documents do not answer is labelled, as the scorer reads it (:mod:`ablate.evaluation.rules`,
+#: categories ``no_answer`` and ``idcg_zero``): it is scored apart, where refusing is right.
+NO_ANSWER_RULE = (
+    "a question with no row of grade >= 1 is a no-answer question, scored apart (refusing it is right): give it "
+    "grade-0 rows only (at least one, e.g. the unit that looks closest; a question with no row at all is in no "
+    "split and never runs) and leave its answers empty"
+)
 
 
 @dataclass(frozen=True)
@@ -56,6 +63,21 @@ def _table_chunk(chunks: Sequence[Chunk]) -> Chunk | None:
         if "row" in c.chunk_id.split("#", 1)[-1].lower() or c.text.count("|") >= 2:
             return c
     return None
+
+
+def _distinct(b: _Builder, chunks: Sequence[Chunk], start: int, n: int) -> list[Chunk]:
+    """Up to ``n`` of ``chunks`` from position ``start`` on (going round) whose units all differ: two chunks of one
+    document are one unit when labels name documents."""
+    out: list[Chunk] = []
+    seen: set[str] = set()
+    for i in range(len(chunks)):
+        c = chunks[(start + i) % len(chunks)]
+        if b.id(c) not in seen:
+            seen.add(b.id(c))
+            out.append(c)
+            if len(out) == n:
+                break
+    return out
 
 
 class _Builder:
@@ -124,16 +146,15 @@ def _permission(
     )
 
 
-def build_template(
-    docs: Mapping[str, Document], chunks: Sequence[Chunk], unit: str, identities: Mapping[str, Sequence[str]]
-) -> StudyTemplate:
-    """The template for a corpus of ``docs`` chunked into ``chunks``, labelled at ``unit`` (``doc`` or ``chunk``),
-    whose manifest declares ``identities`` (persona -> groups; empty when it declares none)."""
-    plain = [c for c in chunks if not c.acl] or list(chunks)
-    b = _Builder(unit, next(iter(identities), None))
-    one = _pick(plain, 0)
-    b.add("single-hop", f"TEMPLATE: ask something that {b.id(one)} answers on its own", [one])
-    x, y = _pick(plain, 1), _pick(plain, 2)
+def _multi_hop(b: _Builder, plain: Sequence[Chunk]) -> None:
+    """A question that needs two different units (two documents when labels name documents); a corpus with one unit
+    gets a question on two parts of it."""
+    parts = _distinct(b, plain, 1, 2)
+    if len(parts) < 2:
+        (x,) = parts
+        b.add("multi-hop", f"TEMPLATE: ask something that needs two parts of {b.id(x)} together", [x])
+        return
+    x, y = parts
     b.add(
         "multi-hop",
         f"TEMPLATE: ask something that needs both {b.id(x)} and {b.id(y)}",
@@ -143,10 +164,21 @@ def build_template(
             {"id": "part2", "text": f"TEMPLATE: the part {b.id(y)} answers", "evidence": [b.id(y)]},
         ],
     )
+
+
+def build_template(
+    docs: Mapping[str, Document], chunks: Sequence[Chunk], unit: str, identities: Mapping[str, Sequence[str]]
+) -> StudyTemplate:
+    """The template for a corpus of ``docs`` chunked into ``chunks``, labelled at ``unit`` (``doc`` or ``chunk``),
+    whose manifest declares ``identities`` (persona -> groups; empty when it declares none)."""
+    plain = [c for c in chunks if not c.acl] or list(chunks)
+    b = _Builder(unit, next(iter(identities), None))
+    one = _pick(plain, 0)
+    b.add("single-hop", f"TEMPLATE: ask something that {b.id(one)} answers on its own", [one])
+    _multi_hop(b, plain)
     b.add(
         "no-answer",
-        "TEMPLATE: ask something the documents do not answer (answers stays empty; its label row is a grade 0: "
-        "judged non-relevant)",
+        f"TEMPLATE: ask something the documents do not answer ({NO_ANSWER_RULE})",
         [_pick(plain, 3)],
         grade=0,
         answers=[],

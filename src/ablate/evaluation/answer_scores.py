@@ -53,6 +53,8 @@ class Answered:
     #: when the rule decides or the question has no gold answers
     grades: tuple[str, ...] = ()
     rationales: tuple[str, ...] = ()
+    #: passages of the ranking left out so the prompt fits the model's context window (:mod:`ablate.runner.context_fit`)
+    dropped: int = 0
 
 
 @dataclass(frozen=True)
@@ -108,6 +110,7 @@ def score_answers(
         rows.append(
             {
                 "qid": qid,
+                "question": query.text,  # answers.csv reads alone: the question beside its answer
                 "answer": a.texts[0],
                 "final_answer": first.final,  # the short answer the rule scored ("" when none)
                 "gold_answers": " | ".join(golds),
@@ -116,6 +119,7 @@ def score_answers(
                 "context": " ".join(a.context),
                 "context_ids": json.dumps(list(a.context), ensure_ascii=False),  # exact, whatever an id holds
                 "context_gold": sum(gold),
+                "context_dropped": a.dropped,
                 "correct": float(np.mean([s.correct for s in scores])),
                 "em": float(np.mean([s.em for s in scores])),
                 "f1": float(np.mean([s.f1 for s in scores])),

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ablate.data.language import detect_language
+from ablate.data.language import LanguageMix, detect_language, language_mix
 from ablate.ingest.blocks import Block, Heading, Paragraph, Parsed, Unreadable
 from ablate.ingest.clauses import find_clause
 from ablate.ingest.ids import check_unique, doc_id_of
@@ -68,7 +68,6 @@ class Ingested:
     tables: int
     table_rows: int
     notes: tuple[str, ...] = ()
-    declared_lang: str | None = None
 
 
 @dataclass(frozen=True)
@@ -79,6 +78,8 @@ class Result:
     notes: tuple[str, ...]
     language: str
     chunker: dict[str, Any] = field(default_factory=dict)
+    #: the documents' languages, counted one by one (:func:`~ablate.data.language.language_mix`)
+    mix: LanguageMix | None = None
 
 
 def _front_matter(src: Source) -> DocMeta | None:
@@ -170,19 +171,27 @@ def document(p: Planned, parsed: Parsed, tables_mode: str) -> Ingested:
         found.tables,
         found.table_rows,
         parsed.notes,
-        meta.lang,
     )
 
 
 def _chunker(documents: list[Ingested]) -> dict[str, Any]:
     """``clause`` when any document has sections (documents without fall back to paragraphs), else token windows
-    when any document is longer than one window (200 tokens), else whole documents."""
+    when any document is longer than one window (200 tokens: characters in a Chinese document, words elsewhere),
+    else whole documents."""
     if any(d.sections for d in documents):
         return {"kind": "clause"}
-    texts = [str(d.record["text"]) for d in documents]
-    zh = detect_language(texts) == "zh"
-    longest = max((len(t.replace(" ", "")) if zh else len(t.split()) for t in texts), default=0)
+
+    def tokens(d: Ingested) -> int:
+        text = str(d.record["text"])
+        return len(text.replace(" ", "")) if _lang(d) == "zh" else len(text.split())
+
+    longest = max(map(tokens, documents), default=0)
     return {"kind": "tokens", "size": 200, "overlap": 40} if longest > 200 else {"kind": "none"}
+
+
+def _lang(d: Ingested) -> str:
+    """A document's language: declared in its metadata, else detected from its text (:func:`document`)."""
+    return str(d.record["metadata"]["lang"])
 
 
 def read_documents(
@@ -200,10 +209,8 @@ def read_documents(
             skipped.append(Skipped(str(p.source.rel), f"cannot be read ({e.strerror or e})"))
         if on_file is not None:
             on_file()
-    declared = {d.declared_lang for d in documents}
-    if len(declared) == 1 and None not in declared:  # every document says the same
-        language = str(declared.pop())
-    else:
-        language = detect_language([str(d.record["text"]) for d in documents])
+    mix = language_mix(map(_lang, documents))  # per document: a mixed folder is seen as one (LanguageMix)
     skipped.sort(key=lambda s: s.file)
-    return Result(plan.docs, tuple(documents), tuple(skipped), plan.notes, language, _chunker(documents))
+    return Result(
+        plan.docs, tuple(documents), tuple(skipped), plan.notes, mix.language, _chunker(documents), mix
+    )

@@ -6,7 +6,10 @@ distinct corpus and store of a sweep), so a wrong path or an unusable label file
 
 from __future__ import annotations
 
+import sys
+
 from ablate.cache import Cache
+from ablate.data.no_answer import no_answer_line
 from ablate.data.snapshot import Snapshot
 from ablate.errors import InputError
 from ablate.runner.access import Resolver, check_answerable
@@ -15,6 +18,9 @@ from ablate.runner.pipeline import Pipeline
 from ablate.runner.session import Session, shared_session
 from ablate.runner.settings import CorpusSpec, OutputSpec
 from ablate.tracking import check_uri
+
+#: (snapshot fingerprint, split, relevance level) whose no-answer questions this process has named already
+_SAID: set[tuple[str, str, int]] = set()
 
 
 def check_labels(snapshot: Snapshot, split: str, relevance_level: int = 1) -> None:
@@ -60,6 +66,11 @@ def check_inputs(
         cache.sweep_orphans()
     snapshot = (session or shared_session()).snapshot(corpus)
     check_labels(snapshot, corpus.split, relevance_level)
+    said = (snapshot.fingerprint, corpus.split, relevance_level)
+    note = no_answer_line(snapshot, corpus.split, relevance_level) if said not in _SAID else None
+    if note:  # once per corpus and split in a process: the command's check, not each cell of its sweep
+        print(note, file=sys.stderr)
+    _SAID.add(said)
     Resolver(snapshot, corpus.access).check(snapshot.split_qids(corpus.split))
     check_answerable(snapshot, corpus.access, corpus.split, relevance_level)
     pipeline.bind(snapshot, corpus.split)  # stages check what they need from the corpus (e.g. a train split)

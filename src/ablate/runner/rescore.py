@@ -156,6 +156,7 @@ def read_answers(path: Path) -> dict[str, Answered]:
             cached=str(row["cached"]).lower() == "true",
             grades=grades,
             rationales=rationales,
+            dropped=int(row.get("context_dropped") or 0),
         )
     return out
 

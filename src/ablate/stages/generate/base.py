@@ -24,7 +24,7 @@ import hashlib
 import json
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, ClassVar
 
@@ -158,10 +158,23 @@ class GeneratorBase:
     def prepare(self, context: StageContext) -> None:
         """Load the model (subclasses); the base has nothing to prepare."""
 
-    def check_fits(self, passages: Sequence[str], questions: Sequence[str], cache: Cache) -> None:
-        """Refuse, before anything runs, settings under which some prompt made of ``context_k`` of ``passages`` and
-        one of ``questions`` cannot be answered (an :class:`~ablate.errors.AblateError` naming the setting and the
-        fix). The base knows no limit: a served model's context window is the server's business."""
+    def check_fits(self, passages: Sequence[str], questions: Mapping[str, str], cache: Cache) -> bool:
+        """Before anything runs: ``True`` when every prompt made of ``context_k`` of ``passages`` and one of
+        ``questions`` (qid -> text) fits, ``False`` when the real prompts must be counted after retrieval
+        (:meth:`prompt_room`, :meth:`prompt_tokens`); refuses (an :class:`~ablate.errors.AblateError` naming the
+        setting and the fix) only what every run meets. The base knows no limit: a served model's context window is
+        the server's business."""
+        return True
+
+    def prompt_room(self) -> int | None:
+        """Tokens a prompt may take (``None``: no limit known here)."""
+        return None
+
+    def prompt_tokens(
+        self, messages: Messages
+    ) -> int:  # pragma: no cover - only asked when prompt_room is set
+        """Tokens of ``messages`` as the model counts them."""
+        raise NotImplementedError
 
     # -- generating -------------------------------------------------------------------------------------------------
     def _complete(self, messages: Messages, seed: int) -> Generation:  # pragma: no cover - subclasses

@@ -5,9 +5,11 @@ path, resolved offline (:mod:`ablate.stages.generate.gguf`); its full sha256 is 
 context window in tokens; ``n_threads``: CPU threads. Chat completion through the model's own chat template, greedy
 by default (``temperature: 0``), with a fixed seed.
 
-Before anything runs, once the corpus is loaded, :func:`check_context_fits` refuses a ``context_k`` whose worst-case
-prompt (the template with the ``context_k`` passages of the corpus with the most tokens and the split's question
-with the most tokens, counted by the model's own tokenizer and chat template) plus ``max_tokens`` exceeds ``n_ctx``.
+Before anything runs, once the corpus is loaded, :func:`check_context_fits` bounds the worst-case prompt (the template
+with the ``context_k`` passages of the corpus with the most tokens and the split's question with the most tokens,
+counted by the model's own tokenizer and chat template). When that bound plus ``max_tokens`` exceeds ``n_ctx``,
+the real prompts are counted after retrieval, before the first generation (:meth:`LlamaCppGenerator.prompt_tokens`,
+:mod:`ablate.runner.context_fit`); only a question too long for ``n_ctx`` without any passage is refused up front.
 
 The llama.cpp build is part of the identity too (:func:`llama_build`, logged as ``generator.build``): left to
 itself pip compiles llama-cpp-python for the CPU it is installed on (``GGML_NATIVE``; ``make setup`` builds a pinned
@@ -34,7 +36,7 @@ import dataclasses
 import functools
 import heapq
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 from ablate.cache import Cache
@@ -113,6 +115,17 @@ def prompt_token_ids(vocab: Any, messages: Messages) -> list[int]:
     """The tokens of ``messages`` once the model's chat template renders them, as ``create_chat_completion`` renders
     and tokenizes them (the GGUF's template through llama-cpp-python's Jinja formatter; its llama-2 fallback for a
     GGUF without one)."""
+    result = _formatter(vocab)(messages=messages)
+    return list(vocab.tokenize(result.prompt.encode("utf-8"), add_bos=not result.added_special, special=True))
+
+
+def _formatter(vocab: Any) -> Any:
+    """The chat formatter of ``vocab``'s GGUF, built once per vocabulary: compiling its Jinja template costs more
+    than rendering and tokenizing a prompt, and the fit of every prompt (:mod:`ablate.runner.context_fit`) asks for
+    it once per question."""
+    built = getattr(vocab, "_ablate_chat_formatter", None)
+    if built is not None:
+        return built
     from llama_cpp import llama_chat_format as formats
 
     template = vocab.metadata.get("tokenizer.chat_template")
@@ -121,13 +134,13 @@ def prompt_token_ids(vocab: Any, messages: Messages) -> list[int]:
         def text(token: int) -> str:
             return vocab.detokenize([token], special=True).decode("utf-8", "replace") if token >= 0 else ""
 
-        formatter: Any = formats.Jinja2ChatFormatter(
+        built = formats.Jinja2ChatFormatter(
             template=template, eos_token=text(vocab.token_eos()), bos_token=text(vocab.token_bos())
         )
     else:
-        formatter = formats.format_llama2
-    result = formatter(messages=messages)
-    return list(vocab.tokenize(result.prompt.encode("utf-8"), add_bos=not result.added_special, special=True))
+        built = formats.format_llama2
+    vocab._ablate_chat_formatter = built
+    return built
 
 
 def longest_prompt(
@@ -148,39 +161,32 @@ def longest_prompt(
 
 
 def check_context_fits(
-    gen: LlamaCppGenerator, path: str, passages: Sequence[str], questions: Sequence[str]
-) -> None:
-    """Refuse ``gen.context_k`` when the worst-case prompt (:func:`longest_prompt`) plus ``gen.max_tokens`` does
-    not fit ``gen.n_ctx``: llama.cpp would refuse that question mid-run, or cut its answer short. One line with the
-    figures and the fixes (the largest ``context_k`` that fits, the ``n_ctx`` that would)."""
+    gen: LlamaCppGenerator, path: str, passages: Sequence[str], questions: Mapping[str, str]
+) -> bool:
+    """Whether every prompt of ``questions`` (qid -> text) with ``gen.context_k`` of ``passages`` fits ``gen.n_ctx``
+    whatever retrieval ranks: the worst case (:func:`longest_prompt`) plus ``gen.max_tokens`` within ``gen.n_ctx``.
+    ``False`` says the real prompts must be counted after retrieval (:mod:`ablate.runner.context_fit`): the worst
+    case is a bound, and a few long passages no question retrieves must not stop a run. Refused here, in one line,
+    only what every run of these questions meets: a question whose prompt without any passage, plus
+    ``gen.max_tokens``, exceeds ``gen.n_ctx``."""
     name = gen.name
     vocab = open_vocab(path, f"{name}.model")
-    messages, prompt = longest_prompt(vocab, gen.template, passages, questions, gen.context_k)
-    need = prompt + gen.max_tokens
-    if need <= gen.n_ctx:
-        return
-    lo, hi = 0, gen.context_k  # the largest k whose worst case fits (fits(0) may fail too: a huge question)
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        if longest_prompt(vocab, gen.template, passages, questions, mid)[1] + gen.max_tokens <= gen.n_ctx:
-            lo = mid
-        else:
-            hi = mid - 1
-    shown = f"its {gen.context_k} longest" if len(passages) > gen.context_k else f"all its {len(passages)}"
-    arch = vocab.metadata.get("general.architecture", "")
-    trained = vocab.metadata.get(f"{arch}.context_length")
-    lower = f"lower {name}.context_k (up to {lo} fits), " if lo else ""
-    if prompt < gen.n_ctx:
-        lower += f"lower {name}.max_tokens (to {gen.n_ctx - prompt} at most), "
+    texts = list(questions.values())
+    if longest_prompt(vocab, gen.template, passages, texts, gen.context_k)[1] + gen.max_tokens <= gen.n_ctx:
+        return True
+    messages, alone = longest_prompt(vocab, gen.template, [], texts, 0)
+    if alone + gen.max_tokens <= gen.n_ctx:
+        return False
+    asked = messages[-1]["content"]
+    found = [q for q, t in questions.items() if t.strip() and t.strip() in asked]
+    qid = max(found, key=lambda q: len(questions[q]), default="?")  # the question longest_prompt chose
+    need = alone + gen.max_tokens
     raise ConfigError(
-        f"{name}.context_k",
-        gen.context_k,
-        f"the longest prompt this corpus can make needs ~{need:,} tokens ({shown} passages, its longest "
-        f"question and the template: {prompt:,}, plus {name}.max_tokens={gen.max_tokens}) but "
-        f"{name}.n_ctx is {gen.n_ctx:,} (a worst-case bound, counted with the model's tokenizer). Fix: {lower}"
-        f"raise {name}.n_ctx to {need:,} or more"
-        + (f" (the model was trained with up to {int(trained):,})" if trained else "")
-        + ", or chunk the corpus shorter (corpus.chunker)",
+        f"{name}.n_ctx",
+        gen.n_ctx,
+        f"question {qid!r} alone (the template, no passage) takes ~{alone:,} tokens, and with {name}.max_tokens="
+        f"{gen.max_tokens} needs ~{need:,} (counted with the model's tokenizer). Fix: raise {name}.n_ctx to "
+        f"{need:,} or more, lower {name}.max_tokens, or shorten the question",
     )
 
 
@@ -208,6 +214,7 @@ class LlamaCppGenerator(GeneratorBase):
         self.build, self.build_tier = checked_build(f"{name} (llama.cpp)", llama_build)
         self._resolved: ResolvedGGUF | None = None
         self._llm: Any = None
+        self._vocab: Any = None
 
     def backend_params(self) -> dict[str, Any]:
         """The settings, and ``build`` (:func:`llama_build`): logged as ``generator.build``, part of the fingerprint
@@ -233,10 +240,22 @@ class LlamaCppGenerator(GeneratorBase):
         if self._resolved is None:
             self._resolved = resolve_gguf(self.model, context.cache, f"{self.name}.model")
 
-    def check_fits(self, passages: Sequence[str], questions: Sequence[str], cache: Cache) -> None:
-        """The worst-case prompt must fit ``n_ctx`` (:func:`check_context_fits`)."""
+    def check_fits(self, passages: Sequence[str], questions: Mapping[str, str], cache: Cache) -> bool:
+        """Whether the worst-case prompt fits ``n_ctx`` (:func:`check_context_fits`)."""
         resolved = self._resolved or resolve_gguf(self.model, cache, f"{self.name}.model")
-        check_context_fits(self, resolved.path, passages, questions)
+        return check_context_fits(self, resolved.path, passages, questions)
+
+    def prompt_room(self) -> int:
+        """Tokens a prompt may take: the context window less the answer's ``max_tokens``."""
+        return self.n_ctx - self.max_tokens
+
+    def prompt_tokens(self, messages: Messages) -> int:
+        """Tokens of ``messages`` as this model counts them (:func:`prompt_tokens`); after :meth:`prepare`."""
+        if self._vocab is None:
+            if self._resolved is None:
+                raise RuntimeError(f"stage {self.name}: prepare() before counting tokens")
+            self._vocab = open_vocab(self._resolved.path, f"{self.name}.model")
+        return prompt_tokens(self._vocab, messages)
 
     def warm(self) -> None:
         self._load()

