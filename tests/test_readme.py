@@ -257,7 +257,9 @@ def test_the_readmes_commands_run_as_written(tmp_path):
             metrics_page = (REPO / "docs" / "metrics.md").read_text(encoding="utf-8")
             assert f"on the demo: {counts.group(1)} by document" in metrics_page, counts.group(1)
         elif command.startswith("python -m ablate.label pool"):
-            assert re.search(r"^pool: \d+ \(question, chunk\) pairs over \d+ questions", out.stdout, re.M), out.stdout
+            assert re.search(r"^pool: \d+ \(question, chunk\) pairs over \d+ questions", out.stdout, re.M), (
+                out.stdout
+            )
         elif command.startswith("python -m ablate.plan"):
             assert re.search(r"^\| B vs A ", out.stdout, re.M), out.stdout
         elif command.endswith("--help"):
@@ -288,10 +290,15 @@ def test_the_docs_demo_figures_are_what_the_commands_print(tmp_path):
         assert out.returncode == 0, f"{command} exited {out.returncode}:\n{out.stderr[-3000:]}"
         outs[command] = out.stdout + out.stderr
     labels_page = " ".join(labels.read_text(encoding="utf-8").split())
-    pooled = re.search(r"^pool: (\d+) \(question, chunk\) pairs over (\d+) questions -> .*$", outs[pool], re.M)
+    pooled = re.search(
+        r"^pool: (\d+) \(question, chunk\) pairs over (\d+) questions -> .*$", outs[pool], re.M
+    )
     assert pooled, outs[pool]
     assert pooled.group(0) in labels.read_text(encoding="utf-8"), pooled.group(0)
-    assert f"`pool` finds {pooled.group(1)} unjudged (question, chunk) pairs over the {pooled.group(2)}" in labels_page
+    assert (
+        f"`pool` finds {pooled.group(1)} unjudged (question, chunk) pairs over the {pooled.group(2)}"
+        in labels_page
+    )
     rows = [line for line in outs[plan].splitlines() if re.match(r"^\| [A-Z] vs A ", line)]
     assert len(rows) == 2, outs[plan]
     for page in (decisions, REPO / "docs" / "planning.md"):
