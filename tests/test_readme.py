@@ -118,7 +118,7 @@ HEAVY: dict[str, str] = {
     "python -m ablate -m variant=oracle generator=llama_cpp generator.prompt=strict,grounded": (
         "40 answers with the shipped GGUF: tests/test_prompt_names.py sweeps prompts, experiments/demo_prompts.md"
     ),
-    "make ui": "a server until it is stopped: tests/test_tracking.py checks the experiment and the URL it opens",
+    "make ui": "a server until it is stopped: tests/test_mlflow_ui.py checks the URL it prints and opens it in Chromium",
 }
 FIRST_MINUTE = "python -m ablate -m variant=A,B,C,oracle"
 
