@@ -47,8 +47,9 @@ lint: ## ruff check, ruff format --check, mypy (what CI runs before the tests, w
 	$(BIN)/ruff format --check src tests experiments tools
 	$(BIN)/mypy
 
-ui: ## open the MLflow UI on the default store
-	$(BIN)/mlflow ui --backend-store-uri sqlite:///$(CURDIR)/mlflow.db --host 127.0.0.1 --port 5000
+UI_PORT ?= 5000
+ui: ## the MLflow UI on ./mlflow.db, opened on the latest sweep's runs table (UI_PORT=; docs/sweeps.md)
+	$(BIN)/python tools/mlflow_ui.py --tracking-uri sqlite:///$(CURDIR)/mlflow.db --host 127.0.0.1 --port $(UI_PORT)
 
 MLFLOW_PORT ?= 5000
 MLFLOW_HOST ?= 127.0.0.1

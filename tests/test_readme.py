@@ -1,6 +1,8 @@
-"""The README cannot drift from the code: every key and default the settings table (docs/settings.md, linked from the
-README) names is what the config has; the README's commands run as written and its demo table's retrieval figures are
-what a fresh run prints; the guide's minimal files run; every relative link of README.md and docs/*.md resolves."""
+"""The README cannot drift from the code, nor the pages it links to: every key and default the settings table
+(docs/settings.md) names is what the config has; the README's commands run as written and its demo table's retrieval
+figures are what a fresh run prints; the demo figures of docs/labels.md, docs/decisions.md, docs/planning.md and
+docs/answers.md are what their commands print; the guide's minimal files run; every relative link of README.md and
+docs/*.md resolves."""
 
 from __future__ import annotations
 
@@ -110,36 +112,13 @@ HEAVY: dict[str, str] = {
     "make setup demo": "installs a venv and generates 100 answers with the shipped GGUF (`make demo` by hand)",
     "make test": "this test suite",
     ". .venv/bin/activate": "the test runs the commands with its own interpreter",
-    "python -m ablate -m variant=A,B,C,D,oracle": "trains the demo reranker: the D row is the slow test below",
-    "python -m ablate -m variant=C rrf.k=1,10,60,100 retrieval.window=20,50,100": (
-        "12 cells; sweeps and their reuse are tests/test_reuse.py"
+    "python -m ablate.ingest DOCS --out policies": (
+        "needs the user's folder of documents: tests/test_ingest.py ingests one of every format"
     ),
-    "python -m ablate corpus=beir corpus.path=../shared/datasets/scifact corpus.split=test variant=A": (
-        "a whole data set: tests/test_slow_scifact.py"
-    ),
-    "mlflow ui --backend-store-uri sqlite:///$PWD/mlflow.db": "a server that runs until it is stopped",
-    "python -m ablate -m variant=A,B,C,D versions.policy=all,in_force": "trains the demo reranker (D)",
-    "python -m ablate.label serve --pool labels/demo/pools/A-B-C-top10.tsv": (
-        "a server until it is stopped: tests/test_label_serve.py drives it in headless Chromium"
-    ),
-    "python -m ablate.label validate generator=llama_cpp --holes 0.2 --seed 0": (
-        "an LLM judgement per held-back label: tests/test_label_judge.py, experiments/label_validation.py"
-    ),
-    "python -m ablate.label judge --pool labels/demo/pools/A-B-C-top10.tsv generator=llama_cpp": (
-        "an LLM judgement per pooled pair (271): tests/test_label_judge.py judges a small pool"
-    ),
-    "python -m ablate.label commit --version v3": "needs judgements in the journal: tests/test_label_commit.py",
-    "python -m ablate.report --parent RUN_ID --labels v3": "needs the version v3: tests/test_report_labels.py",
     "python -m ablate -m variant=oracle generator=llama_cpp generator.prompt=strict,grounded": (
         "40 answers with the shipped GGUF: tests/test_prompt_names.py sweeps prompts, experiments/demo_prompts.md"
     ),
-    "python -m ablate.label pool-answers": "needs a sweep with a generator: tests/test_label_answers_run.py",
-    "python -m ablate.label serve --answers labels/demo/answer_pools/NAME.jsonl": (
-        "a server until it is stopped: tests/test_label_answers_serve.py drives it in headless Chromium"
-    ),
-    "python -m ablate.label validate-answers --pool labels/demo/answer_pools/NAME.jsonl generator=llama_cpp": (
-        "an LLM judgement per graded answer: tests/test_label_answers_run.py, experiments/answer_judge.md"
-    ),
+    "make ui": "a server until it is stopped: tests/test_mlflow_ui.py checks the URL it prints and opens it in Chromium",
 }
 FIRST_MINUTE = "python -m ablate -m variant=A,B,C,oracle"
 
@@ -278,24 +257,53 @@ def test_the_readmes_commands_run_as_written(tmp_path):
             metrics_page = (REPO / "docs" / "metrics.md").read_text(encoding="utf-8")
             assert f"on the demo: {counts.group(1)} by document" in metrics_page, counts.group(1)
         elif command.startswith("python -m ablate.label pool"):
-            readme = README.read_text(encoding="utf-8")
-            pooled = re.search(
-                r"^pool: (\d+) \(question, chunk\) pairs over (\d+) questions", out.stdout, re.M
-            )
-            assert pooled, out.stdout
-            assert (
-                f"`pool` finds {pooled.group(1)} unjudged (question, chunk) pairs over the {pooled.group(2)}"
-                in (" ".join(readme.split()))
+            assert re.search(r"^pool: \d+ \(question, chunk\) pairs over \d+ questions", out.stdout, re.M), (
+                out.stdout
             )
         elif command.startswith("python -m ablate.plan"):
-            readme = README.read_text(encoding="utf-8")
-            rows = [line for line in out.stdout.splitlines() if re.match(r"^\| [A-Z] vs A ", line)]
-            assert len(rows) == 2 and all(row in readme for row in rows), out.stdout
-        elif "--factorial" in command:
-            assert "factorial" in (out.stdout + out.stderr).lower(), out.stdout
+            assert re.search(r"^\| B vs A ", out.stdout, re.M), out.stdout
         elif command.endswith("--help"):
             assert "ablate" in out.stdout and "variant" in out.stdout
     assert run_id is not None
+
+
+def _bash_commands(page: Path) -> list[str]:
+    """The command lines of ``page``'s ```bash blocks, without their trailing comments."""
+    blocks = re.findall(r"```bash\n(.*?)```", page.read_text(encoding="utf-8"), flags=re.S)
+    lines = (re.sub(r"\s+#\s.*$", "", line).strip() for block in blocks for line in block.splitlines())
+    return [line for line in lines if line and not line.startswith("#")]
+
+
+def test_the_docs_demo_figures_are_what_the_commands_print(tmp_path):
+    """The demo figures the README links to, as the pages show them: docs/labels.md's A, B, C sweep and its pool
+    (the pairs it finds, the pool file), then docs/decisions.md's commands in its order (the planner's rows, the 2x2
+    grid, the factorial analysis); docs/planning.md prints the same rows."""
+    labels, decisions = REPO / "docs" / "labels.md", REPO / "docs" / "decisions.md"
+    sweep, pool = _bash_commands(labels)[:2]
+    assert (sweep, pool) == ("python -m ablate -m variant=A,B,C", "python -m ablate.label pool --depth 10")
+    plan, grid, factorial = _bash_commands(decisions)[:3]
+    assert plan.startswith("python -m ablate.plan") and "-m variant=C" in grid and "--factorial" in factorial
+    root = _clone(tmp_path)
+    outs = {}
+    for command in (sweep, pool, plan, grid, factorial):
+        out = _run(command, root)
+        assert out.returncode == 0, f"{command} exited {out.returncode}:\n{out.stderr[-3000:]}"
+        outs[command] = out.stdout + out.stderr
+    labels_page = " ".join(labels.read_text(encoding="utf-8").split())
+    pooled = re.search(
+        r"^pool: (\d+) \(question, chunk\) pairs over (\d+) questions -> .*$", outs[pool], re.M
+    )
+    assert pooled, outs[pool]
+    assert pooled.group(0) in labels.read_text(encoding="utf-8"), pooled.group(0)
+    assert (
+        f"`pool` finds {pooled.group(1)} unjudged (question, chunk) pairs over the {pooled.group(2)}"
+        in labels_page
+    )
+    rows = [line for line in outs[plan].splitlines() if re.match(r"^\| [A-Z] vs A ", line)]
+    assert len(rows) == 2, outs[plan]
+    for page in (decisions, REPO / "docs" / "planning.md"):
+        assert all(row in page.read_text(encoding="utf-8") for row in rows), (page.name, rows)
+    assert "factorial" in outs[factorial].lower(), outs[factorial]
 
 
 @pytest.mark.slow
@@ -358,9 +366,9 @@ def test_every_relative_link_resolves(page):
 
 
 @pytest.mark.parametrize("corpus", ["demo", "demo_zh"])
-def test_the_readmes_rule_agreement_is_what_validate_answers_prints(corpus, tmp_path):
-    """The README's κ of the answer rule against the committed human grades is what `validate-answers` (the rule
-    alone, no model) computes from them today: a change to the rule that moves the figure must move the README."""
+def test_the_answer_pages_rule_agreement_is_what_validate_answers_prints(corpus, tmp_path):
+    """docs/answers.md's κ of the answer rule against the committed human grades is what `validate-answers` (the rule
+    alone, no model) computes from them today: a change to the rule that moves the figure must move the page."""
     import shutil
 
     grades = REPO / "experiments" / "answer_grades" / corpus
@@ -393,5 +401,5 @@ def test_the_readmes_rule_agreement_is_what_validate_answers_prints(corpus, tmp_
     kappa, lo, hi, fp = m.groups()
     n = sum(1 for _ in (grades / "answer_journal.jsonl").open(encoding="utf-8"))
     row = f"| {corpus} ({n}) | rule | {kappa} [{lo}, {hi}] | – | "
-    text = README.read_text(encoding="utf-8")
+    text = (REPO / "docs" / "answers.md").read_text(encoding="utf-8")
     assert row in text and f"({fp})" in text.split(row, 1)[1].splitlines()[0], (row, fp)
