@@ -49,6 +49,6 @@ def no_answer_line(snapshot: Snapshot, split: str, relevance_level: int = 1) -> 
     if loose:
         parts.append(
             f"{len(loose)} question(s) of queries.jsonl are in no labels file and never run ({_ids(loose)}): give "
-            "each a row (grade 0 only: a no-answer question)"
+            "each a row: grade 2 naming what answers it, or grade-0 rows only for a no-answer question"
         )
     return "note: " + "; ".join(parts)

@@ -37,7 +37,8 @@ def check_context(snapshot: Snapshot, split: str, generator: Generator, cache: C
     key = (generator.fingerprint().key, snapshot.fingerprint, split)
     if key not in _FITS:
         questions = {q: snapshot.queries[q].text for q in snapshot.split_qids(split)}
-        _FITS[key] = bool(check(list(snapshot.chunk_text.values()), questions, cache))
+        fits = check(list(snapshot.chunk_text.values()), questions, cache)
+        _FITS[key] = fits is not False  # None: a check of one's own that returns nothing refuses or passes
     return _FITS[key]
 
 
@@ -74,9 +75,9 @@ def answer_questions(
     generator = session.prepared(generator, snapshot, cache, show_progress)
     qids, contexts, prompts = render_prompts(snapshot, split, generator, run)
     dropped: dict[str, int] = {}
-    if not check_context(
-        snapshot, split, generator, cache
-    ):  # the worst case overflows: count the real prompts
+    room = getattr(generator, "prompt_room", None)  # None: a generator of one's own that knows no window
+    if room is not None and room() is not None and not check_context(snapshot, split, generator, cache):
+        # the worst case overflows: count the real prompts
         questions = {q: snapshot.queries[q].text for q in qids}
         contexts, prompts, trimmed = fit_prompts(generator, qids, questions, contexts, snapshot.chunk_text)
         dropped = {t.qid: t.asked - t.kept for t in trimmed}
