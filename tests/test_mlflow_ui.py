@@ -177,3 +177,15 @@ def test_a_real_browser_lands_on_the_runs_table(mlflow_uri, tmp_path):
         server.terminate()
         chrome.wait(timeout=30)
         server.wait(timeout=30)
+
+
+def test_a_sweeps_console_pointer_names_the_runs_table():
+    """The line a sweep ends with opens the runs table, not MLflow's GenAI landing page, for a server and a file."""
+    from ablate.tracking.ui import where_to_compare
+
+    assert where_to_compare("http://10.0.0.5:5000/", "7") == (
+        "http://10.0.0.5:5000/#/experiments/7/runs?workflowType=machine_learning"
+    )
+    line = where_to_compare("sqlite:////tmp/x/mlflow.db", "3")
+    assert line.startswith("mlflow ui --backend-store-uri sqlite:////tmp/x/mlflow.db, then open ")
+    assert line.endswith("http://127.0.0.1:5000/#/experiments/3/runs?workflowType=machine_learning")

@@ -21,15 +21,10 @@ import urllib.request
 import webbrowser
 from pathlib import Path
 
+from ablate.tracking.ui import runs_table_url
+
 #: seconds to wait for ``mlflow ui`` to answer before opening the browser: its first start migrates a new store
 SERVER_START_S = 120.0
-#: the MLflow UI's workflow type whose pages are the runs, their charts and models (the other, ``genai``, is its default)
-WORKFLOW = "machine_learning"
-
-
-def runs_table_url(base: str, experiment_id: str) -> str:
-    """The URL of an experiment's runs table in MLflow's UI (its single-page app routes after ``#``)."""
-    return f"{base.rstrip('/')}/#/experiments/{experiment_id}/runs?workflowType={WORKFLOW}"
 
 
 def latest_sweep(uri: str) -> tuple[str, str, str] | None:

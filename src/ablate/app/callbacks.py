@@ -129,6 +129,7 @@ class SweepCallback(Callback):
         from ablate.errors import AblateError
         from ablate.study.report import ReportOptions, ReportRequest, attach_report
         from ablate.study.sweep_summary import summarize_sweep
+        from ablate.tracking.ui import where_to_compare
 
         assert self.tracker is not None and self.parent is not None
         summarize_sweep(self.tracker, self.parent)
@@ -144,8 +145,8 @@ class SweepCallback(Callback):
                 cache=Cache(config.cache.dir or None, enabled=bool(config.cache.enabled)),
             )
             attach_report(self.tracker, request)
-            uri = self.tracker.uri
-            where = uri if uri.startswith(("http://", "https://")) else f"mlflow ui --backend-store-uri {uri}"
-            print(f"compare in the MLflow UI: {where}")
+            parent = self.tracker.get_run(self.parent)
+            if parent is not None:
+                print(f"compare in the MLflow UI: {where_to_compare(self.tracker.uri, parent.experiment_id)}")
         except AblateError as e:  # e.g. a refused comparison must not crash the end of the sweep
             print(f"warning: no ablation report: {e}", file=sys.stderr)
