@@ -2,8 +2,8 @@
 ``config.yaml``), read with the limits PyYAML's safe loader lacks.
 
 PyYAML's safe loader builds no objects but still follows anchors and aliases (``&a`` / ``*a``) without a bound:
-nine aliases of nine aliases of ... (the "billion laughs") make a 274-byte front matter a 28 MB value once written
-out, and an alias inside the value it names (``&a [*a]``) makes a value that contains itself, which no JSON writer
+nine aliases of nine aliases of ... (the "billion laughs") make a front matter of a few hundred bytes a value of
+tens of megabytes once written out, and an alias inside the value it names (``&a [*a]``) makes a value that contains itself, which no JSON writer
 can write. Here aliases are fine as long as what they repeat stays small: every alias adds the size of the value it
 names (one per node plus the characters of its scalars), and the total may not pass ``max_expansion``
 (:data:`MAX_EXPANSION` unless the caller says less: front matter and sidecars allow their own size limit). An alias

@@ -1,6 +1,6 @@
 """One-factor discipline: may two tracked runs be compared, and what exactly changed between them?
 
-An ablation row is only readable when it changes one thing (the spec's ablation table: "每次只改一处"). This module
+An ablation row is only readable when it changes one thing. This module
 decides, from what a run recorded (:class:`ablate.record.RecordedRun`: its params, its ``ablate.fp.<component>``
 fingerprints, its corpus and label tags), whether a run differs from a baseline only in the factor being studied.
 Pure functions over plain data: no MLflow here.

@@ -2,8 +2,8 @@
 
 A query with several tags counts in each; queries without tags form ``(untagged)``. No-answer questions have no
 scored rows here: they are scored apart (abstention). The contrast section compares two tags side by side
-(default: ``exact-id`` vs ``paraphrase``, the spec's "INV-102 vs 打车超标" pair: identifiers favour lexical matching,
-paraphrases favour dense retrieval) and notes every run that is below the baseline on the first tag.
+(default: ``exact-id`` vs ``paraphrase``: identifiers favour lexical matching, paraphrases favour dense retrieval;
+docs/concepts.md) and notes every run that is below the baseline on the first tag.
 """
 
 from __future__ import annotations

@@ -4,9 +4,8 @@
 ``ndcg@10`` or a 0/1 ``hit@10``) and treats the queries as the sample drawn from the population of questions users
 ask. Repeated generations or repeated runs of one query are *not* new samples: 30 questions answered 3 times each are
 still 30 observations. Average repeats per query first (``table.groupby(level=0).mean()``); :func:`bootstrap_cis`
-refuses a table whose index repeats a query id. Worked check from the spec: 24 correct out of 30 questions gives a
-95% Wilson interval of about 63%-90% (:func:`wilson_interval`), far too wide to separate two variants that differ by
-a few points.
+refuses a table whose index repeats a query id. How wide such intervals are at the sizes people test with:
+docs/metrics.md.
 
 One module per concept: :mod:`~ablate.evaluation.stats.bootstrap` (intervals), :mod:`~ablate.evaluation.stats.paired`
 (paired tests), :mod:`~ablate.evaluation.stats.holm` and :mod:`~ablate.evaluation.stats.correction` (multiple

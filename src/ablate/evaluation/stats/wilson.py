@@ -19,8 +19,7 @@ def wilson_interval(successes: int, n: int, confidence: float = 0.95) -> Interva
         [low, high] = [centre - half, centre + half]   (exactly 0 at k = 0 and 1 at k = n)
 
     Unlike the Wald interval ``p +- z sqrt(p(1-p)/n)`` it never leaves [0, 1], is not degenerate at 0 or n
-    successes, and keeps close to nominal coverage on small samples. Example (the spec's): 24 of 30 questions
-    correct -> ``(0.80, 0.627, 0.905)``. ``n = 0`` -> ``(nan, nan, nan)``. Use it for 0/1 per-query outcomes
+    successes, and keeps close to nominal coverage on small samples. Example: 24 of 30 -> ``(0.80, 0.627, 0.905)``. ``n = 0`` -> ``(nan, nan, nan)``. Use it for 0/1 per-query outcomes
     (Hit@k, answered correctly); for graded metrics use :func:`bootstrap_ci`.
     """
     confidence = check_confidence(confidence)

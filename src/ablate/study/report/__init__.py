@@ -1,6 +1,6 @@
 """The ablation report: one row per tracked run against a baseline, paired tests over queries, slices and plots.
 
-What the numbers are (measured, never pre-filled; the spec: "跑出来是多少就写多少"):
+What the numbers are (measured, never pre-filled):
 
 * A run's cell: the mean of a per-query metric over its *scored answerable* queries (``category == "answerable"``
   and the metric defined: the rule of ``EvalResult.means``), with a 95% percentile bootstrap CI over queries
