@@ -260,3 +260,15 @@ def test_no_module_over_500_lines():
         if (n := len(path.read_text(encoding="utf-8").splitlines())) > MAX_MODULE_LINES
     ]
     assert long == [], long
+
+
+def test_the_version_is_one_figure():
+    """``ablate.__version__``, pyproject's version and the CHANGELOG's latest cut version say the same."""
+    import ablate
+
+    root = Path(__file__).resolve().parents[1]
+    (project,) = re.findall(
+        r'^version = "([^"]+)"', (root / "pyproject.toml").read_text(encoding="utf-8"), re.M
+    )
+    cut = re.findall(r"^## \[(\d+\.\d+\.\d+)\]", (root / "CHANGELOG.md").read_text(encoding="utf-8"), re.M)
+    assert ablate.__version__ == project == cut[0]
