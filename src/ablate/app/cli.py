@@ -2,7 +2,8 @@
 
 Plan, then run. Before Hydra starts anything, :mod:`ablate.app.precheck` composes every cell of the command line
 once, builds its :class:`~ablate.runner.job.JobSpec` (stages built and bound) and checks its inputs, so a mistake is
-one line and exit 2 with nothing created; :mod:`ablate.app.reuse_plan` decides which cells a
+one line and exit 2 with nothing created; the settings are checked before the corpus, the tracking store or a model
+library is touched, so a mistaken override is refused at once. :mod:`ablate.app.reuse_plan` decides which cells a
 finished run stands for. Then Hydra runs the command with a :class:`~ablate.app.command.Command` as its task
 function, carrying the plan to the sweeper and to every job run in this process. A sweep whose jobs failed exits 1
 and says how many and where the reasons are.
@@ -42,15 +43,20 @@ def _fail(message: str, code: int) -> None:
 
 
 def _prepare(argv: list[str], launch_dir: str) -> tuple[list[str], Plan]:
-    """Plan the command (nothing is created when a check fails) and set its environment."""
-    from ablate.app.precheck import check_command_line
+    """Plan the command (nothing is created when a check fails) and set its environment. The settings are checked
+    first (:func:`ablate.app.precheck.check_settings`), before the tracking store, the corpus or a model library is
+    imported or read."""
+    from ablate.app.precheck import check_inputs_of, check_settings
+
+    argv = stage_overrides_where_they_run(argv, list(stage_blocks()))
+    plan = check_settings(argv, launch_dir)
+
     from ablate.app.reuse_plan import look_up
     from ablate.runner.heldout import HELD_OUT_SPLITS
     from ablate.runner.orphans import clean_orphans
     from ablate.tracking import shared_tracker
 
-    argv = stage_overrides_where_they_run(argv, list(stage_blocks()))
-    plan = check_command_line(argv, launch_dir)
+    check_inputs_of(plan)
     jobs = [c.job for c in plan.cells]
     os.environ.setdefault(ENV_INVOCATION, uuid.uuid4().hex[:6])
     os.environ.pop(ENV_PARENT, None)
@@ -83,9 +89,6 @@ def _main() -> None:
 
         print_help()
         return
-    import hydra
-
-    register_resolvers()
     launch_dir = os.getcwd()
     multirun = is_multirun(argv)
     introspect = introspects(argv)
@@ -96,6 +99,9 @@ def _main() -> None:
             sys.argv[1:] = argv
     except AblateError as e:
         _fail(f"error: {e}", EXIT_CONFIG)
+    import hydra  # after the checks: a mistaken override is refused before Hydra is imported where it can be
+
+    register_resolvers()
     command = Command(plan, launch_dir)
     try:
         hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name="config")(command)()
