@@ -113,6 +113,11 @@ BEFORE_COMPOSING = (*HEAVY_AFTER_CHECKS, "hydra", "omegaconf", "numpy", "pandas"
         (["-m", "variant=A,E"], "variant='E' is not valid", BEFORE_COMPOSING),
         (["rrf.k=-1"], "rrf.k=-1 is not valid; it must be a finite number >= 0", HEAVY_AFTER_CHECKS),
         (["-m", "variant=A,B,C", "++dense.batch_size=0"], "dense.batch_size", HEAVY_AFTER_CHECKS),
+        (
+            ["hydra.verbose=1,2"],
+            "hydra.verbose='1,2' is not valid; several values are a sweep: add -m",
+            HEAVY_AFTER_CHECKS,
+        ),
     ],
 )
 def test_a_mistaken_override_is_refused_before_the_heavy_libraries_load(args, said, heavy):

@@ -26,6 +26,7 @@ from ablate.app.plan import parse
 from ablate.errors import ConfigError
 
 _NOT_IN_STRUCT = re.compile(r"Could not override '([^']+)'")
+_SWEEP_IN_ONE_CELL = re.compile(r"Ambiguous value for argument '([^'=]+)=([^']*)'")
 #: The parts of the ``hydra`` node Hydra's loader writes after it applies the overrides (where configs come from, the
 #: runtime facts, the job's name, environment and override_dirname): a cell that sets or removes one of them is
 #: composed whole, so they come out as Hydra's.
@@ -72,6 +73,13 @@ def hydra_error(message: str, overrides: list[str]) -> ConfigError:
         key = m.group(1)
         value = next((o.partition("=")[2] for o in overrides if o.lstrip("+~").startswith(key + "=")), "")
         return unknown_key_error(key, value)
+    m = _SWEEP_IN_ONE_CELL.search(message)
+    if m:
+        return ConfigError(
+            m.group(1).lstrip("+~"),
+            m.group(2),
+            "several values are a sweep: add -m; or write a list (KEY=[a,b]) or a quoted string (KEY='a,b')",
+        )
     return ConfigError("overrides", " ".join(overrides), message.strip().splitlines()[0])
 
 
