@@ -119,6 +119,14 @@ BEFORE_COMPOSING = (*HEAVY_AFTER_CHECKS, "hydra", "omegaconf", "numpy", "pandas"
             HEAVY_AFTER_CHECKS,
         ),
     ],
+    ids=[
+        "unknown-option",
+        "unknown-key",
+        "unknown-option-in-a-sweep",
+        "bad-value",
+        "bad-value-in-a-sweep",
+        "values-without-m",
+    ],
 )
 def test_a_mistaken_override_is_refused_before_the_heavy_libraries_load(args, said, heavy):
     """The refusal is one line and exit 2, and the process never imported torch, FAISS, MLflow or
