@@ -4,13 +4,12 @@
 ``hydra/launcher=joblib``) once with :func:`hydra.compose`, then applies each cell's value overrides (``rrf.k=60``,
 ``+x=1``, ``++bm25.k1=1.2``, ``~progress``) to a copy with the rules of Hydra's loader (struct mode: a key that does
 not exist is refused unless added with ``+``/``++``), and records the overrides and ``hydra.job.override_dirname`` as
-the loader does. The cells of a sweep over values share one composition (a full composition costs several times a
-copy, for each cell of a sweep). A cell that changes where configs come from or a part of the ``hydra`` node the
-loader writes after the overrides (:data:`LOADER_FIELDS`), or holds a sweep (which Hydra refuses in one cell), is
-composed whole. ``tests/test_compose.py`` checks, for
-generated command lines of every override form, that a cell comes out exactly as :func:`hydra.compose` makes it (or
-is refused when Hydra refuses it). Hydra's refusals become one-line :class:`~ablate.errors.ConfigError`\ s; an
-unknown key names the closest valid one.
+the loader does. The cells of a sweep over values share one composition (a composition costs several times the copy,
+and a sweep pays it per cell otherwise). A cell that changes where configs come from or a part of the ``hydra`` node
+the loader writes after the overrides (:data:`LOADER_FIELDS`), or holds a sweep (which Hydra refuses in one cell), is
+composed whole. ``tests/test_compose.py`` checks, for generated command lines of every override form, that a cell
+comes out exactly as :func:`hydra.compose` makes it, or is refused when Hydra refuses it. Hydra's refusals become
+one-line :class:`~ablate.errors.ConfigError`\ s; an unknown key names the closest valid one.
 """
 
 from __future__ import annotations
