@@ -32,7 +32,11 @@ from typing import Any
 #: (label, file suffix, function name): cumulative CPU time of every function matching is summed (``--cprofile``).
 SECTIONS: list[tuple[str, str, str]] = [
     ("entry point (everything)", "app/cli.py", "main"),
-    ("ablate's command-line check (composes every cell)", "app/precheck.py", "check_command_line"),
+    (
+        "ablate's command-line check (composes every cell)",
+        "app/precheck.py",
+        "check_settings|check_inputs_of",
+    ),
     ("  corpus load (first job's inputs)", "runner/inputs.py", "check_inputs"),
     ("Hydra launcher: compose each job", "config_loader_impl.py", "load_sweep_config"),
     ("jobs (run_job)", "runner/job.py", "run_job"),
@@ -52,12 +56,9 @@ SECTIONS: list[tuple[str, str, str]] = [
 #: (label, module, attribute path) wrapped with a wall clock in the default mode. Indented rows run inside the
 #: row above them.
 WALL: list[tuple[str, str, str]] = [
-    (
-        "ablate's command-line check (composes every cell, loads the corpus)",
-        "ablate.app.precheck",
-        "check_command_line",
-    ),
+    ("ablate's command-line check: every cell's settings", "ablate.app.precheck", "check_settings"),
     ("  Hydra: compose a set of config-group choices (the plan)", "ablate.app.compose", "compose_whole"),
+    ("ablate's command-line check: the inputs (loads the corpus)", "ablate.app.precheck", "check_inputs_of"),
     ("  reuse plan: key and look-up per cell", "ablate.app.reuse_plan", "look_up"),
     ("    check a source's record digest (plan or job)", "ablate.runner.reuse", "check_record"),
     ("reuse: record the planned cells (sweeper)", "ablate.app.reuse_plan", "run_cells"),
@@ -68,7 +69,7 @@ WALL: list[tuple[str, str, str]] = [
         "ConfigLoaderImpl.load_sweep_config",
     ),
     ("Hydra: write a job's .hydra/*.yaml", "hydra.core.utils", "_save_config"),
-    ("job (Command.run: the planned JobSpec -> run_job)", "ablate.app.cli", "Command.run"),
+    ("job (Command.run: the planned JobSpec -> run_job)", "ablate.app.command", "Command.run"),
     (
         "config -> JobSpec, stages built (once per cell, in the check)",
         "ablate.app.config",

@@ -149,7 +149,7 @@ def test_readme_counts(both):
 
 
 def test_the_multirun_flag_may_follow_the_overrides():
-    from ablate.app.cli import flags_first
+    from ablate.app.argv import flags_first
 
     assert flags_first(["corpus=demo_zh", "-m", "variant=A,B"]) == ["-m", "corpus=demo_zh", "variant=A,B"]
     assert flags_first(["--multirun", "variant=A,B"]) == ["--multirun", "variant=A,B"]

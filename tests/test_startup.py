@@ -1,4 +1,5 @@
-"""``--help`` of every entry point answers without importing the heavy libraries (torch, MLflow, FAISS, ...).
+"""``--help`` of every entry point answers without importing the heavy libraries (torch, MLflow, FAISS, ...), and a
+mistaken override of ``python -m ablate`` is refused before any of them is imported.
 
 Each entry point runs its help path in a fresh interpreter (the same ``runpy`` path as ``python -m``) through a tiny
 wrapper that captures the help text and prints the sorted names in ``sys.modules`` afterwards. No timing here: the
@@ -22,16 +23,16 @@ HEAVY_MAIN = (*HEAVY, "hydra", "omegaconf")
 
 WRAPPER = """
 import contextlib, io, json, runpy, sys
-module = sys.argv[1]
-sys.argv = [module, "--help"]
-out = io.StringIO()
+module, *args = sys.argv[1:]
+sys.argv = [module, *(args or ["--help"])]
+out, err = io.StringIO(), io.StringIO()
 code = 0
-with contextlib.redirect_stdout(out):
+with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
     try:
         runpy.run_module(module, run_name="__main__", alter_sys=True)
     except SystemExit as e:
         code = e.code or 0
-print(json.dumps({"code": code, "help": out.getvalue(), "modules": sorted(sys.modules)}))
+print(json.dumps({"code": code, "help": out.getvalue(), "err": err.getvalue(), "modules": sorted(sys.modules)}))
 """
 
 ENTRY_POINTS = {
@@ -49,15 +50,22 @@ ENTRY_POINTS = {
 }
 
 
-def help_modules(module: str) -> tuple[int, str, set[str]]:
-    """(exit code, help text, imported top-level package names) of ``python -m MODULE --help``."""
+def run_modules(module: str, *args: str) -> tuple[int, str, str, set[str]]:
+    """(exit code, stdout, stderr, imported top-level package names) of ``python -m MODULE ARGS`` in a fresh
+    interpreter (``--help`` when no ARGS)."""
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
     proc = subprocess.run(
-        [sys.executable, "-c", WRAPPER, module], capture_output=True, text=True, env=env, timeout=300
+        [sys.executable, "-c", WRAPPER, module, *args], capture_output=True, text=True, env=env, timeout=300
     )
     assert proc.returncode == 0, proc.stderr
     data = json.loads(proc.stdout.strip().splitlines()[-1])
-    return data["code"], data["help"], {m.split(".")[0] for m in data["modules"]}
+    return data["code"], data["help"], data["err"], {m.split(".")[0] for m in data["modules"]}
+
+
+def help_modules(module: str) -> tuple[int, str, set[str]]:
+    """(exit code, help text, imported top-level package names) of ``python -m MODULE --help``."""
+    code, out, _, packages = run_modules(module)
+    return code, out, packages
 
 
 @pytest.mark.parametrize("module", list(ENTRY_POINTS))
@@ -87,3 +95,43 @@ def test_a_run_still_imports_what_it_needs():
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "ablate.evaluation.retrieval"
+
+
+#: What a refused setting must not import: the model, index and tracking libraries load only once every setting of
+#: every cell is accepted (each costs seconds on a loaded machine).
+HEAVY_AFTER_CHECKS = ("torch", "faiss", "mlflow", "sentence_transformers", "transformers")
+#: A mistake the command line shows as text (an option a group does not have, a key no config has) is refused before
+#: Hydra, OmegaConf or numpy is imported: what is left is Python's own start-up.
+BEFORE_COMPOSING = (*HEAVY_AFTER_CHECKS, "hydra", "omegaconf", "numpy", "pandas")
+
+
+@pytest.mark.parametrize(
+    ("args", "said", "heavy"),
+    [
+        (["variant=Z"], "variant='Z' is not valid; valid options: A, B, C, D, oracle", BEFORE_COMPOSING),
+        (["eval.kss=1"], "there is no such setting; did you mean eval.ks?", BEFORE_COMPOSING),
+        (["-m", "variant=A,E"], "variant='E' is not valid", BEFORE_COMPOSING),
+        (["rrf.k=-1"], "rrf.k=-1 is not valid; it must be a finite number >= 0", HEAVY_AFTER_CHECKS),
+        (["-m", "variant=A,B,C", "++dense.batch_size=0"], "dense.batch_size", HEAVY_AFTER_CHECKS),
+        (
+            ["hydra.verbose=1,2"],
+            "hydra.verbose='1,2' is not valid; several values are a sweep: add -m",
+            HEAVY_AFTER_CHECKS,
+        ),
+    ],
+    ids=[
+        "unknown-option",
+        "unknown-key",
+        "unknown-option-in-a-sweep",
+        "bad-value",
+        "bad-value-in-a-sweep",
+        "values-without-m",
+    ],
+)
+def test_a_mistaken_override_is_refused_before_the_heavy_libraries_load(args, said, heavy):
+    """The refusal is one line and exit 2, and the process never imported torch, FAISS, MLflow or
+    sentence-transformers: the settings are checked before the corpus, the store or a model is touched."""
+    code, out, err, packages = run_modules("ablate", *args)
+    assert code == 2 and out == ""
+    assert err.count("\n") == 1 and err.startswith("error: ") and said in err, err
+    assert sorted(packages.intersection(heavy)) == []

@@ -18,7 +18,7 @@ from typing import Any
 from hydra.experimental.callback import Callback
 
 from ablate import record as R
-from ablate.app.cli import ENV_PARENT, ENV_TEST_CONFIRMED, PARENT_FILE
+from ablate.app.command import ENV_PARENT, ENV_TEST_CONFIRMED, PARENT_FILE
 from ablate.tracking import Tracker
 
 

@@ -2,10 +2,14 @@
 
 :class:`Composer` composes each distinct set of config-group choices (``variant=C``, ``corpus=scifact``,
 ``hydra/launcher=joblib``) once with :func:`hydra.compose`, then applies each cell's value overrides (``rrf.k=60``,
-``+x=1``, ``++bm25.k1=1.2``, ``~progress``) to a copy, with the semantics of Hydra's command line (struct mode: a key
-that does not exist is refused unless added with ``+``/``++``). The cells of a sweep over values share one
-composition. ``tests/test_plan.py`` compares the result with Hydra's own composition of the whole cell. Hydra's
-refusals become one-line :class:`~ablate.errors.ConfigError`\ s; an unknown key names the closest valid one.
+``+x=1``, ``++bm25.k1=1.2``, ``~progress``) to a copy with the rules of Hydra's loader (struct mode: a key that does
+not exist is refused unless added with ``+``/``++``), and records the overrides and ``hydra.job.override_dirname`` as
+the loader does. The cells of a sweep over values share one composition (a composition costs several times the copy,
+and a sweep pays it per cell otherwise). A cell that changes where configs come from or a part of the ``hydra`` node
+the loader writes after the overrides (:data:`LOADER_FIELDS`), or holds a sweep (which Hydra refuses in one cell), is
+composed whole. ``tests/test_compose.py`` checks, for generated command lines of every override form, that a cell
+comes out exactly as :func:`hydra.compose` makes it, or is refused when Hydra refuses it. Hydra's refusals become
+one-line :class:`~ablate.errors.ConfigError`\ s; an unknown key names the closest valid one.
 """
 
 from __future__ import annotations
@@ -21,6 +25,20 @@ from ablate.app.plan import parse
 from ablate.errors import ConfigError
 
 _NOT_IN_STRUCT = re.compile(r"Could not override '([^']+)'")
+_SWEEP_IN_ONE_CELL = re.compile(r"Ambiguous value for argument '([^'=]+)=([^']*)'")
+#: The parts of the ``hydra`` node Hydra's loader writes after it applies the overrides (where configs come from, the
+#: runtime facts, the job's name, environment and override_dirname): a cell that sets or removes one of them is
+#: composed whole, so they come out as Hydra's.
+LOADER_FIELDS = (
+    "hydra.searchpath",
+    "hydra.runtime",
+    "hydra.job.name",
+    "hydra.job.env_set",
+    "hydra.job.env_copy",
+    "hydra.job.override_dirname",
+    "hydra.job.config_name",
+    "hydra.job.config",
+)
 
 
 def known_keys() -> list[str]:
@@ -54,6 +72,13 @@ def hydra_error(message: str, overrides: list[str]) -> ConfigError:
         key = m.group(1)
         value = next((o.partition("=")[2] for o in overrides if o.lstrip("+~").startswith(key + "=")), "")
         return unknown_key_error(key, value)
+    m = _SWEEP_IN_ONE_CELL.search(message)
+    if m:
+        return ConfigError(
+            m.group(1).lstrip("+~"),
+            m.group(2),
+            "several values are a sweep: add -m; or write a list (KEY=[a,b]) or a quoted string (KEY='a,b')",
+        )
     return ConfigError("overrides", " ".join(overrides), message.strip().splitlines()[0])
 
 
@@ -86,8 +111,8 @@ class Composer:
     def compose(self, overrides: Sequence[str]) -> Any:
         """The composed config of one cell (``hydra`` node included), Hydra's errors as one-line ConfigErrors."""
         parsed = parse(overrides)
-        if any(o.key_or_group.startswith("hydra.searchpath") for o in parsed):
-            return compose_whole(list(overrides))  # it changes where configs come from: no shared template
+        if any(o.is_sweep_override() or _loader_field(str(o.key_or_group)) for o in parsed):
+            return compose_whole(list(overrides))  # Hydra's own refusal of a sweep in one cell; LOADER_FIELDS
         groups = self.groups()
         is_value = [isinstance(o.value(), dict) or o.key_or_group not in groups for o in parsed]
         values = [o for o, v in zip(parsed, is_value, strict=True) if v]
@@ -99,13 +124,27 @@ class Composer:
         cfg = copy.deepcopy(template)
         for o in values:
             _apply(cfg, o, list(overrides))
-        for (
-            o
-        ) in values:  # recorded as Hydra records them (after the choices: the order within each kind holds)
-            (cfg.hydra.overrides.hydra if o.is_hydra_override() else cfg.hydra.overrides.task).append(
-                o.input_line
-            )
+        _record(cfg, parsed)
         return cfg
+
+
+def _loader_field(key: str) -> bool:
+    """``key`` is, holds or lies under one of :data:`LOADER_FIELDS`."""
+    return key == "hydra" or any(
+        key == f or key.startswith(f + ".") or f.startswith(key + ".") for f in LOADER_FIELDS
+    )
+
+
+def _record(cfg: Any, parsed: Sequence[Any]) -> None:
+    """The cell's overrides as Hydra's loader records them: Hydra's own in ``hydra.overrides.hydra``, the others in
+    ``hydra.overrides.task``, each in the order given, and the task's in ``hydra.job.override_dirname`` (sorted,
+    ``exclude_keys`` left out, joined by ``item_sep``, ``=`` written as ``kv_sep``)."""
+    task = [o for o in parsed if not o.is_hydra_override()]
+    cfg.hydra.overrides.hydra = [o.input_line for o in parsed if o.is_hydra_override()]
+    cfg.hydra.overrides.task = [o.input_line for o in task]
+    conf = cfg.hydra.job.config.override_dirname
+    lines = sorted(o.input_line for o in task if o.key_or_group not in conf.exclude_keys)
+    cfg.hydra.job.override_dirname = conf.item_sep.join(lines).replace("=", conf.kv_sep)
 
 
 def _apply(cfg: Any, o: Any, overrides: list[str]) -> None:

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ablate.app.parser import OneLineParser
+from ablate.app.parser import add_choice, command_parser
 from ablate.data.types import Qrels, Run
 from ablate.errors import AblateError, ConfigError
 from ablate.evaluation.io import TIE_RULES, read_qrels, read_trec_run
@@ -35,9 +35,9 @@ if TYPE_CHECKING:  # evaluation.result imports pandas: loaded when a run is scor
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = OneLineParser(
-        prog="python -m ablate.evaluate",
-        description="Evaluate a TREC run file against qrels by ablate's declared rules (ablate.evaluation). The "
+    p = command_parser(
+        "evaluate",
+        "Evaluate a TREC run file against qrels by ablate's declared rules (ablate.evaluation). The "
         "query set is the qrels' queries (with --corpus or --from-run: the split's questions); run-only queries are "
         "ignored and counted.",
     )
@@ -65,11 +65,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--split", default=None, help="the corpus split (with --corpus; default test)")
     _access_arguments(p)
     p.add_argument("--ks", default=None, help="cutoffs, comma separated (default 1,3,5,10,20,50,100)")
-    p.add_argument(
-        "--gain",
-        choices=("exponential", "linear"),
-        default="exponential",
-        help="nDCG gain: 2^grade - 1 (default) or grade (trec_eval)",
+    add_choice(
+        p, "--gain", ("exponential", "linear"), "nDCG gain: 2^grade - 1 (default) or grade (trec_eval)"
     )
     p.add_argument(
         "--unit",
@@ -78,30 +75,27 @@ def _parser() -> argparse.ArgumentParser:
         help="unit of the qrels and the run ids (default: the corpus's with --corpus; else chunk when every judged "
         "id is a chunk id DOC#part, else doc)",
     )
-    p.add_argument(
+    add_choice(
+        p,
         "--budget",
-        choices=("chunks", "docs"),
-        default="chunks",
-        help="chunks: first K results then dedup (default); docs: dedup then first K units",
+        ("chunks", "docs"),
+        "chunks: first K results then dedup (default); docs: dedup then first K units",
     )
-    p.add_argument(
+    add_choice(
+        p,
         "--unjudged",
-        choices=("nonrelevant", "condensed"),
-        default="nonrelevant",
-        help="unjudged results score 0 (default, trec_eval) or are removed before scoring",
+        ("nonrelevant", "condensed"),
+        "unjudged results score 0 (default, trec_eval) or are removed before scoring",
     )
-    p.add_argument(
-        "--ties",
-        choices=tuple(TIE_RULES),
-        default="docid-asc",
-        help="score ties: docid ascending (default) or descending (trec_eval)",
+    add_choice(
+        p, "--ties", tuple(TIE_RULES), "score ties: docid ascending (default) or descending (trec_eval)"
     )
     p.add_argument("--relevance-level", type=int, default=1, help="grade >= this is relevant (default 1)")
-    p.add_argument(
+    add_choice(
+        p,
         "--missing",
-        choices=("zero", "exclude"),
-        default="zero",
-        help="judged queries absent from the run: scored 0 (default) or excluded; counted either way",
+        ("zero", "exclude"),
+        "judged queries absent from the run: scored 0 (default) or excluded; counted either way",
     )
     p.add_argument("--per-query", action="store_true", help="also print per-query values")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
@@ -122,12 +116,7 @@ def _access_arguments(p: argparse.ArgumentParser) -> None:
         default=None,
         help="per_query or a date YYYY-MM-DD: labels of versions out of force on the question's date are re-graded 0",
     )
-    p.add_argument(
-        "--versions",
-        choices=("all", "in_force"),
-        default="all",
-        help="the run's versions.policy (with --as-of)",
-    )
+    add_choice(p, "--versions", ("all", "in_force"), "the run's versions.policy (with --as-of)")
 
 
 def _ks(text: str | None) -> tuple[int, ...] | None:

@@ -65,8 +65,8 @@ def check_hydra_overrides(overrides: Sequence[str]) -> None:
         return  # nothing of Hydra's: no second parse of every cell of a sweep
     for o in parse(overrides):
         key = str(o.key_or_group)
-        if not key.startswith(("hydra/", "hydra.")):
-            continue
+        if not key.startswith(("hydra/", "hydra.")) or o.is_sweep_override():
+            continue  # a sweep left in one cell: the composition refuses it (not a sweep: use a list, or -m)
         value = None if o.is_delete() else o.value()
         shown = o.input_line if o.is_delete() else o.get_value_element_as_str()
         if key.startswith("hydra/"):

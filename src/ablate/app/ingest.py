@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ablate.app.entry import run_command
-from ablate.app.parser import OneLineParser
+from ablate.app.parser import command_parser
 from ablate.errors import InputError
 from ablate.progress import Progress
 
@@ -26,9 +26,9 @@ SHOW_SKIPPED = 10
 def _parser() -> argparse.ArgumentParser:
     from ablate.ingest.tables import TABLE_MODES
 
-    p = OneLineParser(
-        prog="python -m ablate.ingest",
-        description="Turn a folder of documents (.md, .txt, .html, .docx, .pdf) into an ablate corpus folder: "
+    p = command_parser(
+        "ingest",
+        "Turn a folder of documents (.md, .txt, .html, .docx, .pdf) into an ablate corpus folder: "
         "corpus.jsonl with sections found from headings and numbered clauses, corpus.yaml, and ingest_report.md "
         "naming what could not be read. See docs/ingest.md.",
     )

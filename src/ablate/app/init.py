@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ablate.app.entry import run_command
-from ablate.app.parser import OneLineParser
+from ablate.app.parser import command_parser
 from ablate.app.paths import datasets_dir
 from ablate.cache import atomic_write_bytes
 from ablate.errors import InputError
@@ -28,9 +28,9 @@ NEXT_FILE = "NEXT.md"
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = OneLineParser(
-        prog="python -m ablate.init",
-        description="Start a study on a corpus folder (corpus.jsonl): writes a queries.jsonl template with one "
+    p = command_parser(
+        "init",
+        "Start a study on a corpus folder (corpus.jsonl): writes a queries.jsonl template with one "
         "question of each kind, a labels file to fill (qrels/labels.tsv) and NEXT.md with the commands to run next. "
         "Never overwrites a file.",
     )

@@ -37,7 +37,7 @@ from ablate.app.paths import (
     stage_blocks,
 )
 from ablate.app.plan import Plan, is_multirun
-from ablate.errors import AblateError, ConfigError
+from ablate.errors import ConfigError
 
 NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,99}")
 
@@ -148,15 +148,15 @@ def check_command_line(argv: list[str], launch_dir: str) -> Plan:
     """Validate everything ``argv`` would run; returns the plan: every cell with its job
     (:class:`~ablate.runner.job.JobSpec`, stages built and bound). Raises the first
     :class:`~ablate.errors.AblateError`."""
-    from ablate.app.compose import Composer
-    from ablate.app.config import job_from_config
-    from ablate.app.hydra_checks import check_hydra_config, check_hydra_overrides
-    from ablate.app.plan import Cell, split_cells
-    from ablate.data.chunking import check_chunker_sweep
-    from ablate.runner.heldout import check_test_sweep
-    from ablate.runner.inputs import check_generator, check_inputs
+    plan = check_settings(argv, launch_dir)
+    check_inputs_of(plan)
+    return plan
 
-    register_resolvers()
+
+def check_settings(argv: list[str], launch_dir: str) -> Plan:
+    """Every cell of ``argv`` composed and its settings checked, its job built (stages constructed, not bound):
+    nothing is read but ``conf/``, and no model library, index library or tracking client is imported, so a mistaken
+    override is refused at once (``tests/test_startup.py``). Raises the first :class:`~ablate.errors.AblateError`."""
     check_group_options(argv)
     check_callback_overrides(argv)
     for arg in argv:
@@ -164,6 +164,16 @@ def check_command_line(argv: list[str], launch_dir: str) -> Plan:
         if eq and not arg.startswith(("-", "+", "~", "hydra")) and "/" not in key and "." in key:
             if key.split(".", 1)[0] not in stage_blocks() and key not in known_keys():
                 raise unknown_key_error(key, value)
+
+    # after the checks of the command line as text, which import nothing
+    from ablate.app.compose import Composer
+    from ablate.app.config import job_from_config
+    from ablate.app.hydra_checks import check_hydra_config, check_hydra_overrides
+    from ablate.app.plan import Cell, split_cells
+    from ablate.data.chunking import check_chunker_sweep
+    from ablate.runner.heldout import check_test_sweep
+
+    register_resolvers()
     plan = Plan(multirun=is_multirun(argv))
     composer = Composer()
     with hydra_config_dir():
@@ -185,8 +195,18 @@ def check_command_line(argv: list[str], launch_dir: str) -> Plan:
         multirun=plan.multirun,
         exploratory=[j.corpus.exploratory for j in jobs],
     )
+    return plan
+
+
+def check_inputs_of(plan: Plan) -> None:
+    """The inputs of every planned cell: the corpus, the cache folder and the tracking store once per distinct value
+    across the sweep (each cell's stages bound to what the corpus decides), then each cell's generator against its
+    corpus (once per distinct setting)."""
+    from ablate.runner.inputs import check_generator, check_inputs
+
+    jobs = [c.job for c in plan.cells]
     checked: dict[tuple[Any, ...], Any] = {}
-    for job in jobs:  # the inputs last: they read the corpus, which the checks above never need
+    for job in jobs:
         seen = (job.corpus, job.output.tracking_uri, job.output.cache_dir, job.output.cache_enabled)
         if seen not in checked:
             checked[seen] = check_inputs(
@@ -194,12 +214,5 @@ def check_command_line(argv: list[str], launch_dir: str) -> Plan:
             )
         else:  # every cell's stages resolve what the corpus decides (a model by its language) before anything runs
             job.pipeline.bind(checked[seen], job.corpus.split)
-    for (
-        job
-    ) in jobs:  # each cell's generator against its corpus: the prompt must fit (once per distinct setting)
+    for job in jobs:
         check_generator(job.corpus, job.output, job.pipeline)
-    return plan
-
-
-def describe(e: AblateError) -> str:
-    return f"error: {e}"

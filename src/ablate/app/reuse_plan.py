@@ -6,7 +6,7 @@ computes each cell's key (:mod:`ablate.runner.reuse`) and looks for a FINISHED r
 record. The sweep's sweeper (``hydra_plugins.ablate_sweeper``) then records those cells as reused runs under the
 sweep's parent (:func:`record_planned`) and launches only the others, so a reused cell costs one copy in MLflow: no
 job folder, no composition, no job. A cell the plan looked up and found nothing for does not look again in its job
-(:meth:`ablate.app.cli.Command.__call__`); a cell launched in another process without the plan looks itself up.
+(:meth:`ablate.app.command.Command.__call__`); a cell launched in another process without the plan looks itself up.
 """
 
 from __future__ import annotations
@@ -108,7 +108,7 @@ def run_cells(
     progress: SweepProgress,
 ) -> list[list[list[str]]]:
     """Record every planned cell of ``batches`` as a reused run under ``parent`` (the sweep's parent run), named
-    and placed by ``places`` (:attr:`ablate.app.cli.Command.places`), each said on ``progress``; returns the
+    and placed by ``places`` (:attr:`ablate.app.command.Command.places`), each said on ``progress``; returns the
     batches of the cells left to launch (empty batches dropped)."""
     total = sum(len(b) for b in batches)
     out: list[list[list[str]]] = []

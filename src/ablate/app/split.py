@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from ablate.app.entry import run_command
-from ablate.app.parser import OneLineParser
+from ablate.app.parser import add_encoder, command_parser
 from ablate.app.paths import CONF_DIR, corpora_dir, datasets_dir
 from ablate.errors import ConfigError
 from ablate.safenames import inside, name_problem
@@ -32,9 +32,9 @@ SPLITS_DIR = "outputs/splits"
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = OneLineParser(
-        prog="python -m ablate.split",
-        description="Split a corpus's questions into dev and test without leakage: questions sharing gold evidence "
+    p = command_parser(
+        "split",
+        "Split a corpus's questions into dev and test without leakage: questions sharing gold evidence "
         "(document or clause) or near-duplicate wording stay on one side. Writes split.tsv and a leakage report; "
         "use it with corpus.split_file=<out>/split.tsv.",
     )
@@ -56,12 +56,7 @@ def _parser() -> argparse.ArgumentParser:
         help="embedding cosine at or above which two questions are near-duplicates (default 0.9); none = skip",
     )
     p.add_argument("--no-embed", action="store_true", help="same as --threshold none (no encoder is loaded)")
-    p.add_argument(
-        "--model",
-        default=None,
-        help="encoder (default: the dense.model a run on this corpus uses, which follows the corpus language: "
-        "multilingual-e5-small for Chinese, else all-MiniLM-L6-v2)",
-    )
+    add_encoder(p, "--model", "encoder of the questions", "dense.model")
     p.add_argument(
         "--group-by",
         choices=("doc", "unit"),

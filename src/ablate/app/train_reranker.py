@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 from collections.abc import Sequence
 
-from ablate.errors import AblateError
+from ablate.app.entry import run_command
+from ablate.app.parser import add_encoder, command_parser
 from ablate.stages.rerank.training import (
     DEFAULT_LR,
     DEFAULT_MIN_STEPS,
@@ -20,21 +20,16 @@ from ablate.stages.rerank.training import (
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="python -m ablate.train_reranker",
-        description="Fine-tune a cross-encoder reranker on a corpus's train split (BM25 hard negatives), offline. "
+    p = command_parser(
+        "train_reranker",
+        "Fine-tune a cross-encoder reranker on a corpus's train split (BM25 hard negatives), offline. "
         "Prints the trained model folder on stdout; rerank.model=trained with the same settings finds it in the cache.",
     )
     p.add_argument(
         "--corpus", required=True, help="corpus folder (corpus.jsonl, queries.jsonl, qrels/<split>.tsv)"
     )
     p.add_argument("--split", default="train", help="split to train on (default: train)")
-    p.add_argument(
-        "--base-model",
-        default=None,
-        help="local folder or bundled model name (default: by the corpus language: multilingual-e5-small for "
-        "Chinese, else all-MiniLM-L6-v2, as rerank.train.base_model)",
-    )
+    add_encoder(p, "--base-model", "local folder or bundled model name", "rerank.train.base_model")
     p.add_argument(
         "--epochs",
         type=int,
@@ -72,43 +67,42 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+def run(args: argparse.Namespace) -> int:
+    from ablate.cache import Cache
+    from ablate.data.corpus import load_corpus
+    from ablate.stages.text.defaults import encoder_choice
+
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-    try:
-        from ablate.cache import Cache
-        from ablate.data.corpus import load_corpus
-        from ablate.stages.text.defaults import encoder_choice
-
-        snapshot = load_corpus(args.corpus)
-        base_model, _ = encoder_choice(args.base_model, snapshot.language)
-        pairs = pairs_from_snapshot(
-            snapshot,
-            args.split,
-            max_negatives=args.max_negatives,
-            seed=args.seed,
-            pool_depth=args.negative_pool,
-        )
-        result = train_cross_encoder(
-            pairs,
-            base_model=base_model,
-            epochs=args.epochs,
-            min_steps=args.min_steps,
-            batch_size=args.batch_size,
-            max_length=args.max_length,
-            lr=args.lr,
-            seed=args.seed,
-            cache=Cache(args.cache_dir) if args.cache_dir else None,
-            show_progress=not args.quiet,
-            precision=args.precision,
-            num_threads=args.num_threads,
-        )
-    except AblateError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
+    snapshot = load_corpus(args.corpus)
+    base_model, _ = encoder_choice(args.base_model, snapshot.language)
+    pairs = pairs_from_snapshot(
+        snapshot,
+        args.split,
+        max_negatives=args.max_negatives,
+        seed=args.seed,
+        pool_depth=args.negative_pool,
+    )
+    result = train_cross_encoder(
+        pairs,
+        base_model=base_model,
+        epochs=args.epochs,
+        min_steps=args.min_steps,
+        batch_size=args.batch_size,
+        max_length=args.max_length,
+        lr=args.lr,
+        seed=args.seed,
+        cache=Cache(args.cache_dir) if args.cache_dir else None,
+        show_progress=not args.quiet,
+        precision=args.precision,
+        num_threads=args.num_threads,
+    )
     print(result.path)
     return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    return run_command(_parser(), run, argv)
 
 
 if __name__ == "__main__":

@@ -3,7 +3,7 @@
 Hydra loads sweepers only from the ``hydra_plugins`` package, so this thin class lives here; the decisions are made in
 :mod:`ablate.app.plan` and :mod:`ablate.app.reuse_plan`. It launches the cells of Hydra's basic sweeper (the same
 cartesian product, order, spelling and batches: :func:`ablate.app.plan.split_cells`), with two differences when the
-task function carries the command's plan (:class:`ablate.app.cli.Command`, which Hydra hands to ``setup``):
+task function carries the command's plan (:class:`ablate.app.command.Command`, which Hydra hands to ``setup``):
 
 * a cell whose inputs match a FINISHED run (``tracking.reuse``) is recorded as a reused run under the sweep's parent
   and not launched;
@@ -42,7 +42,7 @@ class AblateSweeper(Sweeper):
         )
 
     def sweep(self, arguments: list[str]) -> list[Sequence[JobReturn]]:
-        from ablate.app.cli import ENV_PARENT, Command
+        from ablate.app.command import ENV_PARENT, Command
         from ablate.app.plan import batches, split_cells
         from ablate.app.reuse_plan import run_cells
 
