@@ -117,10 +117,10 @@ class Command:
             if plan.multirun
             else {}
         )
-        #: the sweep's console (this process only: a launcher's worker prints its cells' lines alone)
         #: the notes a job of this command printed already: a note every cell raises (the pilot's split) is said
         #: once per sweep, not once per cell
         self.said: set[str] = set()
+        #: the sweep's console (this process only: a launcher's worker prints its cells' lines alone)
         self.progress: SweepProgress | None = (
             SweepProgress(self.size, answers=planned_answers(plan)) if plan.multirun and self.size else None
         )
