@@ -2,7 +2,7 @@
 
 ``python -m ablate [-m] overrides...`` is planned before Hydra starts anything (:mod:`ablate.app.precheck` fills
 the plan, :mod:`ablate.app.reuse_plan` looks each cell up), then run by Hydra: the command's task function
-(:class:`ablate.app.cli.Command`) carries the plan, so the sweeper (``hydra_plugins.ablate_sweeper``, given the task
+(:class:`ablate.app.command.Command`) carries the plan, so the sweeper (``hydra_plugins.ablate_sweeper``, given the task
 function by Hydra's plugin interface) records the reused cells and launches the others, and a job run in this
 process takes its :class:`~ablate.runner.job.JobSpec` from the plan instead of building its stages again. Nothing of
 the plan is kept in module state: a second command in the same process (a test, a notebook) has its own.
