@@ -323,6 +323,12 @@ CASES = [
     ),
     Case("misspelled-key", ["eval.kss=1"], "did you mean eval.ks?"),
     Case("unknown-new-key", ["+unknown.key=1"], "unknown="),
+    Case(
+        "setting-in-a-null-block",
+        ["corpus.chunker.kind=tokens"],
+        "the chosen config has no corpus.chunker block to set it in (null or absent there); "
+        "write ++corpus.chunker.kind=tokens to add it",
+    ),
     Case("misspelled-stage-param", ["rrf.kk=2"], "did you mean rrf.k?"),
     Case(
         "misspelled-inherited-param",

@@ -60,7 +60,18 @@ def known_keys() -> list[str]:
 
 
 def unknown_key_error(key: str, value: str) -> ConfigError:
-    close = difflib.get_close_matches(key, known_keys(), n=1, cutoff=0.6)
+    known = known_keys()
+    parent = key.rpartition(".")[0]
+    if (
+        key in known and parent
+    ):  # a setting of another config of the group: the chosen one leaves its block out
+        return ConfigError(
+            key,
+            value,
+            f"the chosen config has no {parent} block to set it in (null or absent there); "
+            f"write ++{key}={value} to add it, or set the block whole ({parent}={{...}})",
+        )
+    close = difflib.get_close_matches(key, known, n=1, cutoff=0.6)
     hint = f"did you mean {close[0]}?" if close else "see python -m ablate --help for the settings"
     return ConfigError(key, value, f"there is no such setting; {hint}")
 
