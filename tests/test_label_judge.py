@@ -27,8 +27,8 @@ from ablate.labels.assessor import (
     mapping_text,
     parse_mapping,
     parse_score,
-    validated,
 )
+from ablate.labels.commit import validation_report as validated
 from ablate.labels.validation import holes
 from ablate.labels.workspace import Workspace
 from ablate.record import metric_key
