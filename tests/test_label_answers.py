@@ -341,3 +341,19 @@ def test_validate_answers_refusals(tmp_path: Path) -> None:
     for p_ in (p,):
         assert p_.stderr.count("\n") == 1 and "Traceback" not in p_.stderr
     assert not pool_path.with_suffix(".validation").exists()
+
+
+@pytest.mark.parametrize(
+    "argv, now",
+    [
+        (["pool-answers", "--parent", "X"], "pool --kind answers"),
+        (["validate-answers", "--pool", "P.jsonl"], "validate --kind answers"),
+        (["serve", "--answers", "P.jsonl"], "serve --pool"),
+    ],
+)
+def test_an_earlier_versions_answer_command_says_what_it_is_now(argv: list[str], now: str, capsys) -> None:
+    from ablate.app.label import main
+
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"is now python -m ablate.label {now}" in err

@@ -38,6 +38,22 @@ COMMANDS: dict[str, str] = {
 }
 
 
+#: What an earlier version's label commands are now: a user who types one gets one line saying so (exit 2).
+RENAMED = {
+    "pool-answers": "pool --kind answers",
+    "validate-answers": "validate --kind answers",
+    "serve --answers": "serve --pool (an answers pool's .jsonl: the page follows the pool's kind)",
+}
+
+
+def renamed(argv: Sequence[str]) -> str | None:
+    """The line for an earlier version's command in ``argv``, or ``None``."""
+    old = argv[0] if argv and argv[0] in RENAMED else "serve --answers" if argv[:1] == ["serve"] else None
+    if old is None or (old == "serve --answers" and not any(a.startswith("--answers") for a in argv)):
+        return None
+    return f"error: python -m ablate.label {old} is now python -m ablate.label {RENAMED[old]}"
+
+
 def module_of(command: str) -> str:
     return "ablate.app.label_" + command
 
@@ -58,6 +74,9 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    if line := renamed(sys.argv[1:] if argv is None else list(argv)):
+        print(line, file=sys.stderr)
+        return 2
     ap = parser()
     args, extra = ap.parse_known_args(argv)
     # KEY=VALUE settings after an option (``--holes 0.2 corpus=demo_zh``): argparse leaves them over
