@@ -96,7 +96,7 @@ def test_qwen_judges_answers_once_and_a_second_judge_reads_the_cache(
     assert [v.cached for v in first] == [False] * 3
     assert all(v.grade in GRADES and v.rationale and "\n" not in v.rationale for v in first), first
     # the short final answer is the gold one (how often the 1.5B judge is right on harder answers is what
-    # python -m ablate.label validate-answers measures, against human grades; not asserted here)
+    # python -m ablate.label validate --kind answers measures, against human grades; not asserted here)
     assert first[0].grade == "correct", first[0]
     second_judge = judge()
     second = second_judge.judge(ITEMS, cache)

@@ -277,16 +277,16 @@ def _answers_pool(journal_line: dict | None) -> Callable[[Path], None]:
     answer journal whose one line is a good human grade of its answer with those fields changed."""
 
     def apply(root: Path) -> None:
-        from ablate.labels import answerpool
+        from ablate.labels import poolfile
 
         block = {"name": None, "path": str(root), "split": "dev", "identity": "employee", "as_of": None,
                  "chunker": None, "language": None, "split_file": None, "labels": None}  # fmt: skip
-        meta = answerpool.AnswerPoolMeta("tiny", str(root), "dev", corpus_config=block)
+        meta = poolfile.PoolMeta("tiny", str(root), split="dev", corpus_config=block)
         text = "Answer: 76.00 yuan"
-        sha = answerpool.answer_sha256(text)
-        entries = [answerpool.AnswerEntry("q1", "How much is INV-102?", ("76.00 yuan",), text, sha, ("A",))]
+        sha = poolfile.answer_sha256(text)
+        entries = [poolfile.AnswerEntry("q1", "How much is INV-102?", ("76.00 yuan",), text, sha, ("A",))]
         labels = root.parent / "labels" / "tiny"
-        answerpool.write(labels / "answer_pools" / "a.jsonl", answerpool.AnswerPool(meta, entries))
+        poolfile.write(labels / "answer_pools" / "a.jsonl", poolfile.Pool(meta, entries))
         if journal_line is not None:
             line = {"qid": "q1", "answer_sha256": sha, "answer": text, "grade": "correct", "assessor": "human",
                     "time": "t"}  # fmt: skip
@@ -296,7 +296,9 @@ def _answers_pool(journal_line: dict | None) -> Callable[[Path], None]:
 
 
 VALIDATE_ANSWERS = [
-    "validate-answers",
+    "validate",
+    "--kind",
+    "answers",
     "--labels-dir",
     "{dir}/labels",
     "--pool",
@@ -1042,7 +1044,7 @@ CASES = [
     Case(
         "judge-pool-other-corpus",
         ["judge", "--pool", "{corpus}/pool.tsv", "generator=llama_cpp", "corpus=demo"],
-        "was made on corpus 'tiny', not 'demo'",
+        "pool.tsv was made on corpus tiny (",
         setup=_judge_pool,
         module="ablate.label",
         base=False,
@@ -1076,10 +1078,10 @@ CASES = [
         code=2,
         absent="labels",
     ),
-    # python -m ablate.label pool-answers / serve --answers / validate-answers (grading answers)
+    # python -m ablate.label pool --kind answers / serve --pool ANSWERS / validate --kind answers (grading answers)
     Case(
         "label-pool-answers-unknown-run",
-        ["pool-answers", "--runs", "0" * 32, "--tracking-uri", "sqlite:///{store}"],
+        ["pool", "--kind", "answers", "--runs", "0" * 32, "--tracking-uri", "sqlite:///{store}"],
         "--runs: no run '" + "0" * 32 + "' in sqlite:///",
         module="ablate.label",
         base=False,
@@ -1094,7 +1096,7 @@ CASES = [
             "{dir}/labels",
             "--port",
             "0",
-            "--answers",
+            "--pool",
             "{dir}/labels/tiny/answer_pools/n.jsonl",
         ],
         "n.jsonl: no such answers pool",

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from ablate.labels import answerjournal, journal
+from ablate.labels import journal
 from ablate.labels.page import ordered
 from test_label_serve import client
 
@@ -29,13 +29,13 @@ def relevance(path: Path, i: int) -> None:
 
 
 def answers(path: Path, i: int) -> None:
-    answerjournal.append(path, answerjournal.grade(f"q{i}", f"Answer: {i} yuan", "correct", "human:a"))
+    journal.append(path, journal.grade(f"q{i}", f"Answer: {i} yuan", "correct", "human:a"))
 
 
 def read_keys(path: Path, which: str) -> list[str]:
     if which == "relevance":
         return [j.qid for j in journal.read(path)]
-    return [g.qid for g in answerjournal.read(path)]
+    return [g.qid for g in journal.read_grades(path)]
 
 
 WRITERS = {"relevance": relevance, "answers": answers}
@@ -113,7 +113,7 @@ def test_a_torn_multi_byte_character_is_a_torn_line(tmp_path: Path, capsys) -> N
     answers(path, 3)
     (side,) = side_files(path)
     assert side.read_bytes() == torn
-    assert [g.qid for g in answerjournal.read(path)] == ["q1", "q3"]
+    assert [g.qid for g in journal.read_grades(path)] == ["q1", "q3"]
 
 
 # ---------------------------------------------------------------- through the pages' real requests
@@ -151,7 +151,7 @@ def test_grading_on_the_answer_page_after_a_torn_line_keeps_every_acknowledged_g
     e0, e1 = data.entries[:2]
     assert (
         c.post(
-            "/grade", data={"qid": e0.qid, "answer_sha256": e0.answer_sha256, "grade": "wrong"}
+            "/judge", data={"qid": e0.qid, "answer_sha256": e0.answer_sha256, "grade": "wrong"}
         ).status_code
         == 303
     )
@@ -159,11 +159,11 @@ def test_grading_on_the_answer_page_after_a_torn_line_keeps_every_acknowledged_g
         f.write(b'{"qid": "q001", "answer_sha256": "5b')
     assert (
         c.post(
-            "/grade", data={"qid": e1.qid, "answer_sha256": e1.answer_sha256, "grade": "partly"}
+            "/judge", data={"qid": e1.qid, "answer_sha256": e1.answer_sha256, "grade": "partly"}
         ).status_code
         == 303
     )
-    assert [(g.key, g.grade) for g in answerjournal.read(data.journal)] == [
+    assert [(g.key, g.grade) for g in journal.read_grades(data.journal)] == [
         (e0.key, "wrong"),
         (e1.key, "partly"),
     ]

@@ -1,6 +1,6 @@
-"""Grading answers: the answers pool file, the answer journal (append, resume, undo, bad lines), the grading page
-(Flask's test client), and ``python -m ablate.label validate-answers`` with the rule (its kappa equals sklearn's on
-its own pairs.csv; rates counted by hand)."""
+"""Grading answers: the answers pool file, the answer journal (append, resume, undo, bad lines), the labelling page
+for answers (Flask's test client), and ``python -m ablate.label validate --kind answers`` with the rule (its kappa
+equals sklearn's on its own pairs.csv; rates counted by hand)."""
 
 from __future__ import annotations
 
@@ -18,9 +18,10 @@ from sklearn.metrics import cohen_kappa_score
 
 from ablate.app import label_common
 from ablate.errors import InputError
-from ablate.labels import answerjournal, answerpool
-from ablate.labels.answer_page import AnswerPageData, Asked, create_app
+from ablate.labels import journal, poolfile
 from ablate.labels.journal import append_objects
+from ablate.labels.kind import ANSWERS
+from ablate.labels.page import PageData, QuestionText, answer_grades, create_app
 from ablate.labels.workspace import Workspace
 from test_label_serve import client
 
@@ -56,7 +57,7 @@ def make_pool(labels: Path, corpus: str = "demo", n_questions: int = 3, name: st
     questions = {
         q: (snap.queries[q].text, snap.queries[q].answers) for q in dict.fromkeys(x[0] for x in answers["A"])
     }
-    meta = answerpool.AnswerPoolMeta(
+    meta = poolfile.PoolMeta(
         corpus=corpus,
         corpus_path=str(snap.root),
         split="dev",
@@ -65,10 +66,10 @@ def make_pool(labels: Path, corpus: str = "demo", n_questions: int = 3, name: st
         runs={"A": "run-a", "B": "run-b"},
         answers_read=sum(len(v) for v in answers.values()),
         corpus_config=block,
-        created=answerjournal.now(),
+        created=journal.now(),
     )
-    path = Workspace(labels, corpus).answer_pool(name)
-    answerpool.write(path, answerpool.AnswerPool(meta, answerpool.collect(answers, questions)))
+    path = Workspace(labels, corpus).pool(name, ANSWERS)
+    poolfile.write(path, poolfile.Pool(meta, poolfile.collect(answers, questions)))
     return path
 
 
@@ -94,7 +95,7 @@ def cli(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
 def test_pool_deduplicates_identical_answers_and_reads_back(tmp_path: Path) -> None:
     path = make_pool(tmp_path / "labels")
     assert path == tmp_path / "labels" / "demo" / "answer_pools" / "A-B-answers.jsonl"
-    pool = answerpool.read(path)
+    pool = poolfile.read_answers(path)
     # 3 questions x (one right answer both runs wrote, A's wrong one, B's refusal)
     assert len(pool.entries) == 9
     right = [e for e in pool.entries if e.answer.startswith("The policy says so")]
@@ -103,10 +104,10 @@ def test_pool_deduplicates_identical_answers_and_reads_back(tmp_path: Path) -> N
     snap, _ = snapshot("demo")
     e = pool.entries[0]
     assert e.question == snap.queries[e.qid].text and e.golds == snap.queries[e.qid].answers
-    assert e.answer_sha256 == answerpool.answer_sha256(e.answer) and len(e.context) == 2
+    assert e.answer_sha256 == poolfile.answer_sha256(e.answer) and len(e.context) == 2
     assert pool.meta.corpus == "demo" and pool.meta.runs == {"A": "run-a", "B": "run-b"}
     row = json.loads(path.read_text(encoding="utf-8").splitlines()[0])
-    assert list(row) == list(answerpool.FIELDS)
+    assert list(row) == list(poolfile.ANSWER_FIELDS)
 
 
 def test_pool_line_with_a_wrong_hash_is_refused(tmp_path: Path) -> None:
@@ -119,7 +120,7 @@ def test_pool_line_with_a_wrong_hash_is_refused(tmp_path: Path) -> None:
     with pytest.raises(
         InputError, match=r"A-B-answers.jsonl:2: answer_sha256 is not the SHA-256 of its answer"
     ):
-        answerpool.read(path)
+        poolfile.read_answers(path)
 
 
 # ------------------------------------------------------------------------------------------------- the journal
@@ -127,20 +128,20 @@ def test_pool_line_with_a_wrong_hash_is_refused(tmp_path: Path) -> None:
 
 def test_journal_append_undo_resume_and_torn_last_line(tmp_path: Path) -> None:
     j = tmp_path / "answer_journal.jsonl"
-    answerjournal.append(j, answerjournal.grade("q001", "Answer: 80 yuan", "correct", "human:alice"))
-    answerjournal.append(j, answerjournal.grade("q001", "Answer: 80 yuan", "partly", "human:bob"))
-    answerjournal.append(j, answerjournal.grade("q001", "Answer: 80 yuan", None, "human:bob"))  # bob's undo
-    answerjournal.append(j, answerjournal.grade("q002", "no", "wrong", "human"))
-    answerjournal.append(j, answerjournal.grade("q002", "no", "correct", "llm:m@1"))
+    journal.append(j, journal.grade("q001", "Answer: 80 yuan", "correct", "human:alice"))
+    journal.append(j, journal.grade("q001", "Answer: 80 yuan", "partly", "human:bob"))
+    journal.append(j, journal.grade("q001", "Answer: 80 yuan", None, "human:bob"))  # bob's undo
+    journal.append(j, journal.grade("q002", "no", "wrong", "human"))
+    journal.append(j, journal.grade("q002", "no", "correct", "llm:m@1"))
     written = lines(j)
-    assert [list(x) for x in written] == [list(answerjournal.FIELDS)] * 5
+    assert [list(x) for x in written] == [list(journal.ANSWER_FIELDS)] * 5
     assert written[2]["grade"] is None
     with j.open("ab") as f:
         f.write(b'{"qid": "q003", "answer_sha')  # a crash mid-write: never acknowledged
-    grades = answerjournal.read(j)
+    grades = journal.read_grades(j)
     assert len(grades) == 5
-    human = answerjournal.human(grades)
-    sha = answerpool.answer_sha256
+    human = journal.human(grades)
+    sha = poolfile.answer_sha256
     assert {k: g.grade for k, g in human.items()} == {
         ("q001", sha("Answer: 80 yuan")): "correct",  # bob took his back: alice's stands
         ("q002", sha("no")): "wrong",  # the LLM's grade is not a human grade
@@ -164,14 +165,12 @@ def test_journal_append_undo_resume_and_torn_last_line(tmp_path: Path) -> None:
     ],
 )
 def test_bad_journal_lines_name_file_and_line(tmp_path: Path, change: dict, message: str) -> None:
-    from ablate.app.label_answers import question_check
-
     j = tmp_path / "answer_journal.jsonl"
-    good = answerjournal.grade("q001", "Answer: 80 yuan", "correct", "human")
-    answerjournal.append(j, good)
+    good = journal.grade("q001", "Answer: 80 yuan", "correct", "human")
+    journal.append(j, good)
     append_objects(j, [{**asdict(good), **change}])
     with pytest.raises(InputError) as e:
-        answerjournal.read(j, question_check(snapshot("demo")[0]))
+        journal.read_grades(j, label_common.pair_check(snapshot("demo")[0], ANSWERS))
     assert message in str(e.value)
 
 
@@ -179,14 +178,19 @@ def test_bad_journal_lines_name_file_and_line(tmp_path: Path, change: dict, mess
 
 
 def app_for(pool_path: Path, labels: Path, assessor: str = "human:alice"):
-    pool = answerpool.read(pool_path)
+    pool = poolfile.read_answers(pool_path)
     snap, _ = snapshot(pool.meta.corpus)
-    data = AnswerPageData(
+    q = snap.queries
+    data = PageData(
+        kind=ANSWERS,
         pool=pool_path.stem,
         entries=pool.entries,
-        asked={e.qid: Asked(snap.queries[e.qid].persona, snap.queries[e.qid].as_of) for e in pool.entries},
+        questions={
+            e.qid: QuestionText(e.qid, e.question, q[e.qid].persona, q[e.qid].as_of) for e in pool.entries
+        },
         passages={},
-        journal=Workspace(labels, snap.name).answer_journal,
+        grades=answer_grades(snap.language),
+        journal=Workspace(labels, snap.name).journal_of(ANSWERS),
         assessor=assessor,
         language=snap.language,
     )
@@ -211,7 +215,7 @@ def test_page_grades_skips_undoes_and_resumes(tmp_path: Path) -> None:
     snap, _ = snapshot("demo")
     assert e0.question in page and snap.queries[e0.qid].persona in page and e0.golds[0] in page
     assert 'id="all-done">0<' in page and 'id="all-left">9<' in page and 'id="q-left">3<' in page
-    r = c.post("/grade", data={"qid": e0.qid, "answer_sha256": e0.answer_sha256, "grade": "correct"})
+    r = c.post("/judge", data={"qid": e0.qid, "answer_sha256": e0.answer_sha256, "grade": "correct"})
     assert r.status_code == 303
     page = c.get(r.headers["Location"]).get_data(as_text=True)
     assert shown(page) == order[1] and 'id="all-done">1<' in page
@@ -221,7 +225,7 @@ def test_page_grades_skips_undoes_and_resumes(tmp_path: Path) -> None:
     # skip 1, grade 2 wrong; undo takes back the grade of 2 and shows it again
     page = c.get("/?after=1").get_data(as_text=True)
     assert shown(page) == order[2]
-    c.post("/grade", data={"qid": order[2][0], "answer_sha256": order[2][1], "grade": "wrong"})
+    c.post("/judge", data={"qid": order[2][0], "answer_sha256": order[2][1], "grade": "wrong"})
     r = c.post("/undo")
     assert shown(c.get(r.headers["Location"]).get_data(as_text=True)) == order[2]
     assert [x["grade"] for x in lines(data.journal)] == ["correct", "wrong", None]
@@ -231,11 +235,11 @@ def test_page_grades_skips_undoes_and_resumes(tmp_path: Path) -> None:
     assert shown(page) == order[1] and 'id="all-done">1<' in page
     # refused: an answer outside the pool, a grade outside the three
     assert (
-        c.post("/grade", data={"qid": "q001", "answer_sha256": "0" * 64, "grade": "correct"}).status_code
+        c.post("/judge", data={"qid": "q001", "answer_sha256": "0" * 64, "grade": "correct"}).status_code
         == 400
     )
     bad = {"qid": order[1][0], "answer_sha256": order[1][1], "grade": "2"}
-    assert c.post("/grade", data=bad).status_code == 400
+    assert c.post("/judge", data=bad).status_code == 400
     assert len(lines(data.journal)) == 3
 
 
@@ -247,13 +251,13 @@ def test_page_speaks_chinese_for_a_chinese_corpus(tmp_path: Path) -> None:
     assert data.entries[0].question in page and "元" in data.entries[0].golds[0]
 
 
-# ------------------------------------------------------------------------------------------- validate-answers
+# -------------------------------------------------------------------------------------- validate --kind answers
 
 
 def grade_all(labels: Path, pool_path: Path, grades: dict[str, str], assessor: str = "human:lead") -> None:
     """Grade every answer of the pool by its kind: the right one, the wrong one, the refusal."""
     out = []
-    for e in answerpool.read(pool_path).entries:
+    for e in poolfile.read_answers(pool_path).entries:
         kind = (
             "right"
             if e.answer.startswith("The policy")
@@ -261,8 +265,8 @@ def grade_all(labels: Path, pool_path: Path, grades: dict[str, str], assessor: s
             if e.answer == "NO_ANSWER"
             else "wrong"
         )
-        out.append(answerjournal.grade(e.qid, e.answer, grades[kind], assessor))
-    answerjournal.append(Workspace(labels, answerpool.read(pool_path).meta.corpus).answer_journal, out)
+        out.append(journal.grade(e.qid, e.answer, grades[kind], assessor))
+    journal.append(Workspace(labels, poolfile.read_answers(pool_path).meta.corpus).journal_of(ANSWERS), out)
 
 
 def test_validate_answers_rule_kappa_equals_sklearn_and_rates(tmp_path: Path) -> None:
@@ -270,13 +274,15 @@ def test_validate_answers_rule_kappa_equals_sklearn_and_rates(tmp_path: Path) ->
     pool_path = make_pool(labels, n_questions=4)
     # the human calls the gold-bearing answer partly on purpose for one kind: a disagreement the rule must show
     grade_all(labels, pool_path, {"right": "correct", "wrong": "wrong", "refusal": "partly"})
-    entries = answerpool.read(pool_path).entries
+    entries = poolfile.read_answers(pool_path).entries
     first_right = next(e for e in entries if e.answer.startswith("The policy"))
-    answerjournal.append(  # one right answer graded partly by a person (latest wins)
-        Workspace(labels, "demo").answer_journal,
-        answerjournal.grade(first_right.qid, first_right.answer, "partly", "human:lead"),
+    journal.append(  # one right answer graded partly by a person (latest wins)
+        Workspace(labels, "demo").journal_of(ANSWERS),
+        journal.grade(first_right.qid, first_right.answer, "partly", "human:lead"),
     )
-    p = cli(["validate-answers", "--pool", str(pool_path), "--labels-dir", str(labels)], tmp_path)
+    p = cli(
+        ["validate", "--kind", "answers", "--pool", str(pool_path), "--labels-dir", str(labels)], tmp_path
+    )
     assert p.returncode == 0, p.stderr
     assert "WARNING: under 30 graded answers" in p.stdout
     folder = pool_path.with_suffix(".validation")
@@ -311,19 +317,19 @@ def test_validate_answers_rule_kappa_equals_sklearn_and_rates(tmp_path: Path) ->
 def test_validate_answers_refusals(tmp_path: Path) -> None:
     labels = tmp_path / "labels"
     pool_path = make_pool(labels)
-    base = ["validate-answers", "--pool", str(pool_path), "--labels-dir", str(labels)]
+    base = ["validate", "--kind", "answers", "--pool", str(pool_path), "--labels-dir", str(labels)]
     # no journal; then a journal with no human grade of this pool
     p = cli(base, tmp_path)
     assert p.returncode == 2 and "answer_journal.jsonl: no such journal of answer grades" in p.stderr
-    j = Workspace(labels, "demo").answer_journal
-    answerjournal.append(j, answerjournal.grade("q001", "another answer", "correct", "human"))
+    j = Workspace(labels, "demo").journal_of(ANSWERS)
+    journal.append(j, journal.grade("q001", "another answer", "correct", "human"))
     p = cli(base, tmp_path)
     assert (
         p.returncode == 2
         and "holds no human grade of an answer of pool A-B-answers.jsonl (1 of other pools)" in (p.stderr)
     )
     # a line naming a question the corpus does not have
-    answerjournal.append(j, answerjournal.grade("q999", "x", "correct", "human"))
+    journal.append(j, journal.grade("q999", "x", "correct", "human"))
     p = cli(base, tmp_path)
     assert (
         p.returncode == 2
@@ -335,3 +341,19 @@ def test_validate_answers_refusals(tmp_path: Path) -> None:
     for p_ in (p,):
         assert p_.stderr.count("\n") == 1 and "Traceback" not in p_.stderr
     assert not pool_path.with_suffix(".validation").exists()
+
+
+@pytest.mark.parametrize(
+    "argv, now",
+    [
+        (["pool-answers", "--parent", "X"], "pool --kind answers"),
+        (["validate-answers", "--pool", "P.jsonl"], "validate --kind answers"),
+        (["serve", "--answers", "P.jsonl"], "serve --pool"),
+    ],
+)
+def test_an_earlier_versions_answer_command_says_what_it_is_now(argv: list[str], now: str, capsys) -> None:
+    from ablate.app.label import main
+
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"is now python -m ablate.label {now}" in err

@@ -1,6 +1,6 @@
 """Grading answers end to end with real runs: a sweep where the shipped Qwen answers (variant A and the Oracle on the
-tiny corpus), ``pool-answers`` (equal to an independent reading of the runs' answers.csv), grades in the journal,
-and ``validate-answers generator=llama_cpp``: the rule and the Qwen answer judge, whose kappas equal sklearn's on
+tiny corpus), ``pool --kind answers`` (equal to an independent reading of the runs' answers.csv), grades in the journal,
+and ``validate --kind answers generator=llama_cpp``: the rule and the Qwen answer judge, whose kappas equal sklearn's on
 the report's own pairs.csv."""
 
 from __future__ import annotations
@@ -18,7 +18,8 @@ from sklearn.metrics import cohen_kappa_score
 
 from ablate import record as R
 from ablate.evaluation.generation import normalize_answer
-from ablate.labels import answerjournal, answerpool
+from ablate.labels import journal, poolfile
+from ablate.labels.kind import ANSWER_LEVEL
 from ablate.tracking import Tracker
 from conftest import TINY_DOCS, TINY_MANIFEST, TINY_QRELS, TINY_QUERIES, write_corpus
 
@@ -59,17 +60,17 @@ def test_pool_answers_from_real_runs_then_validate_the_rule_and_the_qwen_judge(t
     p = _cli("ablate", ["variant=A", *common, "tracking.experiment=no-answers"], tmp_path)
     assert p.returncode == 0, p.stderr[-3000:]
     labels = tmp_path / "labels"
-    p = _cli("ablate.label", ["pool-answers", "--experiment", "no-answers", "--tracking-uri", uri,
+    p = _cli("ablate.label", ["pool", "--kind", "answers", "--experiment", "no-answers", "--tracking-uri", uri,
                               "--labels-dir", str(labels)], tmp_path)  # fmt: skip
     assert p.returncode == 2 and "none of the 1 run(s) wrote answers.csv" in p.stderr, p.stderr
     assert not labels.exists()
 
-    p = _cli("ablate.label", ["pool-answers", "--parent", parent.run_id, "--tracking-uri", uri,
+    p = _cli("ablate.label", ["pool", "--kind", "answers", "--parent", parent.run_id, "--tracking-uri", uri,
                               "--labels-dir", str(labels)], tmp_path)  # fmt: skip
     assert p.returncode == 0, p.stderr
     pool_path = labels / "tiny" / "answer_pools" / "A-oracle-answers.jsonl"
     assert f"-> {pool_path}" in p.stdout or "A-oracle-answers.jsonl" in p.stdout
-    pool = answerpool.read(pool_path)
+    pool = poolfile.read_answers(pool_path)
     # independent: each run's answers.csv read with pandas; distinct (qid, text) of the questions with golds
     expected: dict[tuple[str, str], list[str]] = {}
     for name in ("A", "oracle"):
@@ -89,11 +90,11 @@ def test_pool_answers_from_real_runs_then_validate_the_rule_and_the_qwen_judge(t
     grades = []
     for i, e in enumerate(pool.entries):
         right = any(normalize_answer(g) in normalize_answer(e.answer) for g in e.golds)
-        grades.append(answerjournal.grade(e.qid, e.answer, "partly" if i == 0 else "correct" if right else "wrong",
+        grades.append(journal.grade(e.qid, e.answer, "partly" if i == 0 else "correct" if right else "wrong",
                                           "human:lead"))  # fmt: skip
-    answerjournal.append(labels / "tiny" / "answer_journal.jsonl", grades)
+    journal.append(labels / "tiny" / "answer_journal.jsonl", grades)
 
-    p = _cli("ablate.label", ["validate-answers", "--pool", str(pool_path), "--labels-dir", str(labels),
+    p = _cli("ablate.label", ["validate", "--kind", "answers", "--pool", str(pool_path), "--labels-dir", str(labels),
                               "generator=llama_cpp"], tmp_path)  # fmt: skip
     assert p.returncode == 0, p.stderr[-3000:]
     folder = pool_path.with_suffix(".validation")
@@ -112,7 +113,7 @@ def test_pool_answers_from_real_runs_then_validate_the_rule_and_the_qwen_judge(t
     assert report["judge_ungraded"] == len(rows) - len(judged)
     if judged:
         judge = report["judge_agreement"]
-        level = answerjournal.LEVEL
+        level = ANSWER_LEVEL
         h3, j3 = [level[r["human"]] for r in judged], [level[r["judge"]] for r in judged]
         want = cohen_kappa_score(h3, j3, labels=[0, 1, 2])
         assert judge["graded"]["kappa"] == pytest.approx(want, abs=1e-12, nan_ok=True)

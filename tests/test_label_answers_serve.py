@@ -1,4 +1,4 @@
-"""``python -m ablate.label serve --answers``: the command (a real server started here on 127.0.0.1), a real headless
+"""``python -m ablate.label serve --pool ANSWERS_POOL``: the command (a real server started here on 127.0.0.1), a real headless
 Chromium grading with clicks and keys, a server killed mid-session that loses no acknowledged grade and resumes."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from ablate.labels import answerjournal, answerpool
+from ablate.labels import journal, poolfile
 from test_label_answers import lines, make_pool
 from test_label_serve import CHROMIUM, Browser, devtools_url, free_port, get, servers  # noqa: F401 - a fixture
 
@@ -23,7 +23,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def start(pool_path: Path, labels: Path, port: int) -> subprocess.Popen:
-    cmd = [sys.executable, "-m", "ablate.label", "serve", "--answers", str(pool_path), "--labels-dir", str(labels),
+    cmd = [sys.executable, "-m", "ablate.label", "serve", "--pool", str(pool_path), "--labels-dir", str(labels),
            "--assessor", "alice", "--port", str(port)]  # fmt: skip
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO)
     assert proc.stdout is not None
@@ -56,7 +56,7 @@ def test_a_real_browser_grades_answers_with_clicks_and_keys_and_a_killed_server_
     assert CHROMIUM, "CI=true but no chromium on PATH: .ci/run installs it with apt-get"
     labels = tmp_path / "labels"
     pool_path = make_pool(labels, corpus="demo_zh")
-    order = [e.key for e in answerpool.read(pool_path).entries]
+    order = [e.key for e in poolfile.read_answers(pool_path).entries]
     port = free_port()
     server = start(pool_path, labels, port)
     servers.append(server)
@@ -87,7 +87,7 @@ def test_a_real_browser_grades_answers_with_clicks_and_keys_and_a_killed_server_
             assert await b.js("document.getElementById('grade-partly').innerText") == "p 部分正确"
             assert (
                 await b.js("document.getElementById('answer').innerText")
-                == answerpool.read(pool_path).entries[0].answer
+                == poolfile.read_answers(pool_path).entries[0].answer
             )
             await b.click("#grade-correct")  # a mouse click on the button
             await showing(1)
@@ -121,7 +121,7 @@ def test_a_real_browser_grades_answers_with_clicks_and_keys_and_a_killed_server_
     # killed without warning: every acknowledged grade is on disk; a restart opens at the first ungraded answer
     server.send_signal(signal.SIGKILL)
     server.wait(timeout=30)
-    standing = answerjournal.latest(answerjournal.read(path))
+    standing = journal.latest(journal.read_grades(path))
     assert {k: g.grade for k, g in standing.items()} == {
         order[0]: "correct",
         order[1]: "wrong",

@@ -53,7 +53,7 @@ def answer_page(tmp_path: Path) -> Page:
     app, data = answers_tests.app_for(answers_tests.make_pool(labels), labels)
     e = data.entries[0]
     return Page(
-        app, data.journal, "/grade", {"qid": e.qid, "answer_sha256": e.answer_sha256, "grade": "correct"}
+        app, data.journal, "/judge", {"qid": e.qid, "answer_sha256": e.answer_sha256, "grade": "correct"}
     )
 
 
@@ -190,11 +190,11 @@ def start_relevance(tmp_path: Path) -> tuple[subprocess.Popen, int, Path, dict[s
 def start_answers(tmp_path: Path) -> tuple[subprocess.Popen, int, Path, dict[str, str], str]:
     labels = tmp_path / "labels"
     pool_path = answers_tests.make_pool(labels, corpus="demo_zh")
-    e = answers_tests.answerpool.read(pool_path).entries[0]
+    e = answers_tests.poolfile.read_answers(pool_path).entries[0]
     port = free_port()
     proc = answers_serve_tests.start(pool_path, labels, port)
     form = {"qid": e.qid, "answer_sha256": e.answer_sha256, "grade": "correct"}
-    return proc, port, labels / "demo_zh" / "answer_journal.jsonl", form, "/grade"
+    return proc, port, labels / "demo_zh" / "answer_journal.jsonl", form, "/judge"
 
 
 STARTS = {"relevance": start_relevance, "answers": start_answers}

@@ -27,8 +27,8 @@ from ablate.labels.assessor import (
     mapping_text,
     parse_mapping,
     parse_score,
-    validated,
 )
+from ablate.labels.commit import validation_report as validated
 from ablate.labels.validation import holes
 from ablate.labels.workspace import Workspace
 from ablate.record import metric_key
@@ -187,7 +187,7 @@ def test_judge_appends_llm_judgements_and_resumes(tmp_path, fake_llm):
     assert [(j.qid, j.unit) for j in lines] == pairs[:2]  # the TripDesk passage: no judgement
     assessor = lines[0].assessor
     assert re.fullmatch(r"llm:fake-assessor@[0-9a-f]{12}\+[0-9a-f]{8}\+[0-9a-f]{6}", assessor)
-    assert all(j.kind == "llm" and j.assessor == assessor and j.pool == "p" for j in lines)
+    assert all(j.who == "llm" and j.assessor == assessor and j.pool == "p" for j in lines)
     assert all(j.grade in (2, 1, 0) for j in lines)
     # resume: nothing new is judged (the unparseable pair is asked again, from the cache)
     p = _cli(["ablate.label", "judge", "--pool", str(pool), *_fake(url)], tmp_path, cache)

@@ -24,6 +24,7 @@ import pytest
 
 from ablate.app import label_common, label_serve
 from ablate.labels import guard, journal, poolfile
+from ablate.labels.kind import RELEVANCE
 from ablate.labels.page import create_app, ordered
 from ablate.labels.workspace import Workspace
 
@@ -81,7 +82,8 @@ def app_for(pool_path: Path, labels: Path, assessor: str = "human:alice"):
     pool = poolfile.read(pool_path)
     snap = snapshot(pool.meta.corpus)
     ws = Workspace(labels, snap.name)
-    data = label_serve.page_data(pool_path, pool, snap, ws.journal, assessor)
+    loaded = label_common.Loaded(RELEVANCE, pool_path, pool, None, snap, ws)
+    data = label_serve.page_data(loaded, assessor)
     return create_app(data), data
 
 

@@ -11,7 +11,7 @@ from ablate.app import interrupts  # noqa: E402  (the standard library only)
 from ablate.app.supervise import supervise  # noqa: E402
 
 #: The commands that ask an LLM at length (llama.cpp in this process): a crash in native code is one line from ablate.
-SUPERVISED = ("judge", "validate", "validate-answers")
+SUPERVISED = ("judge", "validate")
 
 
 def _main() -> None:

@@ -1,18 +1,21 @@
 """What every ``python -m ablate.label`` command shares: the labels folder, the corpus it works on (composed from
 the same settings as ``python -m ablate``: ``corpus=demo_zh``, ``corpus.path=...``), the loaded snapshot, the check
-that a judged pair belongs to it, its grade legend, and which tracked runs a command reads from which store."""
+that a judged item belongs to it, its grade legend, a pool loaded with its own corpus (either kind), and which
+tracked runs a command reads from which store."""
 
 from __future__ import annotations
 
 import argparse
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from ablate.data.snapshot import Snapshot
 from ablate.errors import AblateError, InputError
 from ablate.labels import poolfile
 from ablate.labels.journal import PairCheck
+from ablate.labels.kind import ANSWERS, KINDS, RELEVANCE, Kind
 from ablate.labels.legend import Legend, legend
 from ablate.labels.workspace import DEFAULT_DIR, Workspace
 from ablate.runner.settings import CorpusSpec
@@ -47,6 +50,15 @@ def open_store(tracking_uri: str | None) -> Tracker:
     check_store(uri)
     check_uri(uri, "--tracking-uri", writes=False)
     return Tracker(uri)
+
+
+def add_kind(p: argparse.ArgumentParser, what: str) -> None:
+    p.add_argument(
+        "--kind",
+        choices=list(KINDS),
+        default=RELEVANCE.name,
+        help=f"what is judged: relevance (of a unit to a question; the default) or answers (their correctness): {what}",
+    )
 
 
 def add_overrides(p: argparse.ArgumentParser, example: str = "corpus=demo_zh") -> None:
@@ -108,19 +120,19 @@ def workspace(args: argparse.Namespace, snapshot: Snapshot) -> Workspace:
     return Workspace(Path(args.labels_dir).expanduser().resolve(), snapshot.name)
 
 
-def pair_check(snapshot: Snapshot) -> PairCheck:
-    """Why a (qid, unit) pair is not one of this corpus's (an unknown question, or a unit that is not one of its
-    documents or chunks at the labels' unit), or ``None``."""
+def pair_check(snapshot: Snapshot, kind: Kind = RELEVANCE) -> PairCheck:
+    """Why a (qid, item) is not one of this corpus's (an unknown question; for relevance, a unit that is not one of
+    its documents or chunks at the labels' unit), or ``None``."""
     queries = set(snapshot.queries)
     doc_unit = snapshot.qrels_unit == "doc"
     units = set(snapshot.documents) if doc_unit else {c.chunk_id for c in snapshot.chunks}
-    kind = "document" if doc_unit else "chunk"
+    what = "document" if doc_unit else "chunk"
 
-    def check(qid: str, unit: str) -> str | None:
+    def check(qid: str, item: str) -> str | None:
         if qid not in queries:
             return f"question {qid!r} is not in {snapshot.name}'s queries.jsonl"
-        if unit not in units:
-            return f"{unit!r} is not a {kind} of {snapshot.name} (labels are per {kind})"
+        if kind is RELEVANCE and item not in units:
+            return f"{item!r} is not a {what} of {snapshot.name} (labels are per {what})"
         return None
 
     return check
@@ -132,15 +144,7 @@ def grade_legend(snapshot: Snapshot) -> Legend:
     return legend(snapshot.manifest, used, snapshot.language, str(snapshot.root / "corpus.yaml"))
 
 
-class MadeOn(Protocol):
-    """What a pool's description says of its corpus (a relevance pool's or an answers pool's)."""
-
-    corpus: str
-    corpus_path: str
-    corpus_config: dict[str, Any]
-
-
-def pool_corpus(pool_path: Path, meta: MadeOn, overrides: list[str]) -> Any:
+def pool_corpus(pool_path: Path, meta: poolfile.PoolMeta, overrides: list[str]) -> Any:
     """The composed config for ``overrides``; a corpus setting that is not the pool's is refused."""
     if not meta.corpus_config:
         raise InputError(
@@ -169,3 +173,55 @@ def pool_corpus(pool_path: Path, meta: MadeOn, overrides: list[str]) -> Any:
                 f"{meta.corpus_config.get(k)!r}, not {given.get(k)!r}. {fix}"
             )
     return cfg
+
+
+@dataclass
+class Loaded:
+    """A pool (either kind) with the corpus it was made on, loaded, and that corpus's labels folder."""
+
+    kind: Kind
+    path: Path
+    pool: poolfile.Pool[Any]  # Pool[PoolEntry] or Pool[AnswerEntry], as ``kind`` says
+    cfg: Any
+    snapshot: Snapshot
+    workspace: Workspace
+
+
+def load_pool(
+    args: argparse.Namespace,
+    path_text: str,
+    kind: Kind | None = None,
+    before: Callable[[Any], None] | None = None,
+) -> Loaded:
+    """The pool at ``path_text`` (its kind by its file's ending unless ``kind`` is given), its corpus loaded as its
+    runs loaded it (a ``corpus=...`` that is not the pool's is refused), every entry checked against it
+    (``file:line`` when not), and the labels folder. ``before(cfg)`` checks the composed settings before the corpus
+    loads (a refusal is quick)."""
+    path = Path(path_text).expanduser().resolve()
+    kind = kind or (ANSWERS if path.suffix == ANSWERS.suffix else RELEVANCE)
+    pool: poolfile.Pool[Any] = poolfile.read(path) if kind is RELEVANCE else poolfile.read_answers(path)
+    cfg = pool_corpus(path, pool.meta, list(args.overrides))
+    if before is not None:
+        before(cfg)
+    snapshot = load(corpus_from_mapping(pool.meta.corpus_config, cfg))
+    again = "make the pool again with python -m ablate.label pool" + (
+        "" if kind is RELEVANCE else " --kind answers"
+    )
+    if pool.meta.corpus != snapshot.name:
+        raise InputError(
+            str(path),
+            f"pool {path} was made on corpus {pool.meta.corpus}, but its settings load {snapshot.name}",
+            again,
+        )
+    if kind is RELEVANCE and pool.meta.unit != snapshot.qrels_unit:
+        raise InputError(
+            str(path),
+            f"its pairs are per {pool.meta.unit}, {snapshot.name}'s labels per {snapshot.qrels_unit}",
+            again,
+        )
+    check = pair_check(snapshot, kind)
+    first = 2 if kind is RELEVANCE else 1  # the line of the first entry (a .tsv has a header line)
+    for line, e in enumerate(pool.entries, first):
+        if problem := check(*e.key):
+            raise InputError(f"{path}:{line}", problem, again)
+    return Loaded(kind, path, pool, cfg, snapshot, workspace(args, snapshot))

@@ -16,26 +16,21 @@ import copy
 import sys
 import time
 from collections import Counter
-from pathlib import Path
 from typing import Any
 
 from ablate.app.label_common import (
     add_labels_dir,
     add_overrides,
-    compose,
-    corpus_from_mapping,
-    corpus_spec,
     grade_legend,
-    load,
+    load_pool,
     overridden,
     pair_check,
     plain,
-    workspace,
 )
 from ablate.app.paths import CONF_DIR
 from ablate.cache import Cache
-from ablate.errors import ConfigError, InputError
-from ablate.labels import journal, poolfile
+from ablate.errors import ConfigError
+from ablate.labels import journal
 from ablate.labels.assessor import (
     MAX_TOKENS,
     SCALE,
@@ -47,13 +42,14 @@ from ablate.labels.assessor import (
     parse_mapping,
     time_per_judgement,
 )
+from ablate.labels.kind import RELEVANCE
 from ablate.labels.legend import Legend
 
 DEFAULT_PROMPT = str(CONF_DIR / "prompts" / "relevance_umbrela.txt")
 
 
-def add_assessor_arguments(p: argparse.ArgumentParser) -> None:
-    """``--map`` and ``--prompt`` (judge and validate share them)."""
+def add_assessor_arguments(p: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
+    """``--map`` and ``--prompt`` (judge and validate share them; validate's in its ``--kind relevance`` group)."""
     p.add_argument(
         "--map",
         default=None,
@@ -139,37 +135,14 @@ def summary(verdicts: list[Verdict], legend: Legend, seconds: float) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    pool_path = Path(args.pool).expanduser()
-    pool = poolfile.read(pool_path)
-    cfg = compose(args.overrides)
-    check_generator(cfg, args.overrides, "judge")
-    if overridden(args.overrides, "corpus"):
-        wanted = plain(cfg, "corpus")
-        if wanted.get("name") != pool.meta.corpus:
-            raise InputError(
-                str(pool_path),
-                f"was made on corpus {pool.meta.corpus!r}, not {wanted.get('name')!r}",
-                "drop the corpus setting: judge works on the pool's corpus",
-            )
-    snapshot = load(
-        corpus_from_mapping(pool.meta.corpus_config, cfg) if pool.meta.corpus_config else corpus_spec(cfg)
-    )
-    if snapshot.name != pool.meta.corpus:
-        raise InputError(
-            str(pool_path),
-            f"was made on corpus {pool.meta.corpus!r}, not {snapshot.name!r}",
-            "judge it on its own corpus",
-        )
+    overrides = list(args.overrides)
+    loaded = load_pool(args, args.pool, RELEVANCE, lambda cfg: check_generator(cfg, overrides, "judge"))
+    cfg, snapshot, pool, pool_path = loaded.cfg, loaded.snapshot, loaded.pool, loaded.path
     check = pair_check(snapshot)
-    for e in pool.entries:
-        if problem := check(e.qid, e.unit):
-            raise InputError(
-                str(pool_path), problem, "judge a pool made on this corpus (python -m ablate.label pool)"
-            )
     legend = grade_legend(snapshot)
     mapping = parse_mapping(args.map, legend.values)
     assessor = build_assessor(cfg, args.overrides, args.prompt, mapping)
-    ws = workspace(args, snapshot)
+    ws = loaded.workspace
     mine = journal.latest(
         j for j in journal.read(ws.journal, check, legend.values) if j.assessor == assessor.identity
     )

@@ -1,11 +1,13 @@
-"""``python -m ablate.label serve --pool FILE``: judge a pool in the browser, on a page served at 127.0.0.1
-(``--answers FILE``: grade an answers pool instead, :mod:`ablate.app.label_answers`).
+"""``python -m ablate.label serve --pool FILE``: judge a pool in the browser, on a page served at 127.0.0.1; a
+relevance pool (``pools/<name>.tsv``) or an answers pool (``answer_pools/<name>.jsonl``): the page follows the pool's
+kind (:mod:`ablate.labels.kind`).
 
 The pool says which corpus it was made on (its ``.json``: ``corpus_config``); that corpus is loaded as a run loads
-it, the pool's pairs and every line of the journal are checked against it and its grade legend before the page
-is served (a bad line is one error line, exit 2), then :mod:`ablate.labels.page` serves the pairs through werkzeug's
-threaded server on the loopback interface only. Every judgement goes to ``<labels-dir>/<corpus>/journal.jsonl`` as
-it is made, as ``human:<--assessor>``.
+it, the pool's items and every line of the kind's journal are checked against it (and, for relevance, its grade
+legend) before the page is served (a bad line is one error line, exit 2), then :mod:`ablate.labels.page` serves the
+items through werkzeug's threaded server on the loopback interface only. Every judgement goes to
+``<labels-dir>/<corpus>/journal.jsonl`` (relevance) or ``answer_journal.jsonl`` (answers) as it is made, as
+``human:<--assessor>``.
 """
 
 from __future__ import annotations
@@ -14,27 +16,28 @@ import argparse
 import getpass
 import logging
 import socket
-from pathlib import Path
 from typing import Any, NoReturn
 
 from ablate.app import label_common
-from ablate.app.label_common import pool_corpus
 from ablate.data.snapshot import Snapshot
-from ablate.errors import ConfigError, InputError
-from ablate.labels import journal, poolfile
+from ablate.errors import ConfigError
+from ablate.labels import journal
+from ablate.labels.kind import RELEVANCE
 from ablate.labels.page import PageData, PassageText, QuestionText
 from ablate.labels.workspace import check_name
 
 HOST = "127.0.0.1"  # a local tool: never listen beyond this machine
 DEFAULT_PORT = 8765
+#: How many connections may wait to be accepted (the page is one person's; the system's usual backlog).
+BACKLOG = 128
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    which = p.add_mutually_exclusive_group(required=True)
-    which.add_argument("--pool", help="the pool to judge: labels/<corpus>/pools/<name>.tsv")
-    which.add_argument(
-        "--answers",
-        help="an answers pool to grade (correct / partly / wrong): labels/<corpus>/answer_pools/<name>.jsonl",
+    p.add_argument(
+        "--pool",
+        required=True,
+        help="the pool to judge: a relevance pool, labels/<corpus>/pools/<name>.tsv, or an answers pool, "
+        "labels/<corpus>/answer_pools/<name>.jsonl (graded correct / partly / wrong): the page follows its kind",
     )
     p.add_argument(
         "--assessor",
@@ -70,29 +73,6 @@ def _login() -> str:
         return "anonymous"
 
 
-def check_pool(pool_path: Path, pool: poolfile.Pool, snapshot: Snapshot) -> None:
-    """The pool belongs to ``snapshot``: its corpus, its labels' unit, and every pair (``file:line`` when not)."""
-    meta = pool.meta
-    if meta.corpus != snapshot.name:
-        raise InputError(
-            str(pool_path),
-            f"pool {pool_path} was made on corpus {meta.corpus}, but its settings load {snapshot.name}",
-            "make the pool again with python -m ablate.label pool",
-        )
-    if meta.unit != snapshot.qrels_unit:
-        raise InputError(
-            str(pool_path),
-            f"its pairs are per {meta.unit}, {snapshot.name}'s labels per {snapshot.qrels_unit}",
-            "make the pool again with python -m ablate.label pool",
-        )
-    check = label_common.pair_check(snapshot)
-    for line, e in enumerate(pool.entries, 2):
-        if problem := check(e.qid, e.unit):
-            raise InputError(
-                f"{pool_path}:{line}", problem, "make the pool again with python -m ablate.label pool"
-            )
-
-
 def passage(snapshot: Snapshot, unit: str) -> PassageText:
     """What a judge reads of ``unit``: the whole document (labels per document) or the chunk's clause."""
     doc = snapshot.documents.get(unit)
@@ -113,19 +93,42 @@ def passage(snapshot: Snapshot, unit: str) -> PassageText:
     )
 
 
-def page_data(
-    pool_path: Path, pool: poolfile.Pool, snapshot: Snapshot, journal_path: Path, assessor: str
-) -> PageData:
-    queries = {e.qid: snapshot.queries[e.qid] for e in pool.entries}
-    questions = {qid: QuestionText(qid, q.text, q.persona, q.as_of) for qid, q in queries.items()}
-    wanted = {e.unit for e in pool.entries}
+def _read_passage(snapshot: Snapshot, chunk_id: str) -> PassageText | None:
+    """A passage an answer's run read (its chunk's text, its document's title), if the corpus has it."""
+    text = snapshot.chunk_text.get(chunk_id)
+    if text is None:
+        return None
+    doc = snapshot.documents.get(snapshot.chunk_to_doc.get(chunk_id, ""))
+    return PassageText(chunk_id, doc.title if doc is not None else "", text)
+
+
+def page_data(loaded: label_common.Loaded, assessor: str) -> PageData:
+    """The page's data for a loaded pool; every line of the kind's journal checked first (a bad line is one error,
+    not a page that fails later)."""
+    from ablate.labels.page import answer_grades, relevance_grades
+
+    snapshot, kind, entries = loaded.snapshot, loaded.kind, loaded.pool.entries
+    path = loaded.workspace.journal_of(kind)
+    check = label_common.pair_check(snapshot, kind)
+    queries = {e.qid: snapshot.queries[e.qid] for e in entries}
+    if kind is RELEVANCE:
+        legend = label_common.grade_legend(snapshot)
+        journal.read(path, check, legend.values)
+        grades = relevance_grades(legend)
+        passages = {e.unit: passage(snapshot, e.unit) for e in entries}
+    else:
+        journal.read_grades(path, check)
+        grades = answer_grades(snapshot.language)
+        found = {c: _read_passage(snapshot, c) for e in entries for c in e.context}
+        passages = {c: p for c, p in found.items() if p is not None}
     return PageData(
-        pool=pool_path.stem,
-        entries=pool.entries,
-        questions=questions,
-        passages={u: passage(snapshot, u) for u in wanted},
-        legend=label_common.grade_legend(snapshot),
-        journal=journal_path,
+        kind=kind,
+        pool=loaded.path.stem,
+        entries=entries,
+        questions={qid: QuestionText(qid, q.text, q.persona, q.as_of) for qid, q in queries.items()},
+        passages=passages,
+        grades=grades,
+        journal=path,
         assessor=assessor,
         language=snapshot.language,
     )
@@ -137,7 +140,7 @@ def listen(port: int) -> socket.socket:
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind((HOST, port))
-        sock.listen(128)
+        sock.listen(BACKLOG)
     except OSError as e:
         sock.close()
         raise ConfigError(
@@ -152,30 +155,17 @@ def run(args: argparse.Namespace) -> int:
     from ablate.labels.page import Progress, create_app, ordered
 
     assessor = assessor_name(args.assessor)
-    if args.answers is not None:
-        from ablate.app.label_answers import answer_app
-
-        app, said = answer_app(args, assessor)
-        sock = listen(args.port)
-        print(said, flush=True)
-        return serve(app, sock, "each grade is saved as it is made")
-    pool_path = Path(args.pool).expanduser().resolve()
-    pool = poolfile.read(pool_path)
-    cfg = pool_corpus(pool_path, pool.meta, list(args.overrides))
-    snapshot = label_common.load(label_common.corpus_from_mapping(pool.meta.corpus_config, cfg))
-    check_pool(pool_path, pool, snapshot)
-    ws = label_common.workspace(args, snapshot)
-    data = page_data(pool_path, pool, snapshot, ws.journal, assessor)
-    # every line of the journal, before anything is served: a bad line is one error, not a page that fails later
-    journal.read(ws.journal, label_common.pair_check(snapshot), data.legend.values)
+    loaded = label_common.load_pool(args, args.pool)
+    data = page_data(loaded, assessor)
     app = create_app(data)
     sock = listen(args.port)
-    order = ordered(pool.entries)
+    order = ordered(data.entries)
     progress = Progress(data, order)
     left = sum(not progress.done(e) for e in order)
+    what = "pairs" if data.kind is RELEVANCE else "answers"
     print(
-        f"pool {data.pool} of {snapshot.name}: {len(order)} pairs, {left} left for {assessor}; "
-        f"judgements go to {ws.journal}",
+        f"{'' if data.kind is RELEVANCE else 'answers '}pool {data.pool} of {loaded.snapshot.name}: {len(order)} "
+        f"{what}, {left} left for {assessor}; judgements go to {data.journal}",
         flush=True,
     )
     return serve(app, sock, "each judgement is saved as it is made")

@@ -31,7 +31,7 @@ and the command closes its runs and the worker's with the reason, prints the lin
 
 ``ABLATE_NO_SUPERVISOR=1`` runs the command in one process (under a debugger or a profiler that follows one pid); a
 help request is never forked. Used by ``python -m ablate``, ``python -m ablate.report`` and ``python -m ablate.label
-judge|validate|validate-answers``; another entry point opts in with one line, ``supervise()``, before its heavy
+judge|validate``; another entry point opts in with one line, ``supervise()``, before its heavy
 imports.
 """
 

@@ -21,14 +21,10 @@ rendered messages, i.e. the pair's texts. The assessor's name in the journal, ``
 <setup6>``, holds the model's identity, the template's and (``setup``) everything else that can change a grade: the
 decoding parameters, library and code versions, the passage cut and the mapping. Judgements by another model,
 template or mapping are another assessor's.
-
-:func:`validated` is the gate of ``python -m ablate.label commit``: the validation report of an assessor on a corpus
-(written by ``python -m ablate.label validate``), or ``None`` when there is none.
 """
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -38,7 +34,6 @@ from typing import Any
 from ablate.cache import Cache, key_of
 from ablate.data.snapshot import Snapshot
 from ablate.errors import ConfigError
-from ablate.labels.workspace import Workspace
 from ablate.progress import Progress
 from ablate.stages.base import StageContext
 from ablate.stages.generate.base import GeneratorBase
@@ -230,29 +225,3 @@ def time_per_judgement(verdicts: Iterable[Verdict]) -> float | None:
     """Mean seconds a judgement took to generate (cached ones count with the time they took when made)."""
     times = [v.latency_s for v in verdicts if v.latency_s == v.latency_s]
     return sum(times) / len(times) if times else None
-
-
-# ------------------------------------------------------------------------------------------------------- the gate
-VALIDATION_JSON = "validation.json"
-
-
-def validated(workspace: Workspace, assessor: str) -> Path | None:
-    """The ``validation.json`` of ``assessor`` on ``workspace``'s corpus (``python -m ablate.label validate``
-    wrote it), or ``None`` when there is none, it is unreadable, or it is another assessor's or corpus's: LLM
-    judgements are not committed without one."""
-    path = workspace.validation(assessor) / VALIDATION_JSON
-    if not path.is_file():
-        return None
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError, OSError):
-        return None
-    if (
-        not isinstance(data, dict)
-        or data.get("assessor") != assessor
-        or data.get("corpus") != workspace.corpus
-    ):
-        return None
-    if not isinstance(data.get("n"), int) or data["n"] < 1:
-        return None
-    return path

@@ -1,5 +1,5 @@
-"""What keeps other web pages away from the labelling pages (:mod:`ablate.labels.page`,
-:mod:`ablate.labels.answer_page`), served at ``http://127.0.0.1:PORT/``.
+"""What keeps other web pages away from the labelling page (:mod:`ablate.labels.page`), served at
+``http://127.0.0.1:PORT/``.
 
 Listening on the loopback interface keeps other machines out, not other web pages: any page the user's browser opens
 can send a form to ``http://127.0.0.1:PORT/judge`` (cross-site request forgery), and a page on a name the attacker

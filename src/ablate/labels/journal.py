@@ -1,19 +1,30 @@
-"""The journal: every judgement appended as it is made, one JSON object per line.
+"""The journals: every judgement appended as it is made, one JSON object per line; one journal per kind of label
+(:mod:`ablate.labels.kind`).
 
-``labels/<corpus>/journal.jsonl``::
+``labels/<corpus>/journal.jsonl`` (relevance)::
 
     {"qid": "q025", "unit": "INV-120#check", "grade": 1, "assessor": "human:alice", "time": "2026-12-03T19:40:02Z", "pool": "C-top10"}
 
-``grade`` is an integer of the corpus's grade legend (:mod:`ablate.labels.legend`), or ``null``: the assessor took
-back their latest judgement of that pair (undo). ``assessor`` says who judged: ``human:<name>`` or
-``llm:<model identity>``; ``pool`` names the pool the pair came from (``""`` when none).
+``grade`` is an integer of the corpus's grade legend (:mod:`ablate.labels.legend`); ``pool`` names the pool the pair
+came from (``""`` when none). ``labels/<corpus>/answer_journal.jsonl`` (answers)::
+
+    {"qid": "q025", "answer_sha256": "9f2c...", "answer": "Answer: 38.5 yuan [1]", "grade": "correct", "assessor": "human:alice", "time": "2026-12-04T05:01:02Z"}
+
+``grade`` is ``correct`` (the answer gives a gold answer and nothing that contradicts it), ``partly`` (part of it:
+one part of a multi-part answer, the right value with a wrong unit or condition, the right entity among wrong ones)
+or ``wrong`` (anything else, a refusal included). ``answer_sha256`` is the SHA-256 of ``answer``
+(:func:`ablate.labels.kind.answer_sha256`): a line is self-contained, so a hand-written journal needs no pool to be
+read, and a line whose hash is not that of its answer is refused.
+
+In both, a ``grade`` of ``null`` means the assessor took back their latest judgement of that item (undo);
+``assessor`` says who judged: ``human:<name>`` (``human`` alone too, in the answer journal) or ``llm:<model
+identity>``. The latest standing line of an item wins (:func:`latest`).
 
 Each judgement is one ``write`` of one whole line to a file opened for appending, under an exclusive lock, followed by
 ``fsync``: a closed tab, a killed server or a power cut loses at most the judgement being written, and the next start
 reads every line before it. A line torn by a crash mid-write (bytes after the last newline) is cut off to a side file
-``journal.jsonl.torn-<time>`` the next time the journal is opened, to read or to append, with one ``warning:`` line
-naming both files (:func:`cut_torn_tail`), so it is never glued to the next judgement. The latest line for a
-(qid, unit) wins (:func:`latest`).
+``<journal>.torn-<time>`` the next time the journal is opened, to read or to append, with one ``warning:`` line
+naming both files (:func:`cut_torn_tail`), so it is never glued to the next judgement.
 """
 
 from __future__ import annotations
@@ -27,18 +38,35 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any, TypeVar
 
 from ablate.errors import InputError
+from ablate.labels.kind import ANSWER_GRADES, answer_sha256
 
 FIELDS = ("qid", "unit", "grade", "assessor", "time", "pool")
+ANSWER_FIELDS = ("qid", "answer_sha256", "answer", "grade", "assessor", "time")
 HUMAN, LLM = "human", "llm"
 
-#: ``check(qid, unit)`` returns why a pair is not in the corpus, or ``None``.
+#: ``check(qid, item)`` returns why a (question, unit or answer) is not the corpus's, or ``None``.
 PairCheck = Callable[[str, str], str | None]
 
 
+class _Line:
+    """What both kinds of journal line share: who judged, and the item they judged (``key``)."""
+
+    qid: str
+    assessor: str
+
+    @property
+    def who(self) -> str:
+        """``human`` or ``llm`` (the assessor's prefix)."""
+        return LLM if self.assessor.startswith(LLM + ":") else HUMAN
+
+
 @dataclass(frozen=True)
-class Judgement:
+class Judgement(_Line):
+    """A line of the relevance journal."""
+
     qid: str
     unit: str
     grade: int | None  # None = the assessor's previous judgement of this pair taken back
@@ -47,9 +75,27 @@ class Judgement:
     pool: str = ""
 
     @property
-    def kind(self) -> str:
-        """``human`` or ``llm`` (the assessor's prefix)."""
-        return LLM if self.assessor.startswith(LLM + ":") else HUMAN
+    def key(self) -> tuple[str, str]:
+        return (self.qid, self.unit)
+
+
+@dataclass(frozen=True)
+class AnswerGrade(_Line):
+    """A line of the answer journal."""
+
+    qid: str
+    answer_sha256: str
+    answer: str
+    grade: str | None  # None = the assessor's previous grade of this answer taken back
+    assessor: str
+    time: str
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return (self.qid, self.answer_sha256)
+
+
+Line = TypeVar("Line", Judgement, AnswerGrade)
 
 
 def now() -> str:
@@ -63,17 +109,21 @@ def judgement(
     return Judgement(qid, unit, grade, assessor, time or now(), pool)
 
 
-def append(path: Path, judgements: Judgement | Sequence[Judgement]) -> None:
-    """Append ``judgements`` to the journal at ``path`` (created with its folder when missing): one write under an
+def grade(qid: str, answer: str, value: str | None, assessor: str, time: str | None = None) -> AnswerGrade:
+    return AnswerGrade(qid, answer_sha256(answer), answer, value, assessor, time or now())
+
+
+def append(path: Path, lines: Judgement | AnswerGrade | Sequence[Judgement | AnswerGrade]) -> None:
+    """Append ``lines`` to the journal at ``path`` (created with its folder when missing): one write under an
     exclusive lock, then fsync, so the lines are on disk when this returns."""
-    items = [judgements] if isinstance(judgements, Judgement) else list(judgements)
+    items = [lines] if isinstance(lines, Judgement | AnswerGrade) else list(lines)
     append_objects(path, [asdict(j) for j in items])
 
 
 def append_objects(path: Path, objects: Sequence[Mapping[str, object]]) -> None:
     """Append each of ``objects`` as one JSON line to ``path`` (created with its folder when missing): under an
     exclusive lock, a torn tail cut off first (:func:`cut_torn_tail`), then one write of the whole lines on a file
-    opened for appending, then fsync (every journal of :mod:`ablate.labels` is written through here). A write that
+    opened for appending, then fsync (both journals are written through here). A write that
     fails part way is taken back before the error is raised, so no line is ever left half-written by this process."""
     if not objects:
         return
@@ -230,7 +280,7 @@ def read(
     check: PairCheck | None = None,
     grades: Iterable[int] | None = None,
 ) -> list[Judgement]:
-    """Every judgement of the journal at ``path`` (none when it does not exist), in order.
+    """Every judgement of the relevance journal at ``path`` (none when it does not exist), in order.
 
     Each line must be a JSON object with the keys of :data:`FIELDS`; ``check`` (when given) must accept its pair and
     ``grades`` (when given) hold its grade. A bad line raises :class:`InputError` naming ``path:line`` and the fix.
@@ -240,19 +290,33 @@ def read(
     return [_judgement(obj, where, check, allowed) for where, obj in read_objects(path)]
 
 
-def _judgement(obj: object, where: str, check: PairCheck | None, allowed: set[int] | None) -> Judgement:
-    fix = 'write {"qid", "unit", "grade", "assessor", "time", "pool"} on each line'
+def read_grades(path: Path, check: PairCheck | None = None) -> list[AnswerGrade]:
+    """Every grade of the answer journal at ``path`` (none when it does not exist), in order. A bad line (not the
+    keys of :data:`ANSWER_FIELDS`, a grade not in :data:`~ablate.labels.kind.ANSWER_GRADES` or null, a hash that is
+    not its answer's, a question ``check`` refuses) raises :class:`InputError` naming ``path:line``; a torn last line
+    is moved to a side file first."""
+    return [_answer_grade(obj, where, check) for where, obj in read_objects(path)]
+
+
+def _fields(obj: object, where: str, fields: Sequence[str]) -> Mapping[str, Any]:
+    """``obj`` when it is a JSON object with exactly ``fields``, each but ``grade`` a string."""
+    fix = "write {" + ", ".join(f'"{k}"' for k in fields) + "} on each line"
     if not isinstance(obj, Mapping):
         raise InputError(where, "is not a JSON object", fix)
-    missing = [k for k in FIELDS if k not in obj]
+    missing = [k for k in fields if k not in obj]
     if missing:
         raise InputError(where, f"has no {', '.join(repr(k) for k in missing)}", fix)
-    extra = sorted(set(obj) - set(FIELDS))
+    extra = sorted(set(obj) - set(fields))
     if extra:
         raise InputError(where, f"has unknown key(s) {', '.join(repr(k) for k in extra)}", fix)
-    for k in ("qid", "unit", "assessor", "time", "pool"):
-        if not isinstance(obj[k], str):
+    for k in fields:
+        if k != "grade" and not isinstance(obj[k], str):
             raise InputError(where, f"{k} is {obj[k]!r}, not a string", fix)
+    return obj
+
+
+def _judgement(obj: object, where: str, check: PairCheck | None, allowed: set[int] | None) -> Judgement:
+    obj = _fields(obj, where, FIELDS)
     qid, unit, grade = obj["qid"], obj["unit"], obj["grade"]
     if grade is not None and (isinstance(grade, bool) or not isinstance(grade, int)):
         raise InputError(
@@ -270,18 +334,59 @@ def _judgement(obj: object, where: str, check: PairCheck | None, allowed: set[in
     return Judgement(qid, unit, grade, obj["assessor"], obj["time"], obj["pool"])
 
 
-def latest(judgements: Iterable[Judgement]) -> dict[tuple[str, str], Judgement]:
-    """The standing judgement of each (qid, unit): the last line wins; a pair whose last line is an undo (grade
-    ``None``) falls back to that assessor's judgement before it, else it is unjudged again."""
-    stacks: dict[tuple[str, str], list[Judgement]] = {}
-    for j in judgements:
-        stack = stacks.setdefault((j.qid, j.unit), [])
+def _answer_grade(obj: object, where: str, check: PairCheck | None) -> AnswerGrade:
+    obj = _fields(obj, where, ANSWER_FIELDS)
+    value, sha = obj["grade"], obj["answer_sha256"]
+    if value is not None and value not in ANSWER_GRADES:
+        raise InputError(
+            where,
+            f"grade {value!r} is not one of {', '.join(ANSWER_GRADES)}",
+            "give one of them, or null (undo)",
+        )
+    if not (obj["assessor"] == HUMAN or obj["assessor"].startswith((HUMAN + ":", LLM + ":"))):
+        raise InputError(
+            where,
+            f"assessor {obj['assessor']!r} is not human, human:<name> or llm:<model>",
+            "name who graded",
+        )
+    if check is not None and (problem := check(obj["qid"], sha)):
+        raise InputError(where, problem, "grade answers to this corpus's questions; fix or delete that line")
+    if answer_sha256(obj["answer"]) != sha:
+        raise InputError(
+            where,
+            f"answer_sha256 {sha[:12]!r} is not the SHA-256 of its answer (an unknown answer)",
+            "copy the answer_sha256 and answer of one row of the answers pool",
+        )
+    return AnswerGrade(obj["qid"], sha, obj["answer"], value, obj["assessor"], obj["time"])
+
+
+def standing(lines: Iterable[Line]) -> tuple[dict[tuple[str, str], Line], list[tuple[str, str]]]:
+    """The standing line of each item (``key``), and the items in the order their standing lines were written.
+
+    The last line of an item wins; an undo (grade ``None``) takes back that assessor's latest line of the item, and
+    the one before stands again (or none). The order is what an assessor's undo takes back next (its last item)."""
+    stacks: dict[tuple[str, str], list[Line]] = {}
+    order: list[tuple[str, str]] = []
+    for j in lines:
+        stack = stacks.setdefault(j.key, [])
         if j.grade is None:
-            # take back this assessor's latest judgement of the pair
             for k in range(len(stack) - 1, -1, -1):
                 if stack[k].assessor == j.assessor:
                     del stack[k]
                     break
+            if j.key in order:
+                del order[len(order) - 1 - order[::-1].index(j.key)]
         else:
             stack.append(j)
-    return {pair: stack[-1] for pair, stack in stacks.items() if stack}
+            order.append(j.key)
+    return {key: stack[-1] for key, stack in stacks.items() if stack}, order
+
+
+def latest(lines: Iterable[Line]) -> dict[tuple[str, str], Line]:
+    """The standing line of each item (:func:`standing`)."""
+    return standing(lines)[0]
+
+
+def human(lines: Iterable[Line]) -> dict[tuple[str, str], Line]:
+    """The standing human line of each item (the latest of any person's; LLM lines left out)."""
+    return latest(j for j in lines if j.who == HUMAN)

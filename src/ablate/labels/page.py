@@ -1,21 +1,25 @@
-"""The judging page of ``python -m ablate.label serve``: a Flask app over plain data (a pool's pairs, the questions,
-the passages, the grade legend, the journal's path and the assessor) -- no Hydra, no MLflow.
+"""The labelling page of ``python -m ablate.label serve``: one Flask app over plain data (a pool's items, the
+questions, the passages, the grades, the journal's path and the assessor) -- no Hydra, no MLflow -- for either kind
+of label (:mod:`ablate.labels.kind`); only the item differs, drawn by its renderer in ``templates/page.html``.
 
-One pair at a time, question by question (the pool's question order) and within a question by ``best_rank``: the
-question with its persona and date, the passage with its document title, version and clause, the legend, one button
-per grade (its digit is its key), skip (``s``), undo (``u`` or Backspace) and the progress. Every judgement is a POST
-appended to the journal before the answer returns (:func:`ablate.labels.journal.append`: one write, fsync); undo
-appends ``grade: null``. What is done is read back from the journal on every page (the pairs this assessor's
-standing judgements cover), so a reload or a restarted server opens at the first undone pair. Skips are not
-recorded: a skipped pair stays undone and comes round again. Templates escape every value from data (Jinja
-autoescape); a POST for a pair outside the pool or a grade outside the legend is refused with 400. Only the page
-itself can judge: a request naming another host, a POST from another origin or without the page's token is refused
-with 403 before anything is written (:mod:`ablate.labels.guard`).
+* relevance: the passage of a (question, unit) pair, with its document title, version and clause; one button per
+  grade of the corpus's legend (its digit is its key); pairs question by question, each by ``best_rank``.
+* answers: the gold answers, the answer, the passages its run read (folded) and the runs that wrote it; ``correct``
+  (key ``c``), ``partly`` (``p``), ``wrong`` (``w``); answers in the pool's order, question by question.
+
+One item at a time: the question with its persona and date, the item, the grades, skip (``s``), undo (``u`` or
+Backspace) and the progress. Every judgement is a POST appended to the kind's journal before the answer returns
+(:func:`ablate.labels.journal.append`: one write, fsync); undo appends ``grade: null``. What is done is read back
+from the journal on every page (the items this assessor's standing judgements cover), so a reload or a restarted
+server opens at the first undone item. Skips are not recorded: a skipped item stays undone and comes round again.
+Templates escape every value from data (Jinja autoescape); a POST for an item outside the pool or a grade outside
+the page's is refused with 400. Only the page itself can judge: a request naming another host, a POST from another
+origin or without the page's token is refused with 403 before anything is written (:mod:`ablate.labels.guard`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,8 +28,9 @@ from flask import Flask, abort, redirect, render_template, request
 from werkzeug.wrappers import Response
 
 from ablate.labels import guard, journal
+from ablate.labels.kind import ANSWER_GRADES, RELEVANCE, Kind
 from ablate.labels.legend import Legend
-from ablate.labels.poolfile import PoolEntry, by_question
+from ablate.labels.poolfile import AnswerEntry, PoolEntry, by_question
 
 
 @dataclass(frozen=True)
@@ -50,106 +55,182 @@ class PassageText:
 
 
 @dataclass(frozen=True)
+class Grade:
+    """A grade's button: the value the journal records, the key that presses it, its text on the button, and its
+    term and meaning in the legend."""
+
+    value: int | str
+    key: str
+    label: str
+    term: str
+    meaning: str
+
+
+@dataclass(frozen=True)
 class PageData:
-    pool: str  # the pool's name, written in each judgement's "pool"
-    entries: Sequence[PoolEntry]
+    kind: Kind
+    pool: str  # the pool's name (relevance: written in each judgement's "pool")
+    entries: Sequence[PoolEntry] | Sequence[AnswerEntry]
     questions: Mapping[str, QuestionText]
-    passages: Mapping[str, PassageText]
-    legend: Legend
+    passages: Mapping[str, PassageText]  # by unit (relevance) or chunk id (the passages an answer read)
+    grades: Sequence[Grade]
     journal: Path
     assessor: str  # human:<name>
     language: str = "en"
 
 
-STRINGS: dict[str, dict[str, str]] = {
+_COMMON: dict[str, dict[str, str]] = {
     "en": {
-        "title": "Judge",
         "question": "Question",
         "persona": "asked as",
         "as_of": "on",
-        "passage": "Passage",
-        "version": "version",
-        "effective": "in force from",
-        "clause": "clause",
         "legend": "Grades",
         "skip": "Skip",
         "undo": "Undo",
-        "shortcuts": "Keys: a grade's digit judges, s skips, u or Backspace undoes the last judgement.",
         "this_question": "this question",
         "overall": "overall",
         "done": "done",
         "left": "left",
-        "judged": "judged",
-        "finished": "Every pair of this pool is judged.",
-        "finished_hint": "Undo takes back the last judgement; stop the server with Ctrl-C.",
-        "assessor": "assessor",
-        "pool": "pool",
-        "returned_by": "returned by",
-        "rank": "best rank",
     },
     "zh": {
-        "title": "相关性评审",
         "question": "问题",
         "persona": "提问身份",
         "as_of": "日期",
-        "passage": "段落",
-        "version": "版本",
-        "effective": "生效日期",
-        "clause": "条款",
         "legend": "等级",
         "skip": "跳过",
         "undo": "撤销",
-        "shortcuts": "快捷键：按等级数字评审，s 跳过，u 或退格键撤销上一次评审。",
         "this_question": "本问题",
         "overall": "全部",
         "done": "已评",
         "left": "剩余",
-        "judged": "已评为",
-        "finished": "本评审池的所有条目均已评审。",
-        "finished_hint": "撤销可收回上一次评审；按 Ctrl-C 停止服务。",
-        "assessor": "评审人",
-        "pool": "评审池",
-        "returned_by": "检索来源",
-        "rank": "最佳排名",
     },
 }
+STRINGS: dict[str, dict[str, dict[str, str]]] = {
+    "relevance": {
+        "en": {
+            "title": "Judge",
+            "passage": "Passage",
+            "version": "version",
+            "effective": "in force from",
+            "clause": "clause",
+            "shortcuts": "Keys: a grade's digit judges, s skips, u or Backspace undoes the last judgement.",
+            "judged": "judged",
+            "finished": "Every pair of this pool is judged.",
+            "finished_hint": "Undo takes back the last judgement; stop the server with Ctrl-C.",
+            "assessor": "assessor",
+            "pool": "pool",
+            "returned_by": "returned by",
+            "rank": "best rank",
+        },
+        "zh": {
+            "title": "相关性评审",
+            "passage": "段落",
+            "version": "版本",
+            "effective": "生效日期",
+            "clause": "条款",
+            "shortcuts": "快捷键：按等级数字评审，s 跳过，u 或退格键撤销上一次评审。",
+            "judged": "已评为",
+            "finished": "本评审池的所有条目均已评审。",
+            "finished_hint": "撤销可收回上一次评审；按 Ctrl-C 停止服务。",
+            "assessor": "评审人",
+            "pool": "评审池",
+            "returned_by": "检索来源",
+            "rank": "最佳排名",
+        },
+    },
+    "answers": {
+        "en": {
+            "title": "Grade answers",
+            "golds": "Gold answers",
+            "answer": "Answer",
+            "passages": "Passages it read",
+            "correct": "correct",
+            "partly": "partly",
+            "wrong": "wrong",
+            "legend_correct": "gives a gold answer (or the same value) and nothing that contradicts it",
+            "legend_partly": "part of it: one part of a multi-part answer, the right value with a wrong unit or "
+            "condition, the right one among wrong ones",
+            "legend_wrong": "anything else: a wrong value, a refusal, reasoning cut off before an answer",
+            "shortcuts": "Keys: c correct, p partly, w wrong, s skips, u or Backspace undoes the last grade.",
+            "judged": "graded",
+            "finished": "Every answer of this pool is graded.",
+            "finished_hint": "Undo takes back the last grade; stop the server with Ctrl-C.",
+            "assessor": "assessor",
+            "pool": "answers pool",
+            "written_by": "written by",
+        },
+        "zh": {
+            "title": "答案评分",
+            "golds": "标准答案",
+            "answer": "回答",
+            "passages": "回答所读段落",
+            "correct": "正确",
+            "partly": "部分正确",
+            "wrong": "错误",
+            "legend_correct": "给出标准答案（或相同数值），且没有与之矛盾的内容",
+            "legend_partly": "部分正确：多部分答案只答对一部分，数值对但单位或条件错，正确答案混在错误答案中",
+            "legend_wrong": "其他情况：数值错误、拒答、推理中断而未给出答案",
+            "shortcuts": "快捷键：c 正确，p 部分正确，w 错误，s 跳过，u 或退格键撤销上一次评分。",
+            "judged": "已评为",
+            "finished": "本答案池的所有回答均已评分。",
+            "finished_hint": "撤销可收回上一次评分；按 Ctrl-C 停止服务。",
+            "assessor": "评分人",
+            "pool": "答案池",
+            "written_by": "生成来源",
+        },
+    },
+}
+ANSWER_KEYS = {"correct": "c", "partly": "p", "wrong": "w"}
 
 
-def ordered(entries: Sequence[PoolEntry]) -> list[PoolEntry]:
-    """Question by question (the order questions first appear in the pool), each by best rank, then unit."""
-    out: list[PoolEntry] = []
+def strings(kind: Kind, language: str) -> dict[str, str]:
+    """The page's words for ``kind`` in ``language`` (Chinese for ``zh*``, else English)."""
+    lang = "zh" if language.startswith("zh") else "en"
+    return {**_COMMON[lang], **STRINGS[kind.name][lang]}
+
+
+def relevance_grades(legend: Legend) -> list[Grade]:
+    """One button per grade of the corpus's legend; its digit is its key."""
+    return [Grade(g, str(g), text, str(g), text) for g, text in legend.grades]
+
+
+def answer_grades(language: str) -> list[Grade]:
+    """correct, partly, wrong, with their keys and meanings in ``language``."""
+    s = STRINGS["answers"]["zh" if language.startswith("zh") else "en"]
+    return [Grade(g, ANSWER_KEYS[g], s[g], s[g], s[f"legend_{g}"]) for g in ANSWER_GRADES]
+
+
+def ordered(entries: Sequence[Any]) -> list[Any]:
+    """Question by question (the order questions first appear in the pool); a relevance pool's pairs within a
+    question by best rank, then unit; an answers pool's answers in the pool's order."""
+    out: list[Any] = []
     for group in by_question(entries).values():
-        out.extend(sorted(group, key=lambda e: (e.best_rank, e.unit)))
+        out.extend(
+            sorted(group, key=lambda e: (e.best_rank, e.unit)) if isinstance(group[0], PoolEntry) else group
+        )
     return out
 
 
 class Progress:
-    """This assessor's state read from the journal: the standing grade of each pool pair, and the order of the
-    judgements still standing (the last one is what undo takes back)."""
+    """This assessor's state read from the kind's journal: the standing grade of each pool item, and the order of
+    the judgements still standing (the last one is what undo takes back)."""
 
-    def __init__(self, data: PageData, order: Sequence[PoolEntry]) -> None:
-        pairs = {(e.qid, e.unit) for e in order}
-        mine = [
-            j for j in journal.read(data.journal) if j.assessor == data.assessor and (j.qid, j.unit) in pairs
-        ]
-        self.grade = {pair: j.grade for pair, j in journal.latest(mine).items()}
-        stack: list[tuple[str, str]] = []
-        for j in mine:
-            pair = (j.qid, j.unit)
-            if j.grade is None:
-                if pair in stack:
-                    del stack[len(stack) - 1 - stack[::-1].index(pair)]
-            else:
-                stack.append(pair)
-        self.stack = stack
+    def __init__(self, data: PageData, order: Sequence[Any]) -> None:
+        keys = {e.key for e in order}
+        lines: Sequence[journal.Judgement | journal.AnswerGrade] = (
+            journal.read(data.journal) if data.kind is RELEVANCE else journal.read_grades(data.journal)
+        )
+        mine = [j for j in lines if j.assessor == data.assessor and j.key in keys]
+        standing, self.stack = journal.standing(mine)  # type: ignore[type-var]
+        self.grade = {key: j.grade for key, j in standing.items()}
 
-    def done(self, e: PoolEntry) -> bool:
-        return (e.qid, e.unit) in self.grade
+    def done(self, e: Any) -> bool:
+        return e.key in self.grade
 
 
-def counts(order: Sequence[Any], i: int | None, done: Any) -> dict[str, dict[str, int]]:
+def counts(order: Sequence[Any], i: int | None, done: Callable[[Any], bool]) -> dict[str, dict[str, int]]:
     """The page's progress figures: ``overall`` over ``order`` and, with an item shown (``i``), ``this_question``
-    over the items of its question (``done(item)``: graded)."""
+    over the items of its question (``done(item)``: judged)."""
     n = sum(done(e) for e in order)
     out = {"overall": {"done": n, "left": len(order) - n, "total": len(order)}}
     if i is not None:
@@ -165,12 +246,12 @@ def create_app(data: PageData) -> Flask:
     app.config["JSON_AS_ASCII"] = False
     guard.protect(app)  # Host, Origin and the page's token, before any view (CSRF, DNS rebinding)
     order = ordered(data.entries)
-    index = {(e.qid, e.unit): i for i, e in enumerate(order)}
-    grades = set(data.legend.values)
-    strings = STRINGS["zh" if data.language.startswith("zh") else "en"]
+    index = {e.key: i for i, e in enumerate(order)}
+    values = {str(g.value): g.value for g in data.grades}
+    words = strings(data.kind, data.language)
 
     def pick(progress: Progress) -> int | None:
-        """Which pair to show: ``?at=N`` exactly, ``?after=N`` the next undone one after N (wrapping round), else
+        """Which item to show: ``?at=N`` exactly, ``?after=N`` the next undone one after N (wrapping round), else
         the first undone one; ``None`` when all are done."""
         at = _int(request.args.get("at"))
         if at is not None and 0 <= at < len(order):
@@ -178,19 +259,29 @@ def create_app(data: PageData) -> Flask:
         after = _int(request.args.get("after"))
         start = after + 1 if after is not None else 0
         for k in range(len(order)):
-            i = (start + k) % len(order) if order else 0
+            i = (start + k) % len(order)
             if not progress.done(order[i]):
                 return i
         return None
+
+    def record(e: Any, grade: int | str | None) -> None:
+        line: journal.Judgement | journal.AnswerGrade = (
+            journal.judgement(e.qid, e.unit, grade, data.assessor, data.pool)  # type: ignore[arg-type]
+            if data.kind is RELEVANCE
+            else journal.grade(e.qid, e.answer, grade, data.assessor)  # type: ignore[arg-type]
+        )
+        journal.append(data.journal, line)
 
     @app.get("/")
     def page() -> str:
         progress = Progress(data, order)
         i = pick(progress)
         context: dict[str, Any] = {
-            "s": strings,
+            "s": words,
+            "kind": data.kind.name,
+            "item_field": data.kind.item,
             "lang": "zh-CN" if data.language.startswith("zh") else "en",
-            "legend": data.legend.grades,
+            "grades": data.grades,
             "assessor": data.assessor,
             "pool": data.pool,
             "can_undo": bool(progress.stack),
@@ -201,32 +292,35 @@ def create_app(data: PageData) -> Flask:
             e = order[i]
             context |= {
                 "entry": e,
-                "question": data.questions.get(e.qid, QuestionText(e.qid, "")),
-                "passage": data.passages.get(e.unit, PassageText(e.unit, e.unit, "")),
-                "current": progress.grade.get((e.qid, e.unit)),
+                "item": e.key[1],
+                "question": data.questions.get(e.qid, QuestionText(e.qid, getattr(e, "question", ""))),
+                "current": progress.grade.get(e.key),
             }
-        return render_template("judge.html", **context)
+            if data.kind is RELEVANCE:
+                context["passage"] = data.passages.get(e.unit, PassageText(e.unit, e.unit, ""))
+            else:
+                context["passages"] = [data.passages[c] for c in e.context if c in data.passages]
+        return render_template("page.html", **context)
 
     @app.post("/judge")
     def judge() -> Response:
-        qid, unit = request.form.get("qid", ""), request.form.get("unit", "")
-        if (qid, unit) not in index:
-            abort(400, f"({qid!r}, {unit!r}) is not a pair of pool {data.pool}")
-        grade = _int(request.form.get("grade"))
-        if grade is None or grade not in grades:
-            legend = ", ".join(str(g) for g in data.legend.values)
-            abort(400, f"grade {request.form.get('grade')!r} is not in the grade legend ({legend})")
-        journal.append(data.journal, journal.judgement(qid, unit, grade, data.assessor, data.pool))
-        return redirect(f"/?after={index[(qid, unit)]}", code=303)
+        key = (request.form.get("qid", ""), request.form.get(data.kind.item, ""))
+        if key not in index:
+            abort(400, f"({key[0]!r}, {key[1]!r}) is not in pool {data.pool}")
+        raw = request.form.get("grade", "")
+        if raw not in values:
+            abort(400, f"grade {raw!r} is not one of {', '.join(values)}")
+        record(order[index[key]], values[raw])
+        return redirect(f"/?after={index[key]}", code=303)
 
     @app.post("/undo")
     def undo() -> Response:
         progress = Progress(data, order)
         if not progress.stack:
             return redirect("/", code=303)
-        qid, unit = progress.stack[-1]
-        journal.append(data.journal, journal.judgement(qid, unit, None, data.assessor, data.pool))
-        return redirect(f"/?at={index[(qid, unit)]}", code=303)
+        i = index[progress.stack[-1]]
+        record(order[i], None)
+        return redirect(f"/?at={i}", code=303)
 
     return app
 

@@ -1,4 +1,7 @@
-"""Validating an LLM assessor against the human labels (``python -m ablate.label validate``).
+"""Validating judges against human labels (``python -m ablate.label validate``): one kappa, one report writer, for
+either kind of label (:mod:`ablate.labels.kind`).
+
+Relevance: an LLM assessor against the human labels.
 
 **Holes.** A seeded share of the split's judged pairs is set aside (:func:`holes`), stratified by grade: each grade
 of the human labels gives ``round(share * its pairs)`` of them, at least one, so every grade is represented; the
@@ -16,8 +19,20 @@ run's main metrics under both and Kendall's tau-b of the runs' order by each met
 labels would change a conclusion.
 
 The report (``labels/<corpus>/validation/<assessor>/``): ``validation.md``, ``validation.json`` (what
-:func:`ablate.labels.assessor.validated` reads) and ``pairs.csv`` (``qid, unit, human, assessor``: the pairs kappa
-is computed on).
+:func:`ablate.labels.commit.validation_report` reads) and ``pairs.csv`` (``qid, unit, human, assessor``: the pairs
+kappa is computed on).
+
+Answers (``--kind answers``): every answer of an answers pool that a person graded (the standing human grade of
+``answer_journal.jsonl``) is judged by the **rule** (:func:`ablate.evaluation.generation.score_answer`'s
+``correct``: binary) and, given a generator, by the **LLM judge** (``correct`` / ``partly`` / ``wrong``). Per judge:
+Cohen's kappa against the human grades, binary (correct vs partly or wrong: "correct" is what every correctness
+figure counts) for both and graded on the three levels (wrong 0 < partly 1 < correct 2, unweighted) for the LLM
+judge, with intervals over questions as above; the **false-positive rate** (of the answers the human did not grade
+correct, the share the judge calls correct: what inflates a correctness figure) and the **false-negative rate**, each
+with a Wilson interval (counts, not questions: a rate per answer); the confusion matrices. An LLM verdict without a
+grade is counted and left out. Fewer than :data:`MIN_GRADED` graded answers gives a warning in the report: an
+interval that wide cannot tell judges apart. The report goes beside the pool, ``answer_pools/<name>.validation/``
+(``validation_answers.md``, ``validation_answers.json``, ``pairs.csv``).
 """
 
 from __future__ import annotations
@@ -30,7 +45,7 @@ import math
 import re
 import shutil
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -39,13 +54,19 @@ import numpy as np
 from ablate.cache import atomic_write_bytes
 from ablate.errors import ConfigError
 from ablate.evaluation.stats.agreement import confusion, json_finite, kappa_interval, kendall_tau
-from ablate.labels.assessor import VALIDATION_JSON
+from ablate.evaluation.stats.wilson import wilson_interval
+from ablate.labels.kind import ANSWER_GRADES, ANSWER_LEVEL
 
 PAIRS_CSV = "pairs.csv"
 VALIDATION_MD = "validation.md"
-#: Bootstrap resamples of the kappa intervals.
+ANSWERS_MD = "validation_answers.md"
+ANSWERS_JSON = "validation_answers.json"
+ANSWER_PAIRS_COLUMNS = ("qid", "answer_sha256", "human", "rule", "judge", "judge_rationale")
+#: Bootstrap resamples of the kappa intervals: enough for a stable 95% percentile interval at these sizes.
 RESAMPLES = 1000
 CONFIDENCE = 0.95
+#: Under this many graded answers the report warns that its figures are too uncertain to compare judges.
+MIN_GRADED = 30
 
 
 @dataclass(frozen=True)
@@ -91,17 +112,28 @@ class Kappa:
 class Agreement:
     n: int
     n_questions: int
-    labels: tuple[int, ...]
     relevance_level: int
+    labels: tuple[int, ...]
     graded: Kappa
     binary: Kappa
     confusion: list[list[int]]
     binary_confusion: list[list[int]]
 
 
-def _kappa(
-    h: Sequence[int], a: Sequence[int], qids: Sequence[str], labels: Sequence[int], seed: int
-) -> Kappa:
+@dataclass(frozen=True)
+class Rate:
+    """``errors`` of ``n`` with its Wilson interval."""
+
+    rate: float
+    low: float
+    high: float
+    errors: int
+    n: int
+
+
+def kappa(h: Sequence[int], a: Sequence[int], qids: Sequence[str], labels: Sequence[int], seed: int) -> Kappa:
+    """Cohen's kappa of ``h`` and ``a`` with its bootstrap interval over the questions ``qids``, and the share
+    graded alike."""
     k, low, high = kappa_interval(
         h, a, groups=qids, labels=labels, n_resamples=RESAMPLES, confidence=CONFIDENCE, seed=seed
     )
@@ -125,10 +157,73 @@ def agreement(
         n_questions=len(set(qids)),
         labels=tuple(legend),
         relevance_level=relevance_level,
-        graded=_kappa(h, a, qids, legend, seed),
-        binary=_kappa(hb, ab, qids, [0, 1], seed),
+        graded=kappa(h, a, qids, legend, seed),
+        binary=kappa(hb, ab, qids, [0, 1], seed),
         confusion=[list(r) for r in confusion(h, a, labels=legend).counts],
         binary_confusion=[list(r) for r in confusion(hb, ab, labels=[0, 1]).counts],
+    )
+
+
+@dataclass(frozen=True)
+class Graded:
+    """One human-graded answer and the judges' verdicts on it (``judge`` ``None``: no LLM judge, or no grade)."""
+
+    qid: str
+    answer_sha256: str
+    human: str
+    rule: str  # correct | wrong
+    judge: str | None = None
+    rationale: str = ""  # the LLM judge's one line
+
+
+@dataclass(frozen=True)
+class JudgeAgreement:
+    n: int
+    n_questions: int
+    binary: Kappa
+    graded: Kappa | None  # the rule has no partly: binary only
+    false_positive: Rate
+    false_negative: Rate
+    confusion: list[list[int]]  # rows human (correct, partly, wrong), columns the judge's grades
+    columns: tuple[str, ...]
+    binary_confusion: list[list[int]]  # rows human correct / not, columns judge correct / not
+
+
+def _rate(errors: int, n: int) -> Rate:
+    p, low, high = wilson_interval(errors, n, CONFIDENCE)
+    return Rate(p, low, high, errors, n)
+
+
+def judge_agreement(
+    rows: Sequence[tuple[str, str, str]], columns: Sequence[str], seed: int
+) -> JudgeAgreement:
+    """The agreement of one answer judge with the human grades: ``rows`` of ``(qid, human grade, judge grade)``,
+    the judge's grades among ``columns`` (``("correct", "wrong")`` for the rule, the three grades for the LLM)."""
+    qids = [r[0] for r in rows]
+    hb = [int(r[1] == "correct") for r in rows]
+    jb = [int(r[2] == "correct") for r in rows]
+    graded = None
+    if tuple(columns) == ANSWER_GRADES:
+        levels = [0, 1, 2]
+        graded = kappa(
+            [ANSWER_LEVEL[r[1]] for r in rows], [ANSWER_LEVEL[r[2]] for r in rows], qids, levels, seed
+        )
+    col = {c: i for i, c in enumerate(columns)}
+    matrix = [[0] * len(columns) for _ in ANSWER_GRADES]
+    for _, h, j in rows:
+        matrix[ANSWER_GRADES.index(h)][col[j]] += 1
+    # rows/columns 0 = correct, 1 = not (confusion orders labels ascending: flip to correct first)
+    counts = confusion([1 - x for x in hb], [1 - x for x in jb], labels=[0, 1]).counts
+    return JudgeAgreement(
+        n=len(rows),
+        n_questions=len(set(qids)),
+        binary=kappa(hb, jb, qids, [0, 1], seed),
+        graded=graded,
+        false_positive=_rate(sum(j for h, j in zip(hb, jb, strict=True) if not h), hb.count(0)),
+        false_negative=_rate(sum(1 - j for h, j in zip(hb, jb, strict=True) if h), hb.count(1)),
+        confusion=matrix,
+        columns=tuple(columns),
+        binary_confusion=[list(r) for r in counts],
     )
 
 
@@ -199,25 +294,27 @@ def _fmt(v: float | None) -> str:
     return "-" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.3f}"
 
 
-def _kappa_cell(k: Kappa) -> str:
+def _kappa_row(name: str, k: Kappa) -> str:
     if math.isnan(k.kappa):
-        return "undefined (one shared grade only) | - "
-    return f"{_fmt(k.kappa)} | {_fmt(k.low)} to {_fmt(k.high)}"
+        return f"| {name} | undefined (one shared grade only) | - | {k.agree:.1%} |"
+    return f"| {name} | {_fmt(k.kappa)} | {_fmt(k.low)} to {_fmt(k.high)} | {k.agree:.1%} |"
 
 
-def _matrix(labels: Sequence[int], counts: Sequence[Sequence[int]]) -> str:
-    head = "| human \\ assessor | " + " | ".join(map(str, labels)) + " | total |"
-    rule = "|---" * (len(labels) + 2) + "|"
-    rows = [
-        f"| {g} | " + " | ".join(map(str, row)) + f" | {sum(row)} |"
-        for g, row in zip(labels, counts, strict=True)
+def _matrix(
+    judge: str, rows: Sequence[object], columns: Sequence[object], counts: Sequence[Sequence[int]]
+) -> str:
+    """A confusion matrix as a Markdown table: human grades ``rows`` by the ``judge``'s ``columns``, with totals."""
+    head = f"| human \\ {judge} | " + " | ".join(map(str, columns)) + " | total |"
+    rule = "|---" * (len(columns) + 2) + "|"
+    body = [
+        f"| {r} | " + " | ".join(map(str, c)) + f" | {sum(c)} |" for r, c in zip(rows, counts, strict=True)
     ]
     totals = [sum(col) for col in zip(*counts, strict=True)]
-    rows.append("| total | " + " | ".join(map(str, totals)) + f" | {sum(totals)} |")
-    return "\n".join([head, rule, *rows])
+    body.append("| total | " + " | ".join(map(str, totals)) + f" | {sum(totals)} |")
+    return "\n".join([head, rule, *body])
 
 
-def render_markdown(
+def relevance_markdown(
     report: Mapping[str, Any], ag: Agreement, rows: Sequence[RunRow], metrics: Sequence[str]
 ) -> str:
     """``validation.md``: what was validated, kappa, confusion matrices, unparseable outputs, the runs' table."""
@@ -242,12 +339,13 @@ def render_markdown(
         f"Cohen's kappa, {pct} bootstrap percentile intervals over {RESAMPLES} resamples of questions (a "
         "question's pairs move together), seed as above. 'agree': share of pairs graded alike.",
         "| labels | Cohen's kappa | interval | agree |\n|---|---|---|---|\n"
-        f"| graded ({', '.join(map(str, ag.labels))}) | {_kappa_cell(ag.graded)} | {ag.graded.agree:.1%} |\n"
-        f"| binary (relevant: grade >= {ag.relevance_level}) | {_kappa_cell(ag.binary)} | {ag.binary.agree:.1%} |",
+        + _kappa_row(f"graded ({', '.join(map(str, ag.labels))})", ag.graded)
+        + "\n"
+        + _kappa_row(f"binary (relevant: grade >= {ag.relevance_level})", ag.binary),
         "## Confusion (rows human, columns assessor)",
-        _matrix(ag.labels, ag.confusion),
+        _matrix("assessor", ag.labels, ag.labels, ag.confusion),
         f"Binary (1 = grade >= {ag.relevance_level}):",
-        _matrix((0, 1), ag.binary_confusion),
+        _matrix("assessor", (0, 1), (0, 1), ag.binary_confusion),
     ]
     if report["unparseable_pairs"]:
         lines = [f"- {u['qid']} {u['unit']}: {u['output'][:120]!r}" for u in report["unparseable_pairs"]]
@@ -274,21 +372,68 @@ def render_markdown(
     return "\n\n".join(parts) + "\n"
 
 
+def _section(title: str, ag: JudgeAgreement) -> list[str]:
+    pct = f"{CONFIDENCE:.0%}"
+    return [
+        f"## {title}",
+        f"{ag.n} graded answers to {ag.n_questions} questions.",
+        f"| Cohen's kappa vs human | kappa | {pct} interval (questions resampled) | agree |\n|---|---|---|---|\n"
+        + _kappa_row("binary (correct vs partly/wrong)", ag.binary)
+        + ("\n" + _kappa_row("graded (correct / partly / wrong)", ag.graded) if ag.graded else ""),
+        f"| rate | value (errors/n) | {pct} Wilson interval |\n|---|---|---|\n"
+        + "".join(
+            f"| {what} | {_fmt(r.rate)} ({r.errors}/{r.n}) | {_fmt(r.low)} to {_fmt(r.high)} |\n"
+            for what, r in (
+                ("false positive: judge says correct, human partly/wrong", ag.false_positive),
+                ("false negative: judge says not correct, human correct", ag.false_negative),
+            )
+        ).rstrip("\n"),
+        _matrix("judge", ANSWER_GRADES, ag.columns, ag.confusion),
+        _matrix("judge", ("correct", "not correct"), ("correct", "not correct"), ag.binary_confusion),
+    ]
+
+
+def answers_markdown(report: Mapping[str, Any], rule: JudgeAgreement, judge: JudgeAgreement | None) -> str:
+    """``validation_answers.md``: what was validated, the warning under :data:`MIN_GRADED`, one section per judge."""
+    dist = ", ".join(f"{g} {report['human_grades'].get(g, 0)}" for g in ANSWER_GRADES)
+    parts = [
+        f"# Answer judges against human grades: {report['pool']} ({report['corpus']})",
+        f"Human grades: `{report['journal']}`, the standing human grade of each answer of the pool ({dist}; "
+        f"{report['n']} graded of {report['pool_answers']} pooled answers). Rule: `{report['rule']}`. "
+        f"LLM judge: `{report['judge'] or 'not run (no generator= given)'}`.",
+        f"Command: `{report['command']}`",
+    ]
+    if report["n"] < MIN_GRADED:
+        parts.append(
+            f"**Warning: only {report['n']} graded answers (under {MIN_GRADED}).** The intervals below are too wide "
+            "to tell the judges apart; grade more answers (python -m ablate.label serve --pool POOL)."
+        )
+    parts += _section("Rule (binary)", rule)
+    if judge is not None:
+        parts += _section("LLM judge", judge)
+        if report["judge_ungraded"]:
+            parts.append(
+                f"{report['judge_ungraded']} answer(s) the judge gave no grade (unparseable output): left out above."
+            )
+    return "\n\n".join(parts) + "\n"
+
+
 def write_report(
     folder: Path,
-    report: dict[str, Any],
-    ag: Agreement,
-    pairs: Sequence[tuple[str, str, int, int]],
+    names: tuple[str, str],
+    columns: Sequence[str],
+    rows: Sequence[Sequence[object]],
     markdown: str,
+    data: Mapping[str, Any],
 ) -> None:
-    """``pairs.csv``, ``validation.md`` then ``validation.json`` (last: the gate reads it) in ``folder``."""
+    """``pairs.csv`` (``columns``, ``rows``), then the Markdown report, then the JSON one (last: the commit's gate
+    reads it), in ``folder``; ``names`` are the Markdown's and the JSON's file names."""
     folder.mkdir(parents=True, exist_ok=True)
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
-    w.writerow(("qid", "unit", "human", "assessor"))
-    w.writerows(pairs)
+    w.writerow(columns)
+    w.writerows(rows)
     atomic_write_bytes(folder / PAIRS_CSV, buf.getvalue().encode("utf-8"))
-    atomic_write_bytes(folder / VALIDATION_MD, markdown.encode("utf-8"))
-    data = {**report, "agreement": asdict(ag)}
-    text = json.dumps(json_finite(data), indent=2, ensure_ascii=False) + "\n"
-    atomic_write_bytes(folder / VALIDATION_JSON, text.encode("utf-8"))
+    atomic_write_bytes(folder / names[0], markdown.encode("utf-8"))
+    text = json.dumps(json_finite(dict(data)), indent=2, ensure_ascii=False) + "\n"
+    atomic_write_bytes(folder / names[1], text.encode("utf-8"))

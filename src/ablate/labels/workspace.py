@@ -6,8 +6,8 @@
         pools/<name>.tsv        qid, unit, runs, best_rank (python -m ablate.label pool)
         pools/<name>.json       what the pool was made from (corpus, unit, label version, runs, depth)
         journal.jsonl           every judgement, one JSON object per line, appended as it is made
-        answer_pools/<name>.jsonl  distinct answers of some runs, to grade (python -m ablate.label pool-answers)
-        answer_pools/<name>.json   what the answers pool was made from; <name>.validation/ its validate-answers report
+        answer_pools/<name>.jsonl  distinct answers of some runs, to grade (python -m ablate.label pool --kind answers)
+        answer_pools/<name>.json   what the answers pool was made from; <name>.validation/ its validate report
         answer_journal.jsonl    every grade of an answer (correct / partly / wrong), appended as it is made
         validation/<assessor>/  validation.md, validation.json, pairs.csv (python -m ablate.label validate)
         versions/<NAME>/        a committed label version: the qrels files, version.json, CHANGELOG.md
@@ -23,12 +23,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ablate.errors import ConfigError
+from ablate.labels.kind import RELEVANCE, Kind
 from ablate.safenames import PLAIN_NAME_RULE, inside, name_problem
 
 #: The default labels folder, relative to the working directory (like ``./outputs/``).
 DEFAULT_DIR = "labels"
-JOURNAL = "journal.jsonl"
-ANSWER_JOURNAL = "answer_journal.jsonl"
 
 
 def check_name(key: str, name: str) -> str:
@@ -58,33 +57,21 @@ class Workspace:
     def dir(self) -> Path:
         return inside(Path(self.root), self.corpus)
 
+    def journal_of(self, kind: Kind) -> Path:
+        """``journal.jsonl`` (relevance) or ``answer_journal.jsonl`` (answers)."""
+        return self.dir / kind.journal
+
     @property
     def journal(self) -> Path:
-        return self.dir / JOURNAL
-
-    @property
-    def answer_journal(self) -> Path:
-        return self.dir / ANSWER_JOURNAL
-
-    @property
-    def answer_pools(self) -> Path:
-        return self.dir / "answer_pools"
-
-    def answer_pool(self, name: str) -> Path:
-        """``answer_pools/<name>.jsonl``."""
-        return inside(self.answer_pools, check_name("--name", name) + ".jsonl")
-
-    @property
-    def pools(self) -> Path:
-        return self.dir / "pools"
+        return self.journal_of(RELEVANCE)
 
     @property
     def versions(self) -> Path:
         return self.dir / "versions"
 
-    def pool(self, name: str) -> Path:
-        """``pools/<name>.tsv``."""
-        return inside(self.pools, check_name("--name", name) + ".tsv")
+    def pool(self, name: str, kind: Kind = RELEVANCE) -> Path:
+        """``pools/<name>.tsv`` (relevance) or ``answer_pools/<name>.jsonl`` (answers)."""
+        return inside(self.dir / kind.pools, check_name("--name", name) + kind.suffix)
 
     def version(self, name: str) -> Path:
         """``versions/<name>/``."""

@@ -25,7 +25,7 @@ another model or template judges anew, and a re-run judges nothing. The judge is
 stage: its ``params()`` are logged under ``answer.`` (``answer.judge``, ``answer.judge_model``,
 ``answer.judge_prompt_sha256``) and its fingerprint is the run's ``ablate.fp.answer``.
 
-API (also what ``python -m ablate.label validate-answers`` calls)::
+API (also what ``python -m ablate.label validate --kind answers`` calls)::
 
     judge = AnswerJudge(generator, template_path)          # a GeneratorBase, a template file
     judge.prepare(StageContext(snapshot, cache))            # resolves the generator's model (a run's session does it)
