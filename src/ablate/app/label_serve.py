@@ -32,24 +32,31 @@ DEFAULT_PORT = 8765
 BACKLOG = 128
 
 
-def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
+#: the options of ``serve``: (flag, argparse keywords), help last
+_OPTIONS: tuple[tuple[str, dict[str, object]], ...] = (
+    (
         "--pool",
-        required=True,
-        help="the pool to judge: a relevance pool, labels/<corpus>/pools/<name>.tsv, or an answers pool, "
-        "labels/<corpus>/answer_pools/<name>.jsonl (graded correct / partly / wrong): the page follows its kind",
-    )
-    p.add_argument(
-        "--assessor",
-        default=None,
-        help="your name; judgements are recorded as human:<name> (default: your login name)",
-    )
-    p.add_argument(
+        {
+            "required": True,
+            "help": "the pool to judge: a relevance pool, labels/<corpus>/pools/<name>.tsv, or an answers pool, "
+            "labels/<corpus>/answer_pools/<name>.jsonl (graded correct / partly / wrong): the page follows its kind",
+        },
+    ),
+    ("--assessor", {"help": "your name; judgements are recorded as human:<name> (default: your login name)"}),
+    (
         "--port",
-        type=int,
-        default=DEFAULT_PORT,
-        help=f"the port on {HOST} (default {DEFAULT_PORT}; 0 = any free port)",
-    )
+        {
+            "type": int,
+            "default": DEFAULT_PORT,
+            "help": f"the port on {HOST} (default {DEFAULT_PORT}; 0 = any free port)",
+        },
+    ),
+)
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    for flag, keywords in _OPTIONS:
+        p.add_argument(flag, **keywords)  # type: ignore[arg-type]
     label_common.add_labels_dir(p)
     label_common.add_overrides(p, example="eval.projection=... (the corpus is the pool's)")
 
