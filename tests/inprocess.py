@@ -57,6 +57,7 @@ FRESH: tuple[tuple[str, str, str], ...] = (
     ("ablate.tracking.calls", "HURRY_SECONDS", "clear"),
     # said once per process: values cut, generators whose prompts fit, "running emulated", prefix notes
     ("ablate.tracking.limits", "_SAID", "clear"),
+    ("ablate.runner.inputs", "_SAID", "clear"),
     ("ablate.runner.answers", "_FITS", "clear"),
     ("ablate.stages.text.compute", "_NOTED", "clear"),
     ("ablate.stages.retrievers.dense", "_NOTED", "clear"),

@@ -48,7 +48,7 @@ from ablate.app.label_common import (
 from ablate.data.snapshot import Snapshot
 from ablate.errors import AblateError, ConfigError
 from ablate.evaluation.judged import mostly_unjudged
-from ablate.evaluation.judged import warning as judged_warning
+from ablate.evaluation.judged import summary as judged_summary
 from ablate.labels import poolfile
 from ablate.labels.journal import now
 from ablate.labels.kind import KINDS, RELEVANCE, Kind
@@ -212,10 +212,10 @@ def _shares(pooled: Pooled, depth: int) -> list[str]:
         for lab, s in pooled.shares.items()
     ]
     lines = [format_table(rows, list(rows[0]))]
-    for lab, s in pooled.shares.items():
-        if mostly_unjudged(s.share):
-            fix = "judge this pool, then re-score on the new labels"
-            lines.append("WARNING: " + judged_warning(lab, s.share, depth, fix))
+    low = [(lab, s.share) for lab, s in pooled.shares.items() if mostly_unjudged(s.share)]
+    if low:  # one line for every such run: the table above gives each run's share
+        fix = "judge this pool, then re-score on the new labels"
+        lines.append("WARNING: " + judged_summary(low, depth, fix, len(pooled.shares)))
     return lines
 
 

@@ -215,6 +215,29 @@ def _labels(cfg: Any, split: str | None) -> tuple[Any, Snapshot, dict[str, dict[
     return spec, snapshot, judged
 
 
+def _judge_holes(
+    assessor: Any, snapshot: Snapshot, holes: list[V.Hole], cfg: Any
+) -> tuple[list[Any], list[tuple[str, str, int, int]], list[dict[str, str]], float]:
+    """The assessor's verdicts on the holes (blind), the (qid, unit, human, assessor) pairs it graded, the pairs whose
+    output was unparseable, and the seconds it took; refused when it graded none."""
+    t0 = time.perf_counter()
+    verdicts = judge_pairs(
+        assessor, snapshot, [(h.qid, h.unit) for h in holes], cache_of(cfg), label="validate"
+    )
+    seconds = time.perf_counter() - t0
+    pairs = [
+        (h.qid, h.unit, h.human, v.grade) for h, v in zip(holes, verdicts, strict=True) if v.grade is not None
+    ]
+    bad = [{"qid": v.qid, "unit": v.unit, "output": v.output} for v in verdicts if v.grade is None]
+    if not pairs:
+        raise AblateError(
+            f"validate: the assessor's output was unparseable for every one of the {len(holes)} pairs (e.g. "
+            f"{bad[0]['output'][:80]!r}). Fix: a model that follows the template (generator.model=...), or "
+            "raise generator.max_tokens"
+        )
+    return verdicts, pairs, bad, seconds
+
+
 def _relevance(args: argparse.Namespace) -> int:
     share = V.check_share(DEFAULT_HOLES if args.holes is None else args.holes)
     cfg = compose(args.overrides)
@@ -235,21 +258,7 @@ def _relevance(args: argparse.Namespace) -> int:
         f"{args.seed}), re-judged blind",
         file=sys.stderr,
     )
-    t0 = time.perf_counter()
-    verdicts = judge_pairs(
-        assessor, snapshot, [(h.qid, h.unit) for h in holes], cache_of(cfg), label="validate"
-    )
-    seconds = time.perf_counter() - t0
-    pairs = [
-        (h.qid, h.unit, h.human, v.grade) for h, v in zip(holes, verdicts, strict=True) if v.grade is not None
-    ]
-    bad = [{"qid": v.qid, "unit": v.unit, "output": v.output} for v in verdicts if v.grade is None]
-    if not pairs:
-        raise AblateError(
-            f"validate: the assessor's output was unparseable for every one of the {len(holes)} pairs (e.g. "
-            f"{bad[0]['output'][:80]!r}). Fix: a model that follows the template (generator.model=...), or "
-            "raise generator.max_tokens"
-        )
+    verdicts, pairs, bad, seconds = _judge_holes(assessor, snapshot, holes, cfg)
     ag = V.agreement(pairs, legend.values, level, args.seed)
     rows: list[V.RunRow] = []
     if sweep is not None:

@@ -240,6 +240,37 @@ def counts(order: Sequence[Any], i: int | None, done: Callable[[Any], bool]) -> 
     return out
 
 
+def pick(order: Sequence[Any], progress: Progress) -> int | None:
+    """Which item to show: ``?at=N`` exactly, ``?after=N`` the next undone one after N (wrapping round), else the first
+    undone one; ``None`` when all are done."""
+    at = _int(request.args.get("at"))
+    if at is not None and 0 <= at < len(order):
+        return at
+    after = _int(request.args.get("after"))
+    start = after + 1 if after is not None else 0
+    for k in range(len(order)):
+        i = (start + k) % len(order)
+        if not progress.done(order[i]):
+            return i
+    return None
+
+
+def item_context(data: PageData, e: Any, progress: Progress) -> dict[str, Any]:
+    """What the page shows of one item: the question, the item, its current grade and what the kind's renderer needs
+    (the unit's passage for relevance; the passages the answer was given for answers)."""
+    context: dict[str, Any] = {
+        "entry": e,
+        "item": e.key[1],
+        "question": data.questions.get(e.qid, QuestionText(e.qid, getattr(e, "question", ""))),
+        "current": progress.grade.get(e.key),
+    }
+    if data.kind is RELEVANCE:
+        context["passage"] = data.passages.get(e.unit, PassageText(e.unit, e.unit, ""))
+    else:
+        context["passages"] = [data.passages[c] for c in e.context if c in data.passages]
+    return context
+
+
 def create_app(data: PageData) -> Flask:
     """The Flask app that serves ``data``'s pool to ``data.assessor``."""
     app = Flask(__name__)
@@ -249,20 +280,6 @@ def create_app(data: PageData) -> Flask:
     index = {e.key: i for i, e in enumerate(order)}
     values = {str(g.value): g.value for g in data.grades}
     words = strings(data.kind, data.language)
-
-    def pick(progress: Progress) -> int | None:
-        """Which item to show: ``?at=N`` exactly, ``?after=N`` the next undone one after N (wrapping round), else
-        the first undone one; ``None`` when all are done."""
-        at = _int(request.args.get("at"))
-        if at is not None and 0 <= at < len(order):
-            return at
-        after = _int(request.args.get("after"))
-        start = after + 1 if after is not None else 0
-        for k in range(len(order)):
-            i = (start + k) % len(order)
-            if not progress.done(order[i]):
-                return i
-        return None
 
     def record(e: Any, grade: int | str | None) -> None:
         line: journal.Judgement | journal.AnswerGrade = (
@@ -275,7 +292,7 @@ def create_app(data: PageData) -> Flask:
     @app.get("/")
     def page() -> str:
         progress = Progress(data, order)
-        i = pick(progress)
+        i = pick(order, progress)
         context: dict[str, Any] = {
             "s": words,
             "kind": data.kind.name,
@@ -289,17 +306,7 @@ def create_app(data: PageData) -> Flask:
             **counts(order, i, progress.done),
         }
         if i is not None:
-            e = order[i]
-            context |= {
-                "entry": e,
-                "item": e.key[1],
-                "question": data.questions.get(e.qid, QuestionText(e.qid, getattr(e, "question", ""))),
-                "current": progress.grade.get(e.key),
-            }
-            if data.kind is RELEVANCE:
-                context["passage"] = data.passages.get(e.unit, PassageText(e.unit, e.unit, ""))
-            else:
-                context["passages"] = [data.passages[c] for c in e.context if c in data.passages]
+            context |= item_context(data, order[i], progress)
         return render_template("page.html", **context)
 
     @app.post("/judge")
