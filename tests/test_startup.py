@@ -103,6 +103,8 @@ HEAVY_AFTER_CHECKS = ("torch", "faiss", "mlflow", "sentence_transformers", "tran
 #: A mistake the command line shows as text (an option a group does not have, a key no config has) is refused before
 #: Hydra, OmegaConf or numpy is imported: what is left is Python's own start-up.
 BEFORE_COMPOSING = (*HEAVY_AFTER_CHECKS, "hydra", "omegaconf", "numpy", "pandas")
+#: a stage parameter's value is checked as the stage is built, before the runner (and pandas with it) is imported
+BEFORE_THE_RUNNER = (*HEAVY_AFTER_CHECKS, "pandas", "ablate.runner.job")
 
 
 @pytest.mark.parametrize(
@@ -111,7 +113,7 @@ BEFORE_COMPOSING = (*HEAVY_AFTER_CHECKS, "hydra", "omegaconf", "numpy", "pandas"
         (["variant=Z"], "variant='Z' is not valid; valid options: A, B, C, D, oracle", BEFORE_COMPOSING),
         (["eval.kss=1"], "there is no such setting; did you mean eval.ks?", BEFORE_COMPOSING),
         (["-m", "variant=A,E"], "variant='E' is not valid", BEFORE_COMPOSING),
-        (["rrf.k=-1"], "rrf.k=-1 is not valid; it must be a finite number >= 0", HEAVY_AFTER_CHECKS),
+        (["rrf.k=-1"], "rrf.k=-1 is not valid; it must be a finite number >= 0", BEFORE_THE_RUNNER),
         (["-m", "variant=A,B,C", "++dense.batch_size=0"], "dense.batch_size", HEAVY_AFTER_CHECKS),
         (
             ["hydra.verbose=1,2"],

@@ -26,19 +26,19 @@ import inspect
 import re
 import sys
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from omegaconf import DictConfig, OmegaConf
 
 from ablate.app.paths import CONF_DIR, register_resolvers, stage_blocks
 from ablate.app.targets import check_nested_targets, has_target, stage_class
 from ablate.errors import AblateError, ConfigError
-from ablate.runner.heldout import pilot_corpus
-from ablate.runner.job import JobSpec
-from ablate.runner.judge import build_judge
-from ablate.runner.pipeline import Pipeline
 from ablate.runner.settings import SETTING_BLOCKS, SETTING_FLAGS, experiment_of, job_settings
 from ablate.stages.base import kind_of
+
+if TYPE_CHECKING:  # the runner (pandas and the evaluation) loads once the stages and settings are accepted
+    from ablate.runner.job import JobSpec
+    from ablate.runner.pipeline import Pipeline
 
 #: Top-level keys that are settings, not stages (:mod:`ablate.runner.settings` parses them; ``hydra`` is Hydra's).
 SETTINGS_KEYS = (*SETTING_BLOCKS, *SETTING_FLAGS, "hydra")
@@ -168,6 +168,8 @@ def build_pipeline(cfg: DictConfig, notes: list[str] | None = None) -> tuple[Pip
         if len(found) > 1:
             names = ", ".join(s.name for s in found)
             raise ConfigError(kind, names, f"a pipeline has at most one {kind}; choose one")
+    from ablate.runner.pipeline import Pipeline
+
     pipe = Pipeline(
         tuple(retrievers),
         fusers[0] if fusers else None,
@@ -235,6 +237,11 @@ def job_from_config(
         raise ConfigError(
             key, "???", f"it has no value; set it on the command line, e.g. {key}=..."
         ) from None
+    # the stages are accepted (a bad value was refused above, before the runner and pandas load)
+    from ablate.runner.heldout import pilot_corpus
+    from ablate.runner.job import JobSpec
+    from ablate.runner.judge import build_judge
+
     sources, named = param_sources(cfg, stage_keys), split_named(cfg)
     config_yaml = OmegaConf.to_yaml(
         OmegaConf.masked_copy(cfg, [str(k) for k in cfg if k != "hydra"]), resolve=True
