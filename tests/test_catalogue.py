@@ -343,6 +343,12 @@ CASES = [
         "did you mean generator.max_tokens?",
     ),
     Case("sweep-interval", ["-m", "rrf.k=interval(1,100)"], "only lists of values can be swept", code=2),
+    Case(
+        "sweep-without-m",
+        ["rrf.k=1,60"],
+        "rrf.k='1,60' is not valid; several values are a sweep: add -m; or write a list (KEY=[a,b]) or a quoted string",
+        code=2,
+    ),
     Case("rrf-k-nan", ["rrf.k=nan"], "rrf.k=nan is not valid; it must be a finite number"),
     Case("rrf-k-inf", ["rrf.k=inf"], "rrf.k=inf is not valid"),
     Case("rrf-k-negative", ["rrf.k=-1"], "rrf.k=-1 is not valid"),
