@@ -107,6 +107,17 @@ def test_groups_by_document_series_and_declared_group_and_merges_same_text(corpu
     assert rep["closest_cross_pairs"]["measure"] == "bigram_jaccard" and rep["closest_cross_pairs"]["pairs"]
 
 
+def test_evidence_groups_are_the_splits_groups_without_embeddings(corpus):
+    """The clusters the regression gate resamples are the split tool's groups (shared gold document or series,
+    declared group, identical text), from one function."""
+    from ablate.data.splitting import evidence_groups
+
+    snap = load_corpus(corpus)
+    groups = evidence_groups(snap, sorted(q["_id"] for q in QUERIES))
+    assert groups == build_split(snap, NO_EMBED).group
+    assert groups["a1"] == groups["a3"] and groups["g1"] == groups["g2"] and groups["d1"] != groups["d2"]
+
+
 def test_from_splits_only_those_questions_and_unknown_split_is_refused(corpus):
     snap = load_corpus(corpus)
     result = build_split(snap, SplitParams(threshold=None, from_splits=("test",)))

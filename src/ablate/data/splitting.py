@@ -160,17 +160,12 @@ def assign_groups(groups: Sequence[Sequence[str]], dev: float, seed: int) -> dic
 # The split
 
 
-def build_split(snapshot: Snapshot, params: SplitParams, embedder: Embedder | None = None) -> SplitResult:
-    """Group, merge near-duplicates, assign whole groups, verify; see the module docstring."""
-    qids = questions_to_split(snapshot, params.from_splits)
-    if len(qids) < 2:
-        raise InputError(
-            str(snapshot.root),
-            f"has {len(qids)} question(s) to split",
-            "a split needs at least two questions",
-        )
-    gold = gold_evidence(snapshot, qids, params.relevance_level, params.group_by)
-    check_gold(snapshot, qids, gold, params.relevance_level)
+def _merge_without_embeddings(
+    snapshot: Snapshot, qids: Sequence[str], gold: dict[str, Gold]
+) -> tuple[_UnionFind, dict[str, int], list[str], list[tuple[int, int]]]:
+    """Steps 1 and the first half of 2: questions that share gold evidence or a declared ``group``, and questions
+    identical after :func:`normalise_question`, merged; with the merge counts, the normalised texts and the
+    identical pairs (for the report)."""
     uf = _UnionFind(qids)
     merges = dict.fromkeys(("evidence", "declared_group", "same_text", "cosine"), 0)
     by_key: dict[str, str] = {}
@@ -187,6 +182,32 @@ def build_split(snapshot: Snapshot, params: SplitParams, embedder: Embedder | No
         if j != i:
             same_text.append((j, i))
             merges["same_text"] += uf.union(qids[j], qids[i])
+    return uf, merges, norm, same_text
+
+
+def evidence_groups(
+    snapshot: Snapshot, qids: Sequence[str], relevance_level: int = 1, group_by: str = "doc"
+) -> dict[str, str]:
+    """Each question's cluster as the split tool forms it (shared gold document or series, declared ``group``,
+    identical normalised text; no embedding): qid -> the cluster's smallest question id. Questions that move together
+    in a score, for intervals that resample clusters (the regression gate)."""
+    gold = gold_evidence(snapshot, list(qids), relevance_level, group_by)
+    uf = _merge_without_embeddings(snapshot, list(qids), gold)[0]
+    return {q: g[0] for g in uf.groups() for q in g}
+
+
+def build_split(snapshot: Snapshot, params: SplitParams, embedder: Embedder | None = None) -> SplitResult:
+    """Group, merge near-duplicates, assign whole groups, verify; see the module docstring."""
+    qids = questions_to_split(snapshot, params.from_splits)
+    if len(qids) < 2:
+        raise InputError(
+            str(snapshot.root),
+            f"has {len(qids)} question(s) to split",
+            "a split needs at least two questions",
+        )
+    gold = gold_evidence(snapshot, qids, params.relevance_level, params.group_by)
+    check_gold(snapshot, qids, gold, params.relevance_level)
+    uf, merges, norm, same_text = _merge_without_embeddings(snapshot, qids, gold)
     vectors: np.ndarray | None = None
     near: list[tuple[int, int, float]] = []
     if params.threshold is not None:
