@@ -65,6 +65,8 @@ LAYERS: dict[str, frozenset[str]] = {
     "testing": BASE
     | {"data", "stages", "app"},  # the stage contract builds a stage from its YAML as the CLI does
     **{m: frozenset({"app"}) for m in ENTRY},
+    # python -m ablate.gate hands over to app/; the module also offers the decision itself (ablate.gate.decide)
+    "gate": frozenset({"app", "study"}),
     "hydra_plugins": frozenset({"app", "errors"}),  # Hydra's sweeper/launcher plugins hand over to app/
 }
 #: Who may import a library at the edge: MLflow only through tracking; Hydra (and OmegaConf) only where a config is
