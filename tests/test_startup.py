@@ -47,6 +47,7 @@ ENTRY_POINTS = {
     ),
     "ablate.train_reranker": ("usage: python -m ablate.train_reranker", HEAVY),
     "ablate.runs": ("usage: python -m ablate.runs", HEAVY),
+    "ablate.gate": ("usage: python -m ablate.gate", HEAVY),
 }
 
 
