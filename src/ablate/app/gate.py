@@ -14,13 +14,12 @@ from __future__ import annotations
 
 import json
 import math
-import sys
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ablate.app.entry import say_unexpected
+from ablate.app.entry import run_command
 from ablate.app.parser import add_choice, command_parser
 from ablate.errors import AblateError
 
@@ -134,44 +133,38 @@ def _console(decision: Any, metric: str, base: dict[str, float], cand: dict[str,
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = parser().parse_args(argv)
+    return run_command(parser(), _run, argv)
+
+
+def _run(args: Any) -> int:
     # imported once the arguments are read: MLflow, pandas and scipy
     from ablate.study.fetch import check_store, read_per_query
     from ablate.study.gate import decide
     from ablate.tracking import Tracker, resolve_tracking_uri
 
-    try:
-        uri = resolve_tracking_uri(args.tracking_uri)
-        check_store(uri)
-        tracker = Tracker(uri)
-        base, cand = (
-            _resolve(tracker, args.baseline, "--baseline"),
-            _resolve(tracker, args.candidate, "--candidate"),
-        )
-        _same_ground(base, cand)
-        out: list[dict[str, Any]] = []
-        text: list[str] = []
-        with tempfile.TemporaryDirectory(prefix="ablate-gate-") as tmp:
-            tables = [read_per_query(tracker, r, tmp) for r in (base, cand)]
-            groups = None
-            alpha = args.alpha / len(
-                args.metric
-            )  # Bonferroni over the metrics: each gate holds at alpha jointly
-            for metric in args.metric:
-                b, c = (_values(t, metric, r) for t, r in zip(tables, (base, cand), strict=True))
-                if groups is None and args.cluster != "none":
-                    groups = _groups(tracker, base, sorted(b), args.cluster, tmp)
-                d = decide(b, c, margin=args.margin, alpha=alpha, groups=groups)
-                row = {"metric": metric, **d.as_dict(), "baseline": base.run_id, "candidate": cand.run_id}
-                row["label_version"] = base.tags.get("ablate.label_version")
-                out.append(row)
-                text.append(_console(d, metric, b, c))
-    except AblateError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    except Exception as e:  # noqa: BLE001 - one line, like the other entry points
-        say_unexpected(e)
-        return 1
+    uri = resolve_tracking_uri(args.tracking_uri)
+    check_store(uri)
+    tracker = Tracker(uri)
+    base, cand = (
+        _resolve(tracker, args.baseline, "--baseline"),
+        _resolve(tracker, args.candidate, "--candidate"),
+    )
+    _same_ground(base, cand)
+    out: list[dict[str, Any]] = []
+    text: list[str] = []
+    alpha = args.alpha / len(args.metric)  # Bonferroni over the metrics: the gates hold at alpha jointly
+    with tempfile.TemporaryDirectory(prefix="ablate-gate-") as tmp:
+        tables = [read_per_query(tracker, r, tmp) for r in (base, cand)]
+        groups = None
+        for metric in args.metric:
+            b, c = (_values(t, metric, r) for t, r in zip(tables, (base, cand), strict=True))
+            if groups is None and args.cluster != "none":
+                groups = _groups(tracker, base, sorted(b), args.cluster, tmp)
+            d = decide(b, c, margin=args.margin, alpha=alpha, groups=groups)
+            row = {"metric": metric, **d.as_dict(), "baseline": base.run_id, "candidate": cand.run_id}
+            row["label_version"] = base.tags.get("ablate.label_version")
+            out.append(row)
+            text.append(_console(d, metric, b, c))
     print(json.dumps(out[0] if len(out) == 1 else out, indent=2) if args.json else "\n".join(text))
     if args.summary is not None:
         args.summary.write_text("```\n" + "\n".join(text) + "\n```\n", encoding="utf-8")
