@@ -138,6 +138,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _run(args: Any) -> int:
     # imported once the arguments are read: MLflow, pandas and scipy
+    from ablate import record as R
     from ablate.study.fetch import check_store, read_per_query
     from ablate.study.gate import decide
     from ablate.tracking import Tracker, resolve_tracking_uri
@@ -162,7 +163,7 @@ def _run(args: Any) -> int:
                 groups = _groups(tracker, base, sorted(b), args.cluster, tmp)
             d = decide(b, c, margin=args.margin, alpha=alpha, groups=groups)
             row = {"metric": metric, **d.as_dict(), "baseline": base.run_id, "candidate": cand.run_id}
-            row["label_version"] = base.tags.get("ablate.label_version")
+            row["label_version"] = base.tags.get(R.T_LABEL_VERSION)
             out.append(row)
             text.append(_console(d, metric, b, c))
     print(json.dumps(out[0] if len(out) == 1 else out, indent=2) if args.json else "\n".join(text))
