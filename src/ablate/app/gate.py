@@ -42,8 +42,8 @@ def parser() -> Any:
         "3 inconclusive.",
     )
     side = "an MLflow run id or run name, or a TREC run file (scored on --corpus)"
-    p.add_argument("--baseline", required=True, help=f"the baseline: {side}")
-    p.add_argument("--candidate", required=True, help=f"the candidate: {side}")
+    p.add_argument("--baseline", required=True, metavar="RUN_OR_FILE", help=f"the baseline: {side}")
+    p.add_argument("--candidate", required=True, metavar="RUN_OR_FILE", help=f"the candidate: {side}")
     p.add_argument(
         "--metric",
         action="append",
@@ -62,10 +62,11 @@ def parser() -> Any:
         "group: the queries' declared group only; none: every question alone",
     )
     p.add_argument("--json", action="store_true", help="print the decision as JSON")
-    p.add_argument("--summary", help="also write the decision as Markdown (a CI job summary)")
+    p.add_argument("--summary", metavar="FILE", help="also write the decision as Markdown (a CI job summary)")
     p.add_argument("--tracking-uri", help="the MLflow store (default: ./mlflow.db, or MLFLOW_TRACKING_URI)")
     p.add_argument(
         "--corpus",
+        metavar="NAME",
         help="the corpus a run file is scored on: a conf/corpus name (demo) or a corpus folder, as corpus=NAME in "
         "python -m ablate; a run beside it must stand on it",
     )
