@@ -7,7 +7,10 @@ refused in one line, and ppi_py imported only when an interval is computed."""
 from __future__ import annotations
 
 import math
+import subprocess
+import sys
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -180,3 +183,30 @@ def test_the_report_imports_ppi_py_only_to_compute_an_interval(tmp_path):
         "ablate.report", "--tracking-uri", f"sqlite:///{tmp_path}/none.db", "--test", "nope"
     )
     assert code == 2 and err.startswith("error:") and not packages & {"ppi_py", "sklearn", "numba"}
+
+
+def test_the_coverage_experiment_runs_and_writes_its_page(tmp_path):
+    """experiments/ppi_coverage.py end to end on a small population (the page's figures: 1000 draws)."""
+    script = Path(__file__).resolve().parents[1] / "experiments" / "ppi_coverage.py"
+    out = tmp_path / "page.md"
+    p = subprocess.run(
+        [
+            sys.executable,
+            str(script),
+            "--draws",
+            "30",
+            "--population",
+            "600",
+            "--checked",
+            "40",
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert p.returncode == 0, p.stderr[-2000:]
+    page = out.read_text(encoding="utf-8")
+    assert "| 40 of 200 | B - A |" in page and "--draws 30 --questions 200 --checked 40" in page
+    assert "below the 1000" in p.stdout
