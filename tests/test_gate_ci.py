@@ -11,17 +11,16 @@ fails with one line (exit 2). The workflow is checked against the GitHub workflo
 from __future__ import annotations
 
 import contextlib
-import io
 import json
 import os
 import re
 import shutil
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
-import mlflow
 import numpy as np
 import pandas as pd
 import pytest
@@ -187,21 +186,37 @@ def test_a_pull_request_that_changes_nothing_passes(main_store):
     assert "::error" not in gate.stdout and gate.stdout.rstrip().endswith("the job passes (exit 0)")
 
 
+def _sql(store: Path, query: str, *args: str) -> list[tuple[Any, ...]]:
+    """Rows of the store's database, read with sqlite3: this process never opens the store through MLflow, which
+    keeps an engine per URI that would not see a store restored under it."""
+    with contextlib.closing(sqlite3.connect(store / "mlflow.db")) as con:
+        return con.execute(query, args).fetchall()
+
+
 def _answerable(store: Path, run_id: str) -> pd.Series:
-    mlflow.set_tracking_uri(f"sqlite:///{store / 'mlflow.db'}")
-    path = mlflow.artifacts.download_artifacts(
-        run_id=run_id, artifact_path="per_query.csv", dst_path=str(store.parent / "read" / run_id)
-    )
-    pq = pd.read_csv(path, dtype={"qid": str}).set_index("qid")
+    """The run's logged per_query.csv, read from the artifact folder the store names: ndcg@10 of answerable
+    questions."""
+    ((uri,),) = _sql(store, "select artifact_uri from runs where run_uuid = ?", run_id)
+    pq = pd.read_csv(Path(uri.removeprefix("file://")) / "per_query.csv", dtype={"qid": str}).set_index("qid")
     return pq.loc[pq["category"] == "answerable", "ndcg@10"].dropna().sort_index()
+
+
+def _child(store: Path, sweep: str, name: str) -> str:
+    ((run_id,),) = _sql(
+        store,
+        "select r.run_uuid from runs r join tags t on t.run_uuid = r.run_uuid "
+        "where t.key = 'mlflow.parentRunId' and t.value = ? and r.name = ?",
+        sweep,
+        name,
+    )
+    return str(run_id)
 
 
 def test_a_worse_configuration_is_a_regression_and_fails_the_job(main_store):
     gate, summary = pull_request(main_store, ABLATE_OVERRIDES=f"corpus=demo {WORSE}")
     assert gate.returncode == 1, gate.stdout + gate.stderr
-    assert (
-        "[A] exit 0 (pass)" in gate.stdout and "[B] exit 0 (pass)" in gate.stdout
-    )  # window is C's fusion window
+    # the window is C's fusion window: A and B are main's runs again
+    assert "[A] exit 0 (pass)" in gate.stdout and "[B] exit 0 (pass)" in gate.stdout
     assert "[C] exit 1 (regression)" in gate.stdout and "| C | regression | 1 |" in summary
     annotation = next(line for line in gate.stdout.splitlines() if line.startswith("::error"))
     assert annotation.startswith("::error title=ablate gate: C::REGRESSION ndcg@10 Δ -0.123 [-0.182, -0.065]")
@@ -210,14 +225,7 @@ def test_a_worse_configuration_is_a_regression_and_fails_the_job(main_store):
     sweeps = re.search(r"baseline sweep (\w+) .*candidate sweep (\w+) ", gate.stdout)
     assert sweeps is not None
     store = workspace / "ci-store"
-    client = mlflow.MlflowClient(f"sqlite:///{store / 'mlflow.db'}")
-    base, cand = (
-        client.search_runs(
-            [client.get_run(sweep).info.experiment_id],
-            f"tags.`mlflow.parentRunId` = '{sweep}' and attributes.run_name = 'C'",
-        )[0].info.run_id
-        for sweep in sweeps.groups()
-    )
+    base, cand = (_child(store, sweep, "C") for sweep in sweeps.groups())
     b, c = _answerable(store, base), _answerable(store, cand)
     assert list(b.index) == list(c.index) and len(b) == 17
     groups = _groups(store, base, cand)
@@ -233,14 +241,13 @@ def test_a_worse_configuration_is_a_regression_and_fails_the_job(main_store):
 
 def _groups(store: Path, base: str, cand: str) -> dict[str, str]:
     """The evidence clusters the gate used, as its ``--json`` says them (the interval above is recomputed from them)."""
-    from ablate.app.gate import main as gate
-
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out):
-        code = gate(["--baseline", base, "--candidate", cand, "--metric", "ndcg@10", "--margin", "0.02", "--json",
-                     "--tracking-uri", f"sqlite:///{store / 'mlflow.db'}"])  # fmt: skip
-    assert code == 1
-    groups: dict[str, str] = json.loads(out.getvalue())["groups"]
+    p = subprocess.run(
+        [sys.executable, "-m", "ablate.gate", "--baseline", base, "--candidate", cand, "--metric", "ndcg@10",
+         "--margin", "0.02", "--json", "--tracking-uri", f"sqlite:///{store / 'mlflow.db'}"],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert p.returncode == 1, p.stderr
+    groups: dict[str, str] = json.loads(p.stdout)["groups"]
     return groups
 
 
@@ -257,10 +264,10 @@ def test_a_store_without_a_baseline_sweep_fails_with_one_line(main_store):
     )
 
 
-@pytest.mark.slow
+@pytest.mark.slow  # two more sweeps and two gates of three cells: ~25 s idle
 def test_the_worse_configuration_against_itself_passes(main_store):
     """The pull request's worse sweep, run again: gated against its first run (the sweep before), every cell
-    passes."""
+    passes. The default suite keeps watch with the pull request that changes nothing."""
     wf, workspace, _ = main_store
     first, _ = pull_request(main_store, ABLATE_OVERRIDES=f"corpus=demo {WORSE}")
     assert first.returncode == 1, first.stdout + first.stderr
@@ -271,9 +278,11 @@ def test_the_worse_configuration_against_itself_passes(main_store):
     assert "3 pass (A, B, C)" in gate.stdout and "::error" not in gate.stdout
 
 
-@pytest.mark.slow
+@pytest.mark.slow  # one more sweep and gate: ~15 s idle
 def test_an_inconclusive_cell_passes_the_job_with_a_warning(main_store):
-    """BM25 without its stemmer: A's drop is within what 17 questions in 5 clusters cannot tell from the margin."""
+    """BM25 without its stemmer: A's drop is within what 17 questions in 5 clusters cannot tell from the margin, so
+    the job passes with a warning. The default suite keeps watch on the exit codes with the regression and the
+    pull request that changes nothing."""
     gate, summary = pull_request(main_store, ABLATE_OVERRIDES="corpus=demo ++bm25.stemmer=null")
     assert gate.returncode == 0, gate.stdout + gate.stderr
     assert "[A] exit 3 (inconclusive)" in gate.stdout and "| A | inconclusive | 3 |" in summary
@@ -282,3 +291,24 @@ def test_an_inconclusive_cell_passes_the_job_with_a_warning(main_store):
         "::warning title=ablate gate: A::INCONCLUSIVE ndcg@10 Δ -0.045 [-0.114, +0.024]"
     )
     assert "::error" not in gate.stdout and gate.stdout.rstrip().endswith("the job passes (exit 0)")
+
+
+def test_a_cell_the_gate_refuses_fails_the_job_with_the_gates_line(main_store):
+    """main's sweep against itself, on a metric the runs do not have: every cell is the gate's refusal (exit 2), and
+    so is the job; never a regression."""
+    wf, workspace, saved = main_store
+    restore(saved, cache_paths(wf, "gate", "actions/cache/restore", workspace))
+    store = workspace / "ci-store"
+    uri = f"sqlite:///{store / 'mlflow.db'}"
+    ((sweep,),) = _sql(
+        store, "select run_uuid from tags where key = 'ablate.role' and value = 'sweep-parent'"
+    )
+    p = subprocess.run(
+        [sys.executable, str(REPO / "tools" / "gate_sweep.py"), "--tracking-uri", uri, "--metric", "ndcg@7",
+         "--margin", "0.02", "--baseline-sweep", sweep, "--candidate-sweep", sweep],
+        capture_output=True, text=True, timeout=300, env={**os.environ, "GITHUB_ACTIONS": "true"},
+    )  # fmt: skip
+    assert p.returncode == 2, p.stdout + p.stderr
+    errors = [line for line in p.stdout.splitlines() if line.startswith("::error")]
+    assert len(errors) == 3 and all("--metric 'ndcg@7': run " in line for line in errors), p.stdout + p.stderr
+    assert "3 bad input (A, B, C): the job fails (exit 2)" in p.stdout
