@@ -347,6 +347,7 @@ def test_answer_grades_keep_the_judge_beside_the_human_and_the_sample(tmp_path: 
     v = json.loads((folder / "version.json").read_text())
     assert v["answer_human_sample"]["questions"] == qids[:3] and v["answer_human_sample"]["seed"] == 5
     assert "answer_grades.csv" in v["files"] and v["added"] == 0 and "views" not in v
+    assert v["answer_grades"] == {"answers": len(entries), "human": len(first) + 1, "llm": len(entries)}
     views = read_views(folder).answers
     assert views is not None and views.assessor is not None
     for e in entries:

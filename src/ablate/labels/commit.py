@@ -349,7 +349,9 @@ def beside_files(
     """The files beside the headline qrels (the assessor view with its own ``version.json``, ``judged.csv``,
     ``answer_grades.csv``) and what the version's record adds (``views``, the human samples); ``base``: the
     version's record (its name, corpus, unit, created)."""
-    st, out, add = beside.relevance, {}, {}
+    st = beside.relevance
+    out: dict[str, bytes] = {}
+    add: dict[str, Any] = {}
     if st.human or st.llm:
         out[V.JUDGED] = V.judged_csv(plan.files, st)
     if st.llm:
@@ -382,6 +384,7 @@ def beside_files(
         ans = beside.answers
         out[V.ANSWER_GRADES] = V.answer_csv(ans)
         graded = {**ans.human, **ans.llm}
+        add["answer_grades"] = {"answers": len(graded), "human": len(ans.human), "llm": len(ans.llm)}
         by_q = V.items_by_question((q, _g(ans.human, (q, a)), _g(ans.llm, (q, a))) for q, a in graded)
         answer_sample = V.sample_record(beside.answers_drawn, by_q)
         if answer_sample is not None:
