@@ -191,7 +191,7 @@ def test_validate_reports_the_flip_rate_beside_kappa(tmp_path: Path, sampler):
         r"kappa graded .* on \d+ pairs \(0 unparseable\); flip rate 1\.000 over 3 repeats", p.stdout
     )
     md = next((tmp_path / "labels" / "tiny" / "validation").glob("*/validation.md")).read_text()
-    assert "Judge noise: each pair asked 3 times" in md
+    assert "Judge noise: each pair asked 3 times (temperature 0.7, seeds 0 to 2)" in md
 
 
 def test_judge_on_an_answers_pool_puts_the_llm_grade_beside_the_persons(tmp_path: Path, sampler):

@@ -309,6 +309,12 @@ def fmt(v: float | None) -> str:
 _fmt = fmt
 
 
+def _seeds(report: Mapping[str, Any]) -> str:
+    """``0 to 2``: the seeds of a repeated judgement (repeat r: the generator's seed + r)."""
+    seed = int(report["details"]["params"].get("seed") or 0)
+    return f"{seed} to {seed + int(report['repeats']) - 1}"
+
+
 def _kappa_row(name: str, k: Kappa) -> str:
     if math.isnan(k.kappa):
         return f"| {name} | undefined (one shared grade only) | - | {k.agree:.1%} |"
@@ -359,9 +365,10 @@ def relevance_markdown(
         + _kappa_row(f"binary (relevant: grade >= {ag.relevance_level})", ag.binary),
         *(
             [
-                f"Judge noise: each pair asked {report['repeats']} times (sampled, seeds as in the command), the "
-                f"majority graded (a tie: the lower grade); flip rate {_fmt(report['flip_rate'])}: the repeats of "
-                f"{report['flipped']} of {report['flip_items']} pairs disagree."
+                f"Judge noise: each pair asked {report['repeats']} times (temperature "
+                f"{report['details']['params'].get('temperature')}, seeds {_seeds(report)}), the majority graded (a "
+                f"tie: the lower grade); flip rate {_fmt(report['flip_rate'])}: the repeats of {report['flipped']} of "
+                f"{report['flip_items']} pairs disagree."
             ]
             if "flip_rate" in report
             else []
