@@ -12,6 +12,7 @@ import mlflow
 import pandas as pd
 import pytest
 from scipy import stats
+
 from demo_cli import demo_folder, run_module
 
 
