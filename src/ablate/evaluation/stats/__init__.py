@@ -7,14 +7,16 @@ still 30 observations. Average repeats per query first (``table.groupby(level=0)
 refuses a table whose index repeats a query id. How wide such intervals are at the sizes people test with:
 docs/metrics.md.
 
-One module per concept: :mod:`~ablate.evaluation.stats.bootstrap` (intervals), :mod:`~ablate.evaluation.stats.paired`
-(paired tests), :mod:`~ablate.evaluation.stats.holm` and :mod:`~ablate.evaluation.stats.correction` (multiple
-comparisons: Holm, Benjamini-Hochberg), :mod:`~ablate.evaluation.stats.power` (what a paired comparison over n
-questions can detect, and how many questions detect a given effect), :mod:`~ablate.evaluation.stats.wilson`
-(proportions), :mod:`~ablate.evaluation.stats.agreement` (two assessors' grades of the same pairs: Cohen's kappa
-with intervals over questions, the confusion matrix, Kendall's tau of the runs' order), on the shared
-:mod:`~ablate.evaluation.stats.checks` and :mod:`~ablate.evaluation.stats.resampling`; :mod:`~ablate.evaluation.stats.kept`
-keeps intervals in a cache by content. Import the names from this package.
+One module per concept: :mod:`~ablate.evaluation.stats.bootstrap` (intervals),
+:mod:`~ablate.evaluation.stats.paired` (paired tests), :mod:`~ablate.evaluation.stats.holm` and
+:mod:`~ablate.evaluation.stats.correction` (multiple comparisons: Holm, Benjamini-Hochberg),
+:mod:`~ablate.evaluation.stats.power` (what a paired comparison over n questions can detect, and how many questions
+detect a given effect), :mod:`~ablate.evaluation.stats.wilson` (proportions), :mod:`~ablate.evaluation.stats.ppi` (a
+mean from an assessor's labels corrected by a random human-checked sample: prediction-powered inference),
+:mod:`~ablate.evaluation.stats.agreement` (two assessors' grades of the same pairs: Cohen's kappa with intervals
+over questions, the confusion matrix, Kendall's tau of the runs' order), on the shared
+:mod:`~ablate.evaluation.stats.checks` and :mod:`~ablate.evaluation.stats.resampling`;
+:mod:`~ablate.evaluation.stats.kept` keeps intervals in a cache by content. Import the names from this package.
 
 Conventions shared by all functions:
 
@@ -43,6 +45,8 @@ References
   9(1):39.
 * Wilson, E. B. (1927). Probable inference, the law of succession, and statistical inference. *JASA* 22:209-212.
 * Benjamini, Y. & Hochberg, Y. (1995). Controlling the false discovery rate. *JRSS B* 57(1):289-300.
+* Angelopoulos, A. N., Duchi, J. C. & Zrnic, T. (2023). PPI++: Efficient prediction-powered inference.
+  arXiv:2311.01453.
 * Holm, S. (1979). A simple sequentially rejective multiple test procedure. *Scand. J. Statist.* 6(2):65-70.
 """
 
@@ -81,6 +85,7 @@ from ablate.evaluation.stats.power import (
     undetermined,
     wilson_width,
 )
+from ablate.evaluation.stats.ppi import PPIResult, ppi_mean
 from ablate.evaluation.stats.wilson import wilson_interval
 
 __all__ = [
@@ -93,6 +98,7 @@ __all__ = [
     "NAN_POLICIES",
     "Interval",
     "PairedResult",
+    "PPIResult",
     "StatsConfigError",
     "StatsInputError",
     "bootstrap_ci",
@@ -115,5 +121,6 @@ __all__ = [
     "paired_bootstrap_tests",
     "paired_randomization_test",
     "paired_randomization_tests",
+    "ppi_mean",
     "wilson_interval",
 ]
