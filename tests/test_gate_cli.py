@@ -362,3 +362,31 @@ def test_answer_metrics_are_gated_on_the_questions_both_sides_score(answering):
         assert got[m]["outcome"] == ("pass" if ni[i] else ("regression" if reg[i] else "inconclusive"))
     codes = {got[m]["exit_code"] for m in metrics}
     assert p.returncode == (1 if 1 in codes else (3 if 3 in codes else 0))
+
+
+def test_the_summary_is_appended_to_as_a_job_summary_is(store, tmp_path, capsys):
+    """Two gates in one CI step write one job summary: the second appends, the first stays."""
+    root, base, cand = store
+    summary = tmp_path / "step_summary.md"
+    summary.write_text("## earlier step\n", encoding="utf-8")
+    uri = f"sqlite:///{root / 'mlflow.db'}"
+    for pair in ((base, cand), (base, base)):
+        code = G.main(["--baseline", pair[0], "--candidate", pair[1], "--metric", "ndcg@10", "--margin", "0.02",
+                       "--tracking-uri", uri, "--summary", str(summary)])  # fmt: skip
+        assert code in (0, 1, 3)
+    text = summary.read_text(encoding="utf-8")
+    assert text.startswith("## earlier step\n") and text.count("### Regression gate: ") == 2
+    assert text.rsplit("### Regression gate: ", 1)[1].startswith("PASS")  # the run against itself, last
+    capsys.readouterr()
+
+
+def test_a_failure_of_the_gate_itself_is_never_exit_1(monkeypatch, capsys):
+    """Exit 1 fails a build as a regression; the gate's own failure is 4, in one line without a traceback."""
+
+    def broken(args):
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(G, "_run", broken)
+    code = G.main(["--baseline", "a", "--candidate", "b", "--metric", "ndcg@10", "--margin", "0.02"])
+    err = capsys.readouterr().err
+    assert code == 4 and "boom" in err and "Traceback" not in err and len(err.strip().splitlines()) == 1

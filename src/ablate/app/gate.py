@@ -10,7 +10,7 @@ questions and labels, through the one scoring function runs use). Per-question v
 answerable with the metric defined on both sides, as every table's mean; a question without a value on either side
 (an answer metric on a question with no gold answer) is left out of both. Both sides must stand on one corpus
 snapshot, label version and split. ``--metric`` may repeat: Holm's step-down over the metrics at family level alpha.
-Exit codes: 0 pass, 1 regression (on any metric), 3 inconclusive, 2 bad input.
+Exit codes: 0 pass, 1 regression (on any metric), 3 inconclusive, 2 bad input, 4 the gate itself failed (one line).
 """
 
 from __future__ import annotations
@@ -62,7 +62,11 @@ def parser() -> Any:
         "group: the queries' declared group only; none: every question alone",
     )
     p.add_argument("--json", action="store_true", help="print the decision as JSON")
-    p.add_argument("--summary", metavar="FILE", help="also write the decision as Markdown (a CI job summary)")
+    p.add_argument(
+        "--summary",
+        metavar="FILE",
+        help="also append the decision as Markdown to FILE (a CI job summary: $GITHUB_STEP_SUMMARY)",
+    )
     p.add_argument("--tracking-uri", help="the MLflow store (default: ./mlflow.db, or MLFLOW_TRACKING_URI)")
     p.add_argument(
         "--corpus",
@@ -80,7 +84,7 @@ def parser() -> Any:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    return run_command(parser(), _run, argv)
+    return run_command(parser(), _run, argv, unexpected=4)  # study.gate.UNEXPECTED: scipy stays unloaded here
 
 
 def _run(args: Any) -> int:
@@ -155,7 +159,8 @@ def _write(path: str, text: str) -> None:
     from pathlib import Path
 
     try:
-        Path(path).expanduser().write_text(text, encoding="utf-8")
+        with Path(path).expanduser().open("a", encoding="utf-8") as f:  # appended, as a job summary is
+            f.write(text if text.endswith("\n") else text + "\n")
     except OSError as e:
         raise AblateError(
             f"--summary {path}: cannot be written ({e.strerror}). Fix: give a path in a writable folder"

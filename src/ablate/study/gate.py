@@ -43,6 +43,9 @@ from ablate.evaluation.stats.holm import holm
 
 PASS, REGRESSION, INCONCLUSIVE = "pass", "regression", "inconclusive"
 EXIT_CODES = {PASS: 0, REGRESSION: 1, INCONCLUSIVE: 3}
+#: the exit code of a gate that failed for a reason of its own (not bad input, 2): never 1, which fails a build as a
+#: regression would
+UNEXPECTED = 4
 #: the power a "questions needed" figure plans for (the usual 80%)
 POWER = 0.8
 #: fewer clusters than this leave a t interval with few degrees of freedom: said beside the verdict
