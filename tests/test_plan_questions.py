@@ -62,7 +62,10 @@ def test_plan_on_a_demo_sweep_equals_statsmodels(demo, tmp_path):
     es = TTestPower().solve_power(effect_size=None, nobs=diffs_b.size, alpha=0.05, power=0.8)
     assert b_mde == pytest.approx(es * np.std(diffs_b, ddof=1), abs=1e-6)
 
-    p = _run(["ablate.plan", "--tracking-uri", uri, "--metric", "ndcg_at_10", "--delta", "0.03", "--json"], d)
+    args = ["--tracking-uri", uri, "--metric", "ndcg_at_10", "--delta", "0.03", "--cluster", "none", "--json"]
+    p = _run(
+        ["ablate.plan", *args], d
+    )  # questions as independent (tests/test_clusters.py: the design effect)
     assert p.returncode == 0, p.stderr
     rows = {r["run"]: r for r in map(json.loads, p.stdout.splitlines())}
     assert set(rows) == {"B", "C"}

@@ -1,12 +1,14 @@
 """``python -m ablate.plan [--parent SWEEP_RUN_ID | --runs A_ID,B_ID] --metric ndcg@10 [--delta 0.03] [--power 0.8]
-[--alpha 0.05] [--correction holm|bh|none] [--baseline A] [--json]``: how many questions a comparison needs.
+[--alpha 0.05] [--correction holm|bh|none] [--baseline A] [--cluster evidence|group|none] [--json]``: how many
+questions a comparison needs.
 
 Reads the runs as ``python -m ablate.report`` does (the children of the sweep, the latest sweep by default; the
 baseline as the report chooses it; ``--runs``: the first is the baseline) and prints, per comparison, the minimum
 detectable effect at today's n and at 2x/4x/8x, or with ``--delta`` the questions needed to detect it, with a
 paired-bootstrap check (:mod:`ablate.study.power_plan`). A sweep's ceiling (the oracle run) is no candidate and is
-left out unless ``--with-ceiling``; an MDE beyond a 0-1 metric's range is shown as ``> 1`` with a note. Nothing is
-written to the store.
+left out unless ``--with-ceiling``; an MDE beyond a 0-1 metric's range is shown as ``> 1`` with a note. When the
+questions cluster (``--cluster``, :mod:`ablate.study.clusters`) the MDE and the questions needed carry the design
+effect, shown with its parts (G, m, ICC). Nothing is written to the store.
 """
 
 from __future__ import annotations
@@ -14,11 +16,12 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from ablate.app.entry import run_command
-from ablate.study.options import CORRECTIONS, PARENT_HELP
+from ablate.study.options import CLUSTER_HELP, CLUSTERS, CORRECTIONS, PARENT_HELP
 from ablate.tables import format_table
 
 if TYPE_CHECKING:
@@ -63,6 +66,7 @@ def parser() -> argparse.ArgumentParser:
         help="plan the ceiling (the oracle run: the gold evidence retrieved) too; left out by default, it is no "
         "candidate",
     )
+    ap.add_argument("--cluster", default="evidence", help=" | ".join(CLUSTERS) + ": " + CLUSTER_HELP)
     ap.add_argument("--json", action="store_true", help="one JSON object per comparison and line")
     return ap
 
@@ -85,10 +89,19 @@ def table(rows: Sequence[PlanRow], delta: float | None, power: float, cap: float
     ``cap``: the metric's range (1 on a 0-1 metric), beyond which an MDE is shown as ``> cap``."""
     out: list[dict[str, str]] = []
     notes: list[str] = []
+    clustered = any(r.clustered for r in rows)
     for r in rows:
-        row = {
-            "comparison": f"{r.run} vs {r.baseline}",
-            "n": str(r.n),
+        row = {"comparison": f"{r.run} vs {r.baseline}", "n": str(r.n)}
+        if clustered:  # the design effect and its parts, beside n
+            row.update(
+                {
+                    "G": str(r.clusters),
+                    "m": f"{r.cluster_size:.1f}",
+                    "ICC": _f(r.icc, 2),
+                    "deff": _f(r.deff, 2),
+                }
+            )
+        row |= {
             "sd_diff": _f(r.sd_diff),
             "Δ now": "-" if math.isnan(r.delta_observed) else f"{r.delta_observed:+.3f}",
             "α": f"{r.alpha:.3g}",
@@ -112,11 +125,14 @@ def table(rows: Sequence[PlanRow], delta: float | None, power: float, cap: float
 
 def run(args: argparse.Namespace) -> int:
     # imported once the arguments are read: the study's modules import MLflow, pandas and scipy
+    from ablate.app.recorded_clusters import recompute
+    from ablate.study.clusters import check_cluster, clustering, few_clusters, with_clusters
     from ablate.study.fetch import check_store, fetch_run_ids, fetch_runs
     from ablate.study.power_plan import UNIT_RANGE, check_settings, metric_name, plan_rows, unit_metric
     from ablate.tracking import Tracker, check_uri, resolve_tracking_uri
 
     check_settings(args.delta, args.power, args.alpha, args.correction)
+    check_cluster(args.cluster)
     metric = metric_name(args.metric)
     uri = resolve_tracking_uri(args.tracking_uri)
     check_store(uri)
@@ -147,6 +163,11 @@ def run(args: argparse.Namespace) -> int:
         swept, title = source.swept, source.title
         if not args.with_ceiling:
             runs, ceilings = _candidates(runs)
+    if (
+        args.cluster != "none"
+    ):  # runs logged before ablate recorded their clusters: given again, if they can be
+        runs = with_clusters(runs, recompute(tracker))
+    clusters = clustering(runs, args.cluster)
     rows = plan_rows(
         runs,
         metric,
@@ -159,6 +180,7 @@ def run(args: argparse.Namespace) -> int:
         pairs_first=args.runs is not None,
         n_sims=args.sims,
         seed=args.seed,
+        clusters=clusters,
     )
     if not rows:
         from ablate.errors import InputError
@@ -168,16 +190,26 @@ def run(args: argparse.Namespace) -> int:
             f"{len(runs)} run(s), so no comparison to plan",
             "give a sweep of two or more cells (--parent), or two or more runs (--runs BASELINE_ID,OTHER_ID)",
         )
+    for w in clusters.warnings:
+        print(f"warning: {w}", file=sys.stderr)
     if args.json:
         for r in rows:
-            print(
-                json.dumps(
-                    {**r.as_json(), "correction": args.correction, "power": args.power, "delta": args.delta}
-                )
-            )
+            extra = {
+                "correction": args.correction,
+                "power": args.power,
+                "delta": args.delta,
+                "cluster": args.cluster,
+            }
+            print(json.dumps({**r.as_json(), **extra}))
         return 0
     print(_heading(title, metric, args, len(rows)))
+    clustered = [r for r in rows if r.clustered]
+    if clustered:
+        print(_clusters_line(clustered[0], args.cluster))
     print(table(rows, args.delta, args.power, UNIT_RANGE if unit_metric(metric) else None))
+    few = few_clusters(min(r.clusters for r in clustered)) if clustered else None
+    if few:
+        print(f"warning: {few}")
     if ceilings:
         print(
             f"left out: {', '.join(ceilings)}: the ceiling (the gold evidence retrieved), not a candidate; "
@@ -192,6 +224,16 @@ def _candidates(runs: list[RunRecord]) -> tuple[list[RunRecord], list[str]]:
 
     kept, ceilings = without_ceiling(runs)
     return kept, [r.name for r in ceilings]
+
+
+def _clusters_line(row: PlanRow, how: str) -> str:
+    """What the clusters make of the plan: G clusters of m questions, and what each row's design effect does."""
+    return (
+        f"clusters (--cluster {how}): {row.n} questions in {row.clusters} clusters of m = {row.cluster_size:.1f} on "
+        "average; each comparison's design effect deff = 1 + (m − 1)·ICC (ICC: the within-cluster correlation of "
+        "its differences) multiplies its MDE by sqrt(deff) and its questions needed by deff; the simulation draws "
+        "whole clusters and tests each study with the cluster-robust t"
+    )
 
 
 def _heading(title: str, metric: str, args: argparse.Namespace, m: int) -> str:

@@ -1,6 +1,6 @@
 """``python -m ablate.report [--parent RUN_ID | --experiment NAME] [--tracking-uri URI] [--baseline A]
 [--metrics ndcg@10,recall@10,mrr@10,hit@10] [--test randomization|bootstrap] [--correction holm|bh|none] [--out DIR]
-[--force] [--factorial]``
+[--force] [--factorial] [--cluster evidence|group|none]``
 
 Without ``--parent`` / ``--experiment`` it reports the latest sweep in the store (:mod:`ablate.study.latest`:
 refused, with the candidates listed, when other sweeps overlap it in time). It reads the runs' ``per_query.csv``
@@ -17,7 +17,15 @@ from typing import Any
 
 from ablate.app.entry import say_unexpected
 from ablate.errors import AblateError, ConfigError
-from ablate.study.options import CORRECTIONS, DEFAULT_CONTRAST, DEFAULT_METRICS, PAIRED_TESTS, PARENT_HELP
+from ablate.study.options import (
+    CLUSTER_HELP,
+    CLUSTERS,
+    CORRECTIONS,
+    DEFAULT_CONTRAST,
+    DEFAULT_METRICS,
+    PAIRED_TESTS,
+    PARENT_HELP,
+)
 
 
 def _contrast(text: str) -> tuple[str, str] | None:
@@ -56,6 +64,7 @@ def parser() -> argparse.ArgumentParser:
         ),
     ):
         ap.add_argument(flag, default=default, help=f"{what} (default %(default)s)")
+    ap.add_argument("--cluster", default="evidence", help=" | ".join(CLUSTERS) + ": " + CLUSTER_HELP)
     ap.add_argument(
         "--resamples", type=int, default=10000, help="resamples of the paired test (default 10000)"
     )
@@ -91,6 +100,8 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
     # Imported once the arguments are read: the report's modules import MLflow, pandas, scipy and matplotlib.
+    from ablate.app.recorded_clusters import recompute
+    from ablate.study.clusters import check_cluster
     from ablate.study.fetch import check_store
     from ablate.study.report import ReportOptions, ReportRequest, attach_report
     from ablate.tracking import Tracker, check_uri, resolve_tracking_uri
@@ -111,12 +122,20 @@ def main(argv: Sequence[str] | None = None) -> int:
             contrast=_contrast(args.contrast),
             correction=args.correction,
             factorial=True if args.factorial else None,
+            cluster=args.cluster,
         )
+        check_cluster(options.cluster)
         tracker = Tracker(uri)
         if args.labels is not None:
             return _relabel(tracker, args, options)
         request = ReportRequest(
-            args.parent, args.experiment, args.out, options, log=not args.no_log, full=args.full
+            args.parent,
+            args.experiment,
+            args.out,
+            options,
+            log=not args.no_log,
+            full=args.full,
+            recompute=recompute(tracker),
         )
         attach_report(tracker, request)
     except AblateError as e:
