@@ -265,8 +265,8 @@ def render(
     slice_table, slices_md = slices(
         plan.ordered, c.tables, metrics, c.cols, plan.shown, base, options.contrast
     )
-    console = _console(csv_rows, metrics[0], footnotes, warnings, skipped, plan.heldout, c.correction)
-    console += f"\n  {clusters_line(c)}" if c.clustered else ""
+    below = clusters_line(c) if c.clustered else ""
+    console = _console(csv_rows, metrics[0], footnotes, warnings, skipped, plan.heldout, c.correction, below)
     console += "".join(f"\n  warning: {w}" for w in note.warnings)
     if answers is not None:
         console += "\n" + answers.console
@@ -374,11 +374,12 @@ def _console(
     skipped: Sequence[str],
     heldout: HeldOutMarking | None = None,
     correction: str = "holm",
+    below: str = "",
 ) -> str:
     """The narrow table: each run labelled by what it is (``C k=1 window=20``, with its held-out mark), the headline
     metric with its interval, Δ vs the baseline, the minimum detectable effect at 80% power and the p-value (adjusted
-    by ``correction`` in brackets); the held-out line above it; flags, warnings and left-out runs as numbered lines
-    below."""
+    by ``correction`` in brackets), n (and G, its clusters, when questions cluster); the held-out line above it;
+    ``below`` (what the clusters are) under it, then flags, warnings and left-out runs as numbered lines."""
     heldout = heldout or HeldOutMarking({}, {})
     p_col, p_head = P_COLUMNS[correction], "p" + P_HEADS[correction]
     out = []
@@ -400,6 +401,7 @@ def _console(
     lines = [f"{kind}: {heldout.warning}"] if heldout.warning else []
     g = ["G"] if rows and "clusters" in rows[0] else []
     lines.append(format_table(out, ["run", metric, "Δ", "MDE", p_head, "n", *g, "flags"]))
+    lines += [f"  {below}"] if below else []
     lines += [f"  [{i}] {f}" for i, f in enumerate(footnotes, 1)]
     lines += [f"  warning: {w}" for w in warnings]
     lines += [f"  left out: {s}" for s in skipped]
