@@ -18,7 +18,7 @@ import json
 import math
 import sys
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ablate.app.entry import run_command
 from ablate.study.options import CLUSTER_HELP, CLUSTERS, CORRECTIONS, PARENT_HELP
@@ -126,9 +126,9 @@ def table(rows: Sequence[PlanRow], delta: float | None, power: float, cap: float
 def run(args: argparse.Namespace) -> int:
     # imported once the arguments are read: the study's modules import MLflow, pandas and scipy
     from ablate.app.recorded_clusters import recompute
-    from ablate.study.clusters import check_cluster, clustering, few_clusters, with_clusters
-    from ablate.study.fetch import check_store, fetch_run_ids, fetch_runs
-    from ablate.study.power_plan import UNIT_RANGE, check_settings, metric_name, plan_rows, unit_metric
+    from ablate.study.clusters import check_cluster, clustering, with_clusters
+    from ablate.study.fetch import check_store
+    from ablate.study.power_plan import check_settings, metric_name, plan_rows
     from ablate.tracking import Tracker, check_uri, resolve_tracking_uri
 
     check_settings(args.delta, args.power, args.alpha, args.correction)
@@ -138,31 +138,7 @@ def run(args: argparse.Namespace) -> int:
     check_store(uri)
     check_uri(uri, "--tracking-uri")
     tracker = Tracker(uri)
-    ceilings: list[str] = []  # the ceiling runs a sweep's plan leaves out (not --runs: those were named)
-    if args.runs is not None:
-        ids = [x.strip() for x in args.runs.split(",") if x.strip()]
-        if len(ids) < 2:
-            from ablate.errors import ConfigError
-
-            raise ConfigError(
-                "--runs", args.runs, "give two or more run ids, comma-separated: baseline first"
-            )
-        twice = next((rid for i, rid in enumerate(ids) if rid in ids[:i]), None)
-        if twice is not None:
-            from ablate.errors import ConfigError
-
-            raise ConfigError(
-                "--runs",
-                args.runs,
-                f"run {twice} is named twice, and a run compared with itself has no difference to plan for; give "
-                "two or more different run ids, comma-separated: baseline first",
-            )
-        runs, swept, title = fetch_run_ids(tracker, ids), None, "the runs given"
-    else:
-        runs, source = fetch_runs(tracker, args.parent)
-        swept, title = source.swept, source.title
-        if not args.with_ceiling:
-            runs, ceilings = _candidates(runs)
+    runs, swept, title, ceilings = _runs(tracker, args)
     if (
         args.cluster != "none"
     ):  # runs logged before ablate recorded their clusters: given again, if they can be
@@ -193,15 +169,53 @@ def run(args: argparse.Namespace) -> int:
     for w in clusters.warnings:
         print(f"warning: {w}", file=sys.stderr)
     if args.json:
+        extra = {
+            "correction": args.correction,
+            "power": args.power,
+            "delta": args.delta,
+            "cluster": args.cluster,
+        }
         for r in rows:
-            extra = {
-                "correction": args.correction,
-                "power": args.power,
-                "delta": args.delta,
-                "cluster": args.cluster,
-            }
             print(json.dumps({**r.as_json(), **extra}))
         return 0
+    _print(rows, title, metric, args)
+    if ceilings:
+        print(
+            f"left out: {', '.join(ceilings)}: the ceiling (the gold evidence retrieved), not a candidate; "
+            "--with-ceiling plans it too"
+        )
+    return 0
+
+
+def _runs(tracker: Any, args: argparse.Namespace) -> tuple[list[RunRecord], list[str] | None, str, list[str]]:
+    """The runs to plan (``--runs``, or the sweep's without its ceiling unless ``--with-ceiling``), the swept params,
+    the title and the ceiling runs left out (not of ``--runs``: those were named)."""
+    from ablate.errors import ConfigError
+    from ablate.study.fetch import fetch_run_ids, fetch_runs
+
+    if args.runs is None:
+        runs, source = fetch_runs(tracker, args.parent)
+        kept, ceilings = (runs, []) if args.with_ceiling else _candidates(runs)
+        return kept, source.swept, source.title, ceilings
+    ids = [x.strip() for x in args.runs.split(",") if x.strip()]
+    if len(ids) < 2:
+        raise ConfigError("--runs", args.runs, "give two or more run ids, comma-separated: baseline first")
+    twice = next((rid for i, rid in enumerate(ids) if rid in ids[:i]), None)
+    if twice is not None:
+        raise ConfigError(
+            "--runs",
+            args.runs,
+            f"run {twice} is named twice, and a run compared with itself has no difference to plan for; give "
+            "two or more different run ids, comma-separated: baseline first",
+        )
+    return fetch_run_ids(tracker, ids), None, "the runs given", []
+
+
+def _print(rows: Sequence[PlanRow], title: str, metric: str, args: argparse.Namespace) -> None:
+    """The heading, the clusters' line (when the questions cluster), the table and the few-clusters warning."""
+    from ablate.study.clusters import few_clusters
+    from ablate.study.power_plan import UNIT_RANGE, unit_metric
+
     print(_heading(title, metric, args, len(rows)))
     clustered = [r for r in rows if r.clustered]
     if clustered:
@@ -210,12 +224,6 @@ def run(args: argparse.Namespace) -> int:
     few = few_clusters(min(r.clusters for r in clustered)) if clustered else None
     if few:
         print(f"warning: {few}")
-    if ceilings:
-        print(
-            f"left out: {', '.join(ceilings)}: the ceiling (the gold evidence retrieved), not a candidate; "
-            "--with-ceiling plans it too"
-        )
-    return 0
 
 
 def _candidates(runs: list[RunRecord]) -> tuple[list[RunRecord], list[str]]:

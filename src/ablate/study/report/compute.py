@@ -326,6 +326,19 @@ def _each(values: PairedValues) -> list[list[str] | None]:
     return values.groups or [None] * len(values.pairs)
 
 
+def _cluster_counts(
+    clusters: Clustering, base_ids: pd.Index, base_id: str, values: PairedValues, warnings: list[str]
+) -> dict[str, int]:
+    """How many clusters each row's n questions fall in (the baseline's scored ones, each other run's paired ones);
+    the few-clusters warning appended when some row's questions share clusters."""
+    counts = {base_id: clusters.count([str(q) for q in base_ids]), **values.paired_g}
+    n = {base_id: len(base_ids), **values.paired_n}
+    shared = [g for rid, g in counts.items() if g < n[rid]]
+    few = few_clusters(min(shared)) if shared else None
+    warnings += [few] if few else []
+    return counts
+
+
 @dataclass
 class Computed:
     """Everything a report shows, as numbers: the plan (kind, order, labels, held-out marking), the baseline, the
@@ -442,11 +455,7 @@ def compute(
         options.correction,
         clusters,
     )
-    g_base = clusters.count([str(q) for q in scored[base.run_id]])
-    n_clusters = {base.run_id: g_base, **values.paired_g}
-    n_questions = {base.run_id: len(scored[base.run_id]), **values.paired_n}
-    shared = [n_clusters[rid] for rid in n_clusters if n_clusters[rid] < n_questions[rid]]
-    warnings += [w for w in [few_clusters(min(shared))] if w] if shared else []
+    n_clusters = _cluster_counts(clusters, scored[base.run_id], base.run_id, values, warnings)
     return Computed(
         plan,
         base,
