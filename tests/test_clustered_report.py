@@ -11,7 +11,7 @@ default ``--cluster evidence`` against ``--cluster none`` differ as the design e
 * A run logged before clusters were recorded gets them again from its recorded corpus.
 
 The questions: 14 groups of 4; in half of them BM25 finds the gold document first, in the other half a distractor
-sharing its words ranks above it, so how well BM25 does is mostly the group's doing (ICC about 0.6)."""
+sharing its words ranks above it, so how well BM25 does is mostly the group's doing."""
 
 from __future__ import annotations
 
