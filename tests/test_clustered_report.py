@@ -190,3 +190,10 @@ def test_a_run_logged_before_clusters_were_recorded_gets_them_from_its_corpus(st
         pd.testing.assert_series_equal(r.per_query["cluster"], tables[r.name]["cluster"], check_names=False)
         assert r.per_query["group"].tolist() == tables[r.name]["group"].tolist()
     assert clustering(again, "evidence").count(list(tables["A"].index)) == GROUPS
+
+
+@pytest.mark.parametrize("tool", ["ablate.report", "ablate.plan"])
+def test_a_bad_cluster_choice_is_one_line_and_exit_2(store, tool):
+    p = run_module([tool, "--cluster", "docs"], store[0])
+    assert p.returncode == 2 and p.stderr.count("\n") == 1 and "Traceback" not in p.stderr, p.stderr
+    assert p.stderr == "error: --cluster='docs' is not valid; valid options: evidence, group, none\n"

@@ -101,6 +101,7 @@ def test_plan_on_a_demo_sweep_equals_statsmodels(demo, tmp_path):
         (["--metric", "ndcg@7"], "logged no per-question ndcg@7"),
         (["--delta", "0"], "--delta=0.0 is not valid"),
         (["--power", "1.2"], "--power=1.2 is not valid"),
+        (["--cluster", "docs"], "--cluster='docs' is not valid; valid options: evidence, group, none"),
     ],
 )
 def test_plan_bad_input_is_one_line_exit_2(demo, args, needle):
