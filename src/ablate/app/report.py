@@ -151,6 +151,7 @@ def _relabel(tracker: Any, args: argparse.Namespace, options: Any) -> int:
     """``--parent ID --labels NAME``: re-score the sweep on the label version (:mod:`ablate.runner.relabel`), report
     the new sweep like any other, with both versions side by side beside it
     (:mod:`ablate.study.report.relabelled`)."""
+    from ablate.app.recorded_clusters import recompute
     from ablate.runner.relabel import relabel_sweep, resolve_target
     from ablate.study.fetch import fetch_runs
     from ablate.study.report import ReportRequest, attach_report
@@ -177,6 +178,7 @@ def _relabel(tracker: Any, args: argparse.Namespace, options: Any) -> int:
         log=not args.no_log,
         full=args.full,
         extra_files=side.files(),
+        recompute=recompute(tracker),  # re-scores logged before clusters were recorded, reused
     )
     attach_report(tracker, request)
     print(side.console)
