@@ -12,7 +12,8 @@ import mlflow
 import pandas as pd
 import pytest
 from scipy import stats
-from tests.demo_cli import demo_folder, run_module
+
+from demo_cli import demo_folder, run_module
 
 
 @pytest.fixture(scope="module")

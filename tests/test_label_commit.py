@@ -61,6 +61,7 @@ def test_the_new_qrels_are_the_old_ones_plus_the_journal(loop):
     assert sorted(p.name for p in folder.iterdir()) == [
         "CHANGELOG.md",
         "dev.tsv",
+        "judged.csv",  # who judged each pair of the journal (no LLM judged: no assessor view)
         "test.tsv",
         "train.tsv",
         "version.json",

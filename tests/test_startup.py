@@ -17,7 +17,19 @@ import pytest
 
 #: What a ``--help`` must not import: each costs from a few tenths of a second (pandas, MLflow) to several seconds
 #: (torch, sentence-transformers) on a loaded machine.
-HEAVY = ("torch", "mlflow", "faiss", "sentence_transformers", "transformers", "matplotlib", "scipy", "pandas")
+HEAVY = (
+    "torch",
+    "mlflow",
+    "faiss",
+    "sentence_transformers",
+    "transformers",
+    "matplotlib",
+    "scipy",
+    "pandas",
+    "ppi_py",
+    "sklearn",
+    "numba",
+)
 #: The main CLI also answers before Hydra/OmegaConf are imported (its help reads conf/ as text).
 HEAVY_MAIN = (*HEAVY, "hydra", "omegaconf")
 

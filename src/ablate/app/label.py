@@ -6,9 +6,11 @@ and ``answers`` (the correctness of an answer a run wrote).
 ========  ==============================================================================================
 pool      relevance: the unjudged units in the top ``--depth`` of some runs (TREC depth-k pooling),
           ``labels/<corpus>/pools/``; answers: the distinct answers runs wrote, ``labels/<corpus>/answer_pools/``
+sample    draw the random sample of questions people check (relevance or answers), ``human_sample.json``
 serve     judge a pool of either kind in the browser; every judgement appended at once to
           ``labels/<corpus>/journal.jsonl`` (relevance) or ``answer_journal.jsonl`` (answers)
-judge     judge a relevance pool with an LLM (``generator=llama_cpp`` or ``openai``), into the same journal
+judge     judge a pool with an LLM (``generator=llama_cpp`` or ``openai``), into the same journal; relevance
+          with ``--repeats R`` asks R times and keeps the majority
 validate  relevance: how far an LLM assessor agrees with the human labels (Cohen's kappa, the variants' order);
           answers: how far the answer rule and an LLM answer judge agree with the human grades of a pool
 commit    the relevance journal as a new label version beside the old one (``labels/<corpus>/versions/NAME``)
@@ -30,6 +32,7 @@ from ablate.errors import AblateError
 
 COMMANDS: dict[str, str] = {
     "pool": "pool the unjudged results of runs (--kind answers: the answers they wrote) for judging",
+    "sample": "draw the random sample of questions people check (their items come first on the page)",
     "serve": "judge a pool of either kind in the browser (a local page on 127.0.0.1)",
     "judge": "judge a relevance pool with an LLM assessor",
     "validate": "measure an LLM assessor against the human labels (--kind answers: the answer judges against "

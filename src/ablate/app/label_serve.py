@@ -24,6 +24,8 @@ from ablate.errors import ConfigError
 from ablate.labels import journal
 from ablate.labels.kind import RELEVANCE
 from ablate.labels.page import PageData, PassageText, QuestionText
+from ablate.labels.repeats import flipped_items
+from ablate.labels.sample import read_sample
 from ablate.labels.workspace import check_name
 
 HOST = "127.0.0.1"  # a local tool: never listen beyond this machine
@@ -111,20 +113,23 @@ def _read_passage(snapshot: Snapshot, chunk_id: str) -> PassageText | None:
 
 def page_data(loaded: label_common.Loaded, assessor: str) -> PageData:
     """The page's data for a loaded pool; every line of the kind's journal checked first (a bad line is one error,
-    not a page that fails later)."""
+    not a page that fails later). The questions of the kind's random human sample come first, then the items whose
+    LLM repeats flipped."""
     from ablate.labels.page import answer_grades, relevance_grades
 
     snapshot, kind, entries = loaded.snapshot, loaded.kind, loaded.pool.entries
     path = loaded.workspace.journal_of(kind)
+    sample = read_sample(loaded.workspace.sample_of(kind))
     check = label_common.pair_check(snapshot, kind)
     queries = {e.qid: snapshot.queries[e.qid] for e in entries}
     if kind is RELEVANCE:
         legend = label_common.grade_legend(snapshot)
-        journal.read(path, check, legend.values)
+        flipped = flipped_items(journal.read(path, check, legend.values))
         grades = relevance_grades(legend)
         passages = {e.unit: passage(snapshot, e.unit) for e in entries}
     else:
         journal.read_grades(path, check)
+        flipped = frozenset()
         grades = answer_grades(snapshot.language)
         found = {c: _read_passage(snapshot, c) for e in entries for c in e.context}
         passages = {c: p for c, p in found.items() if p is not None}
@@ -138,6 +143,8 @@ def page_data(loaded: label_common.Loaded, assessor: str) -> PageData:
         journal=path,
         assessor=assessor,
         language=snapshot.language,
+        sample=frozenset(sample.questions) if sample is not None else frozenset(),
+        flipped=flipped,
     )
 
 
@@ -166,7 +173,7 @@ def run(args: argparse.Namespace) -> int:
     data = page_data(loaded, assessor)
     app = create_app(data)
     sock = listen(args.port)
-    order = ordered(data.entries)
+    order = ordered(data.entries, data.sample, data.flipped)
     progress = Progress(data, order)
     left = sum(not progress.done(e) for e in order)
     what = "pairs" if data.kind is RELEVANCE else "answers"
@@ -175,6 +182,14 @@ def run(args: argparse.Namespace) -> int:
         f"{what}, {left} left for {assessor}; judgements go to {data.journal}",
         flush=True,
     )
+    first = [e for e in order if e.qid in data.sample or e.key in data.flipped]
+    if first:
+        print(
+            f"first: {sum(e.qid in data.sample for e in order)} {what} of the random human sample's questions "
+            f"(judge every one: they are the check), then {sum(e.qid not in data.sample for e in first)} whose LLM "
+            "repeats disagree",
+            flush=True,
+        )
     return serve(app, sock, "each judgement is saved as it is made")
 
 

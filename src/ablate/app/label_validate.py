@@ -53,7 +53,10 @@ from ablate.app.label_judge import (
     build_assessor,
     cache_of,
     check_generator,
+    check_repeats,
     describe_mapping,
+    describe_repeats,
+    judge_answers,
 )
 from ablate.data.corpus import label_folder
 from ablate.data.snapshot import Snapshot
@@ -116,6 +119,7 @@ def run(args: argparse.Namespace) -> int:
             "--parent": args.parent,
             "--tracking-uri": args.tracking_uri,
             "--map": args.map,
+            "--repeats": args.repeats,
             "--prompt": None if args.prompt == DEFAULT_PROMPT else args.prompt,
         },
     }[kind.name]
@@ -247,11 +251,13 @@ def _relevance(args: argparse.Namespace) -> int:
     split = spec.split
     legend = grade_legend(snapshot)
     mapping = parse_mapping(args.map, legend.values)
-    assessor = build_assessor(cfg, args.overrides, args.prompt, mapping)
+    assessor = build_assessor(cfg, args.overrides, args.prompt, mapping, check_repeats(args.repeats))
     level = int(plain(cfg, "eval").get("relevance_level", 1))
     holes = V.holes(judged, share, args.seed)
     print(f"assessor {assessor.identity}", file=sys.stderr)
     print(describe_mapping(mapping, legend), file=sys.stderr)
+    if assessor.generator.repeats > 1:
+        print(describe_repeats(assessor), file=sys.stderr)
     n_judged = sum(len(v) for v in judged.values())
     print(
         f"holes: {len(holes)} of {n_judged} judged pairs of {snapshot.name}/{split} (share {share:g}, seed "
@@ -282,6 +288,7 @@ def _relevance(args: argparse.Namespace) -> int:
         "kappa": ag.graded.kappa,
         "kappa_binary": ag.binary.kappa,
         "unparseable": len(bad),
+        **V.flip_record([v.repeats for v in verdicts]),
         "unparseable_pairs": bad,
         "time_per_judgement_s": time_per_judgement(verdicts),
         "seconds": seconds,
@@ -317,7 +324,13 @@ def _summary(report: dict[str, Any], ag: V.Agreement) -> str:
     per = report["time_per_judgement_s"]
     line = (
         f"kappa graded {_k(ag.graded)}, binary {_k(ag.binary)} on {report['n']} pairs "
-        f"({report['unparseable']} unparseable); time per judgement "
+        f"({report['unparseable']} unparseable)"
+        + (
+            f"; flip rate {V.fmt(report['flip_rate'])} over {report['repeats']} repeats"
+            if "flip_rate" in report
+            else ""
+        )
+        + "; time per judgement "
         + ("-" if per is None else f"{per:.2f} s")
     )
     if report["tau"]:
@@ -371,7 +384,7 @@ def _answers(args: argparse.Namespace) -> int:
     judge_name: str | None = None
     verdicts: list[tuple[str | None, str]] = [(None, "")] * len(entries)
     if _has_generator(loaded.cfg):
-        judge_name, verdicts = _judge(loaded, entries)
+        judge_name, verdicts = judge_answers(loaded, entries)
     queries = loaded.snapshot.queries
     graded = [
         V.Graded(
@@ -411,32 +424,6 @@ def _answers(args: argparse.Namespace) -> int:
     print(_answers_summary(report, rule, judge))
     print(f"report: {folder / V.ANSWERS_MD}")
     return 0
-
-
-def _judge(loaded: Loaded, entries: list[AnswerEntry]) -> tuple[str, list[tuple[str | None, str]]]:
-    """The LLM judge the composed ``generator`` and ``answer.judge_model`` / ``answer.judge_prompt`` make (as a run
-    with ``answer.judge=llm`` makes it: :func:`ablate.runner.judge.build_judge`, the corpus language's template),
-    its identity, and its (grade, rationale) of each answer (grade ``None``: unparseable output)."""
-    from ablate.app.config import build_stage
-    from ablate.app.label_judge import cache_of
-    from ablate.app.paths import CONF_DIR
-    from ablate.runner.judge import build_judge
-    from ablate.stages.base import StageContext
-    from ablate.stages.generate.judge import AnswerJudge, JudgeItem
-
-    cfg = loaded.cfg
-    generator = build_stage("generator", cfg.generator)
-    block = {**plain(cfg, "answer"), "judge": "llm"}
-    judge = build_judge(block, generator, CONF_DIR / "prompts")
-    assert isinstance(judge, AnswerJudge)
-    judge = judge.bind(loaded.snapshot, loaded.pool.meta.split)
-    cache = cache_of(cfg)
-    judge.prepare(StageContext(loaded.snapshot, cache, False))
-    print(f"LLM judge {judge.identity}: {len(entries)} answers", file=sys.stderr)
-    verdicts = judge.judge(
-        [JudgeItem(e.question, e.golds, e.answer) for e in entries], cache, show_progress=True
-    )
-    return judge.identity, [(v.grade if v.grade in ANSWER_GRADES else None, v.rationale) for v in verdicts]
 
 
 def _answers_summary(report: dict[str, Any], rule: V.JudgeAgreement, judge: V.JudgeAgreement | None) -> str:

@@ -1,16 +1,19 @@
 """``python -m ablate.report [--parent RUN_ID | --experiment NAME] [--tracking-uri URI] [--baseline A]
 [--metrics ndcg@10,recall@10,mrr@10,hit@10] [--test randomization|bootstrap] [--correction holm|bh|none] [--out DIR]
-[--force] [--factorial] [--cluster evidence|group|none]``
+[--force] [--factorial] [--cluster evidence|group|none] [--json]``
 
 Without ``--parent`` / ``--experiment`` it reports the latest sweep in the store (:mod:`ablate.study.latest`:
 refused, with the candidates listed, when other sweeps overlap it in time). It reads the runs' ``per_query.csv``
 artifacts, writes ``ablation.md/.csv``, ``slices.md/.csv``, ``factorial.csv`` (a grid's factorial analysis) and PNG
 plots to ``--out`` and logs them to the parent run under ``report/`` (:mod:`ablate.study.report` computes them).
+``--json`` prints the table's rows as JSON on stdout (:mod:`ablate.study.report.as_json`) and everything else on
+stderr.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -90,6 +93,12 @@ def parser() -> argparse.ArgumentParser:
         "logged as new runs under a new sweep parent, the old runs untouched, and both versions side by side",
     )
     ap.add_argument(
+        "--json",
+        action="store_true",
+        help="print the report's rows as JSON on stdout (one object per run and metric, one per comparison with "
+        "the baseline; the table and notes go to stderr); the files are written and logged as without it",
+    )
+    ap.add_argument(
         "--labels-dir",
         default="labels",
         help="where --labels NAME is looked up: <labels-dir>/<corpus>/versions/NAME (default ./labels)",
@@ -99,45 +108,16 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
-    # Imported once the arguments are read: the report's modules import MLflow, pandas, scipy and matplotlib.
-    from ablate.app.recorded_clusters import recompute
-    from ablate.study.clusters import check_cluster
-    from ablate.study.fetch import check_store
-    from ablate.study.report import ReportOptions, ReportRequest, attach_report
-    from ablate.tracking import Tracker, check_uri, resolve_tracking_uri
-
+    stdout = sys.stdout
+    # --json: stdout holds the JSON alone; the table, the notes and anything a library prints go to stderr
+    quiet = contextlib.redirect_stdout(sys.stderr) if args.json else contextlib.nullcontext()
     try:
-        uri = resolve_tracking_uri(args.tracking_uri)
-        check_store(
-            uri
-        )  # a missing sqlite store is "no MLflow store here" (never created), before its folder
-        check_uri(uri, "--tracking-uri")
-        options = ReportOptions(
-            baseline=args.baseline,
-            metrics=args.metrics.split(","),
-            test=args.test,
-            n_resamples=args.resamples,
-            seed=args.seed,
-            force=args.force,
-            contrast=_contrast(args.contrast),
-            correction=args.correction,
-            factorial=True if args.factorial else None,
-            cluster=args.cluster,
-        )
-        check_cluster(options.cluster)
-        tracker = Tracker(uri)
-        if args.labels is not None:
-            return _relabel(tracker, args, options)
-        request = ReportRequest(
-            args.parent,
-            args.experiment,
-            args.out,
-            options,
-            log=not args.no_log,
-            full=args.full,
-            recompute=recompute(tracker),
-        )
-        attach_report(tracker, request)
+        with quiet:
+            report = _report(args)
+        if args.json:
+            from ablate.study.report.as_json import report_json
+
+            print(report_json(report), file=stdout)
     except AblateError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -147,7 +127,47 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
-def _relabel(tracker: Any, args: argparse.Namespace, options: Any) -> int:
+def _report(args: argparse.Namespace) -> Any:
+    """The report the arguments ask for (:class:`ablate.study.report.Report`), written, logged and printed."""
+    # Imported once the arguments are read: the report's modules import MLflow, pandas, scipy and matplotlib.
+    from ablate.app.recorded_clusters import recompute
+    from ablate.study.clusters import check_cluster
+    from ablate.study.fetch import check_store
+    from ablate.study.report import ReportOptions, ReportRequest, attach_report
+    from ablate.tracking import Tracker, check_uri, resolve_tracking_uri
+
+    uri = resolve_tracking_uri(args.tracking_uri)
+    check_store(uri)  # a missing sqlite store is "no MLflow store here" (never created), before its folder
+    check_uri(uri, "--tracking-uri")
+    options = ReportOptions(
+        baseline=args.baseline,
+        metrics=args.metrics.split(","),
+        test=args.test,
+        n_resamples=args.resamples,
+        seed=args.seed,
+        force=args.force,
+        contrast=_contrast(args.contrast),
+        correction=args.correction,
+        factorial=True if args.factorial else None,
+        cluster=args.cluster,
+    )
+    check_cluster(options.cluster)
+    tracker = Tracker(uri)
+    if args.labels is not None:
+        return _relabel(tracker, args, options)
+    request = ReportRequest(
+        args.parent,
+        args.experiment,
+        args.out,
+        options,
+        log=not args.no_log,
+        full=args.full,
+        recompute=recompute(tracker),
+    )
+    return attach_report(tracker, request)
+
+
+def _relabel(tracker: Any, args: argparse.Namespace, options: Any) -> Any:
     """``--parent ID --labels NAME``: re-score the sweep on the label version (:mod:`ablate.runner.relabel`), report
     the new sweep like any other, with both versions side by side beside it
     (:mod:`ablate.study.report.relabelled`)."""
@@ -180,6 +200,6 @@ def _relabel(tracker: Any, args: argparse.Namespace, options: Any) -> int:
         extra_files=side.files(),
         recompute=recompute(tracker),  # re-scores logged before clusters were recorded, reused
     )
-    attach_report(tracker, request)
+    report = attach_report(tracker, request)
     print(side.console)
-    return 0
+    return report

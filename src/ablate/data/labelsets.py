@@ -11,10 +11,12 @@ Loading a corpus with ``labels=<that folder>`` (:func:`ablate.data.corpus.load_c
 instead of ``qrels/`` and records its name as the label version, the version it came from and how many of its labels
 an LLM made, so every run and report says so.
 
-``version.json``'s ``files`` holds the sha256 of each ``<split>.tsv`` as committed. Every read of the version
-(:func:`read_label_version`: a run with ``corpus.labels``, ``python -m ablate.report --labels``) checks them: a file
-edited, removed or added after the commit is one line naming it, the sha256 recorded and found, and the fix, and
-nothing is scored. (A version without ``files``, written before versions recorded them, is read as it is.)
+``version.json``'s ``files`` holds the sha256 of each ``<split>.tsv`` as committed, and of the files beside them
+that say who judged what (the assessor view ``assessor/``, ``judged.csv``, ``answer_grades.csv``:
+:mod:`ablate.labels.views`). Every read of the version (:func:`read_label_version`: a run with ``corpus.labels``,
+``python -m ablate.report --labels``) checks them: a file edited, removed or added after the commit is one line
+naming it, the sha256 recorded and found, and the fix, and nothing is scored. (A version without ``files``, written
+before versions recorded them, is read as it is.)
 """
 
 from __future__ import annotations
@@ -104,8 +106,9 @@ def check_files(root: Path, files: tuple[Path, ...], recorded: object) -> None:
                 "records it)",
                 restore,
             )
-    for path in files:
-        if path.name not in recorded:
+    beside = [*root.glob("*/*.tsv"), *root.glob("*/version.json"), *root.glob("*.csv")]
+    for path in [*files, *sorted(beside)]:
+        if path.relative_to(root).as_posix() not in recorded:
             raise InputError(
                 str(path),
                 f"was added after the label version was committed ({vf} records no such file)",

@@ -19,8 +19,14 @@ A judgement is a generation of the generator stage (:mod:`ablate.stages.generate
 model's identity (a GGUF's full sha256, the llama.cpp build), the decoding parameters, the template's sha256 and the
 rendered messages, i.e. the pair's texts. The assessor's name in the journal, ``llm:<model>@<sha12>+<template8>+
 <setup6>``, holds the model's identity, the template's and (``setup``) everything else that can change a grade: the
-decoding parameters, library and code versions, the passage cut and the mapping. Judgements by another model,
-template or mapping are another assessor's.
+decoding parameters, library and code versions, the passage cut and the mapping, and the number of repeats when
+there are several. Judgements by another model, template or mapping are another assessor's.
+
+**Repeats** (``judge --repeats R``, R > 1): the generator is asked R times per pair with sampling on (a temperature
+above 0) and its own seed per repeat (repeat ``r`` uses ``generator.seed + r``, each cached under its own index, so
+the outputs differ where the model is unsure); each repeat's grade is kept (:attr:`Verdict.repeats`) and the
+verdict's grade is their majority, a tie going to the lower grade (:mod:`ablate.labels.repeats`). With R = 1 a
+verdict is one greedy generation, as it always was.
 """
 
 from __future__ import annotations
@@ -34,6 +40,7 @@ from typing import Any
 from ablate.cache import Cache, key_of
 from ablate.data.snapshot import Snapshot
 from ablate.errors import ConfigError
+from ablate.labels.repeats import majority
 from ablate.progress import Progress
 from ablate.stages.base import StageContext
 from ablate.stages.generate.base import GeneratorBase
@@ -150,7 +157,11 @@ def make_assessor(generator: GeneratorBase, template_path: str, mapping: Mapping
     generator.use_template(template)  # the generator's cache key follows the template's sha256
     model_id = generator.model_identity()
     sha = str(model_id.get("gguf_sha256") or key_of(model_id))
-    setup = key_of(CODE_VERSION, generator.generation_identity(), PASSAGE_CHARS, mapping_text(mapping))
+    repeats = int(getattr(generator, "repeats", 1) or 1)
+    several = (repeats,) if repeats > 1 else ()  # one repeat: the identity it always had
+    setup = key_of(
+        CODE_VERSION, generator.generation_identity(), PASSAGE_CHARS, mapping_text(mapping), *several
+    )
     identity = f"llm:{_model_name(generator)}@{sha[:12]}+{template.sha256[:8]}+{setup[:6]}"
     params = {k: v for k, v in generator.params().items() if not k.startswith("price_")}
     details = {
@@ -163,6 +174,8 @@ def make_assessor(generator: GeneratorBase, template_path: str, mapping: Mapping
         "passage_chars": PASSAGE_CHARS,
         "mapping": mapping_text(mapping),
     }
+    if several:
+        details["repeats"] = repeats
     return Assessor(generator, template, dict(mapping), identity, details)
 
 
@@ -181,7 +194,9 @@ def passage_of(snapshot: Snapshot, unit: str) -> str:
 @dataclass(frozen=True)
 class Verdict:
     """One pair judged: the model's 0-3 ``score`` (``None``: unparseable), the mapped ``grade``, what it wrote, the
-    time the generation took (when it was made, also for a cached one) and whether it came from the cache."""
+    time the generation took (when it was made, also for a cached one) and whether it came from the cache. Asked
+    several times: ``repeats`` holds each repeat's grade, ``grade`` is their majority, ``score`` the first parsed
+    repeat's whose grade is the majority, ``output`` every repeat's output, ``latency_s`` their sum."""
 
     qid: str
     unit: str
@@ -190,6 +205,21 @@ class Verdict:
     output: str
     latency_s: float
     cached: bool
+    repeats: tuple[int | None, ...] = ()
+
+
+def verdict(
+    qid: str, unit: str, texts: Sequence[str], latency_s: float, cached: bool, mapping: Mapping[int, int]
+) -> Verdict:
+    """The verdict of one pair from its generations ``texts`` (one per repeat)."""
+    scores = [parse_score(t) for t in texts]
+    grades = tuple(None if s is None else mapping[s] for s in scores)
+    if len(texts) == 1:
+        return Verdict(qid, unit, scores[0], grades[0], texts[0], latency_s, cached)
+    grade = majority(grades)
+    score = next((s for s, g in zip(scores, grades, strict=True) if g is not None and g == grade), None)
+    output = "\n".join(f"[repeat {r}] {t}" for r, t in enumerate(texts))
+    return Verdict(qid, unit, score, grade, output, latency_s, cached, grades)
 
 
 def judge_pairs(
@@ -210,10 +240,11 @@ def judge_pairs(
     with Progress(label, len(pairs), unit="pairs", enabled=show_progress) as progress:
         for qid, unit in pairs:
             messages = assessor.messages(snapshot.queries[qid].text, passage_of(snapshot, unit))
-            g = gen.generate([messages], cache)[0][0]
-            score = parse_score(g.text)
-            grade = None if score is None else assessor.mapping[score]
-            v = Verdict(qid, unit, score, grade, g.text, g.latency_s, g.cached)
+            gens = gen.generate([messages], cache)[0]  # one per repeat (generator.repeats)
+            latency = sum(g.latency_s for g in gens)
+            v = verdict(
+                qid, unit, [g.text for g in gens], latency, all(g.cached for g in gens), assessor.mapping
+            )
             out.append(v)
             if done is not None:
                 done(v)

@@ -1,7 +1,8 @@
 """A new label version from the journal (``python -m ablate.label commit --version NAME``): pure logic.
 
 The version is the *current* labels (the corpus's ``qrels/`` files, or the label version the corpus is loaded with)
-with the journal's standing judgements (:func:`ablate.labels.journal.latest`) merged in:
+with the journal's standing judgements merged in, a person's before an LLM assessor's (the human grade where a pair
+has one, else the assessor's: :func:`ablate.labels.views.standing`):
 
 * a judged pair the current labels lack is **added** to the split file that holds its question (the question's split
   comes from the labels, else from the snapshot: ``queries.jsonl``'s ``split`` or a split file);
@@ -10,7 +11,10 @@ with the journal's standing judgements (:func:`ablate.labels.journal.latest`) me
 
 Each split file keeps the current file's lines in their order (changed grades in place), then the added pairs in
 (qid, unit) order, as a BEIR tsv with its header line, so the same labels and journal always give the same bytes.
-``version.json`` and ``CHANGELOG.md`` say what the version holds and where each label came from.
+``version.json`` and ``CHANGELOG.md`` say what the version holds and where each label came from. Beside the headline
+qrels the version keeps what the assessor said where a person overruled it (the assessor view ``assessor/``), who
+judged what (``judged.csv``), the answer grades (``answer_grades.csv``) and the random human samples
+(:mod:`ablate.labels.views`, :func:`beside_files`).
 
 An LLM's judgements (assessor ``llm:...``) go into a version only when a validation report exists for that assessor
 and corpus (:func:`validation_report`, the one gate; ``python -m ablate.label validate`` writes the report).
@@ -33,7 +37,10 @@ from typing import Any
 from ablate.cache import ordinary_folder
 from ablate.data.labelsets import CHANGELOG, VERSION_FILE
 from ablate.errors import ConfigError, InputError
-from ablate.labels.journal import Judgement
+from ablate.labels import views as V
+from ablate.labels.journal import AnswerGrade, Judgement
+from ablate.labels.kind import ANSWERS, RELEVANCE
+from ablate.labels.sample import HumanSample
 from ablate.labels.workspace import Workspace
 
 HEADER = "query-id\tcorpus-id\tscore"
@@ -66,6 +73,8 @@ class CommitPlan:
     changed: list[Change] = field(default_factory=list)
     assessors: dict[str, int] = field(default_factory=dict)
     before: dict[str, int] = field(default_factory=dict)  # labels per split in the parent
+    #: the LLM assessors' standing judgements in the assessor view (those a person overruled included)
+    view_assessors: dict[str, int] = field(default_factory=dict)
 
     @property
     def llm_made(self) -> int:
@@ -181,9 +190,10 @@ def validation_report(ws: Workspace, assessor: str) -> Path | None:
 
 
 def check_llm_validated(ws: Workspace, plan: CommitPlan) -> dict[str, str]:
-    """Each ``llm:`` assessor of the plan -> its validation report; refused (one line) for one without."""
+    """Each ``llm:`` assessor of the plan (the headline's and the assessor view's) -> its validation report; refused
+    (one line) for one without."""
     out: dict[str, str] = {}
-    for assessor, n in plan.assessors.items():
+    for assessor, n in sorted({**plan.view_assessors, **plan.assessors}.items()):
         if not assessor.startswith("llm:"):
             continue
         report = validation_report(ws, assessor)
@@ -285,6 +295,7 @@ def changelog(record: Mapping[str, Any], plan: CommitPlan, legend: Mapping[int, 
         ]
         for c in plan.changed:
             lines.append(f"| {c.split} | {c.qid} | {c.unit} | {c.old} -> {c.new} | {c.assessor} |")
+    lines += _beside_lines(record)
     if plan.added:
         lines += [
             "",
@@ -305,6 +316,7 @@ def write_version(folder: Path, files: Mapping[str, bytes]) -> None:
     tmp = ordinary_folder(Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=folder.parent)))
     try:
         for name, data in files.items():
+            (tmp / name).parent.mkdir(parents=True, exist_ok=True)
             with open(tmp / name, "wb") as fh:
                 fh.write(data)
                 fh.flush()
@@ -315,13 +327,115 @@ def write_version(folder: Path, files: Mapping[str, bytes]) -> None:
         raise
 
 
-def version_files(
-    plan: CommitPlan, record_fn: Callable[[Mapping[str, str]], dict[str, Any]], legend: Mapping[int, str]
+@dataclass(frozen=True)
+class Beside:
+    """What a version keeps beside its headline qrels: the relevance journal's standing lines (people's and LLM
+    assessors'), the answer journal's (``None``: no answer grades) and the random human sample of each kind drawn in
+    the workspace (``None``: none drawn)."""
+
+    relevance: V.Standing[Judgement]
+    answers: V.Standing[AnswerGrade] | None = None
+    drawn: HumanSample | None = None
+    answers_drawn: HumanSample | None = None
+
+
+def _json(record: Mapping[str, Any]) -> bytes:
+    return (json.dumps(record, ensure_ascii=False, indent=2) + "\n").encode("utf-8")
+
+
+def beside_files(
+    plan: CommitPlan, beside: Beside, base: Mapping[str, Any]
 ) -> tuple[dict[str, bytes], dict[str, Any]]:
-    """The bytes of every file of the version (``<split>.tsv``, ``version.json``, ``CHANGELOG.md``) and its record;
-    ``record_fn`` builds the record from the tsv files' sha256s."""
+    """The files beside the headline qrels (the assessor view with its own ``version.json``, ``judged.csv``,
+    ``answer_grades.csv``) and what the version's record adds (``views``, the human samples); ``base``: the
+    version's record (its name, corpus, unit, created)."""
+    st = beside.relevance
+    out: dict[str, bytes] = {}
+    add: dict[str, Any] = {}
+    if st.human or st.llm:
+        out[V.JUDGED] = V.judged_csv(plan.files, st)
+    if st.llm:
+        rows = V.assessor_rows(plan.files, st.llm)
+        sub = {f"{s}.tsv": tsv(r).encode("utf-8") for s, r in rows.items()}
+        view = {
+            "name": f"{base['name']}@{V.ASSESSOR}",
+            "corpus": base["corpus"],
+            "unit": base["unit"],
+            "parent": base["name"],
+            "view": V.ASSESSOR,
+            "created": base["created"],
+            "labels": sum(len(r) for r in rows.values()),
+            "assessors": dict(sorted(plan.view_assessors.items())),
+            "llm_made": len(st.llm),
+            "note": f"the assessor view of label version {base['name']}: every pair an LLM assessor judged carries "
+            "its grade, every other pair its grade in the version",
+            "files": {k: sha256(v) for k, v in sub.items()},
+        }
+        sub[VERSION_FILE] = _json(view)
+        out.update({f"{V.ASSESSOR}/{k}": v for k, v in sub.items()})
+        add["views"] = {V.ASSESSOR: V.ASSESSOR}
+    rel = V.items_by_question(
+        (q, _g(st.human, (q, u)), _g(st.llm, (q, u))) for q, u in {**st.human, **st.llm}
+    )
+    sample = V.sample_record(beside.drawn, rel)
+    if sample is not None:
+        add[RELEVANCE.sample_key] = sample.record()
+    if beside.answers is not None:
+        ans = beside.answers
+        out[V.ANSWER_GRADES] = V.answer_csv(ans)
+        graded = {**ans.human, **ans.llm}
+        add["answer_grades"] = {"answers": len(graded), "human": len(ans.human), "llm": len(ans.llm)}
+        by_q = V.items_by_question((q, _g(ans.human, (q, a)), _g(ans.llm, (q, a))) for q, a in graded)
+        answer_sample = V.sample_record(beside.answers_drawn, by_q)
+        if answer_sample is not None:
+            add[ANSWERS.sample_key] = answer_sample.record()
+    return out, add
+
+
+def _g(lines: Mapping[tuple[str, str], Judgement | AnswerGrade], key: tuple[str, str]) -> object:
+    line = lines.get(key)
+    return None if line is None else line.grade
+
+
+def version_files(
+    plan: CommitPlan,
+    record_fn: Callable[[Mapping[str, str]], dict[str, Any]],
+    legend: Mapping[int, str],
+    beside: Beside | None = None,
+) -> tuple[dict[str, bytes], dict[str, Any]]:
+    """The bytes of every file of the version (``<split>.tsv``, what :func:`beside_files` adds, ``version.json``,
+    ``CHANGELOG.md``) and its record; ``record_fn`` builds the record from the files' sha256s."""
     out = {f"{s}.tsv": tsv(rows).encode("utf-8") for s, rows in plan.files.items()}
-    record = record_fn({k: sha256(v) for k, v in out.items()})
-    out[VERSION_FILE] = (json.dumps(record, ensure_ascii=False, indent=2) + "\n").encode("utf-8")
+    add: dict[str, Any] = {}
+    if beside is not None:
+        more, add = beside_files(plan, beside, record_fn({}))
+        out.update(more)
+    record = {**record_fn({k: sha256(v) for k, v in sorted(out.items())}), **add}
+    out[VERSION_FILE] = _json(record)
     out[CHANGELOG] = changelog(record, plan, legend).encode("utf-8")
     return out, record
+
+
+def _beside_lines(record: Mapping[str, Any]) -> list[str]:
+    """The CHANGELOG's lines on the assessor view and the human samples."""
+    lines: list[str] = []
+    if V.ASSESSOR in (record.get("views") or {}):
+        lines += [
+            "",
+            "## The assessor view",
+            "",
+            f"`{V.ASSESSOR}/` holds the same files with every pair an LLM assessor judged at its grade (a person's "
+            f"grade stands in the files above); `{V.JUDGED}` lists each judged pair's human and assessor grade.",
+        ]
+    for kind in (RELEVANCE, ANSWERS):
+        sample = record.get(kind.sample_key)
+        if sample:
+            how = (
+                f"drawn at random by `python -m ablate.label sample` (seed {sample['seed']}, {len(sample['questions'])} "
+                f"of {sample['population']} questions, pool {sample['pool']})"
+                if sample["drawn_by"] == "sample"
+                else f"picked by hand ({len(sample['questions'])} questions checked without a recorded draw: no "
+                "random sample)"
+            )
+            lines += ["", f"## Human sample ({kind.name})", "", how + ": " + ", ".join(sample["questions"])]
+    return lines

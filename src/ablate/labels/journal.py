@@ -6,7 +6,12 @@
     {"qid": "q025", "unit": "INV-120#check", "grade": 1, "assessor": "human:alice", "time": "2026-12-03T19:40:02Z", "pool": "C-top10"}
 
 ``grade`` is an integer of the corpus's grade legend (:mod:`ablate.labels.legend`); ``pool`` names the pool the pair
-came from (``""`` when none). ``labels/<corpus>/answer_journal.jsonl`` (answers)::
+came from (``""`` when none). An LLM assessor asked several times (``judge --repeats R``) adds ``"repeats"``, the grade
+of each repeat in order (``null``: an output without a score), and ``grade`` is their majority
+(:mod:`ablate.labels.repeats`)::
+
+    {"qid": "q025", "unit": "INV-120#check", "grade": 1, "assessor": "llm:...", "time": "...", "pool": "C-top10", "repeats": [2, 1, 1]}
+ ``labels/<corpus>/answer_journal.jsonl`` (answers)::
 
     {"qid": "q025", "answer_sha256": "9f2c...", "answer": "Answer: 38.5 yuan [1]", "grade": "correct", "assessor": "human:alice", "time": "2026-12-04T05:01:02Z"}
 
@@ -44,6 +49,8 @@ from ablate.errors import InputError
 from ablate.labels.kind import ANSWER_GRADES, answer_sha256
 
 FIELDS = ("qid", "unit", "grade", "assessor", "time", "pool")
+#: Keys a relevance line may add: the grades of an assessor's repeats.
+OPTIONAL = ("repeats",)
 ANSWER_FIELDS = ("qid", "answer_sha256", "answer", "grade", "assessor", "time")
 HUMAN, LLM = "human", "llm"
 
@@ -73,6 +80,7 @@ class Judgement(_Line):
     assessor: str
     time: str
     pool: str = ""
+    repeats: tuple[int | None, ...] | None = None  # each repeat's grade (judge --repeats R, R > 1)
 
     @property
     def key(self) -> tuple[str, str]:
@@ -104,9 +112,15 @@ def now() -> str:
 
 
 def judgement(
-    qid: str, unit: str, grade: int | None, assessor: str, pool: str = "", time: str | None = None
+    qid: str,
+    unit: str,
+    grade: int | None,
+    assessor: str,
+    pool: str = "",
+    time: str | None = None,
+    repeats: tuple[int | None, ...] | None = None,
 ) -> Judgement:
-    return Judgement(qid, unit, grade, assessor, time or now(), pool)
+    return Judgement(qid, unit, grade, assessor, time or now(), pool, repeats)
 
 
 def grade(qid: str, answer: str, value: str | None, assessor: str, time: str | None = None) -> AnswerGrade:
@@ -117,7 +131,16 @@ def append(path: Path, lines: Judgement | AnswerGrade | Sequence[Judgement | Ans
     """Append ``lines`` to the journal at ``path`` (created with its folder when missing): one write under an
     exclusive lock, then fsync, so the lines are on disk when this returns."""
     items = [lines] if isinstance(lines, Judgement | AnswerGrade) else list(lines)
-    append_objects(path, [asdict(j) for j in items])
+    append_objects(path, [as_object(j) for j in items])
+
+
+def as_object(line: Judgement | AnswerGrade) -> dict[str, object]:
+    """A line as the journal writes it: its fields, an optional one only when set."""
+    obj = asdict(line)
+    for k in OPTIONAL:
+        if obj.get(k, 0) is None:
+            del obj[k]
+    return obj
 
 
 def append_objects(path: Path, objects: Sequence[Mapping[str, object]]) -> None:
@@ -298,15 +321,18 @@ def read_grades(path: Path, check: PairCheck | None = None) -> list[AnswerGrade]
     return [_answer_grade(obj, where, check) for where, obj in read_objects(path)]
 
 
-def _fields(obj: object, where: str, fields: Sequence[str]) -> Mapping[str, Any]:
-    """``obj`` when it is a JSON object with exactly ``fields``, each but ``grade`` a string."""
+def _fields(
+    obj: object, where: str, fields: Sequence[str], optional: Sequence[str] = ()
+) -> Mapping[str, Any]:
+    """``obj`` when it is a JSON object with exactly ``fields`` (and any of ``optional``), each but ``grade`` and
+    the optional ones a string."""
     fix = "write {" + ", ".join(f'"{k}"' for k in fields) + "} on each line"
     if not isinstance(obj, Mapping):
         raise InputError(where, "is not a JSON object", fix)
     missing = [k for k in fields if k not in obj]
     if missing:
         raise InputError(where, f"has no {', '.join(repr(k) for k in missing)}", fix)
-    extra = sorted(set(obj) - set(fields))
+    extra = sorted(set(obj) - set(fields) - set(optional))
     if extra:
         raise InputError(where, f"has unknown key(s) {', '.join(repr(k) for k in extra)}", fix)
     for k in fields:
@@ -316,8 +342,9 @@ def _fields(obj: object, where: str, fields: Sequence[str]) -> Mapping[str, Any]
 
 
 def _judgement(obj: object, where: str, check: PairCheck | None, allowed: set[int] | None) -> Judgement:
-    obj = _fields(obj, where, FIELDS)
+    obj = _fields(obj, where, FIELDS, OPTIONAL)
     qid, unit, grade = obj["qid"], obj["unit"], obj["grade"]
+    repeats = _repeats(obj.get("repeats"), where, allowed)
     if grade is not None and (isinstance(grade, bool) or not isinstance(grade, int)):
         raise InputError(
             where, f"grade {grade!r} is not an integer", "give one of the legend's grades, or null (undo)"
@@ -331,7 +358,22 @@ def _judgement(obj: object, where: str, check: PairCheck | None, allowed: set[in
         raise InputError(where, "assessor is empty", "name who judged: human:<name> or llm:<model>")
     if check is not None and (problem := check(qid, unit)):
         raise InputError(where, problem, "judge pairs of this corpus's pools; fix or delete that line")
-    return Judgement(qid, unit, grade, obj["assessor"], obj["time"], obj["pool"])
+    return Judgement(qid, unit, grade, obj["assessor"], obj["time"], obj["pool"], repeats)
+
+
+def _repeats(value: object, where: str, allowed: set[int] | None) -> tuple[int | None, ...] | None:
+    """The grades of a line's ``repeats`` (absent: ``None``): a list of grades of the legend or null."""
+    if value is None:
+        return None
+    fix = "give repeats as a list of the legend's grades or null, or delete the key"
+    if not isinstance(value, list) or not value:
+        raise InputError(where, f"repeats {value!r} is not a list of grades", fix)
+    for g in value:
+        if g is not None and (
+            isinstance(g, bool) or not isinstance(g, int) or (allowed is not None and g not in allowed)
+        ):
+            raise InputError(where, f"repeats holds {g!r}, not a grade of the legend or null", fix)
+    return tuple(value)
 
 
 def _answer_grade(obj: object, where: str, check: PairCheck | None) -> AnswerGrade:

@@ -6,9 +6,10 @@
 * ``answers``: how correct an answer a run wrote is (``correct`` / ``partly`` / ``wrong``). Pools of distinct answers
   come from runs' ``answers.csv``; the grades validate the answer rule and an LLM answer judge.
 
-A :class:`Kind` names where each kind lives in ``labels/<corpus>/`` (its journal, its pools folder and file ending)
-and which field names the judged item (``unit``, ``answer_sha256``): every label command takes ``--kind``, and the
-journal, the pool files, the page and the validation read what differs from here.
+A :class:`Kind` names where each kind lives in ``labels/<corpus>/`` (its journal, its pools folder and file ending,
+its random human sample) and which field names the judged item (``unit``, ``answer_sha256``): every label command
+takes ``--kind``, and the journal, the pool files, the sample, the page, the validation and a committed version read
+what differs from here.
 """
 
 from __future__ import annotations
@@ -25,10 +26,30 @@ class Kind:
     suffix: str  # a pool file's ending
     item: str  # the field that names the judged item, beside qid (pool rows, journal lines, the page's form)
     items: str  # what a pool holds, in a sentence: "(question, unit) pairs", "answers"
+    sample: str  # the random human sample's file in labels/<corpus>/ (python -m ablate.label sample)
+    sample_key: str  # its key in a committed version's version.json
 
 
-RELEVANCE = Kind("relevance", "journal.jsonl", "pools", ".tsv", "unit", "(question, unit) pairs")
-ANSWERS = Kind("answers", "answer_journal.jsonl", "answer_pools", ".jsonl", "answer_sha256", "answers")
+RELEVANCE = Kind(
+    "relevance",
+    "journal.jsonl",
+    "pools",
+    ".tsv",
+    "unit",
+    "(question, unit) pairs",
+    "human_sample.json",
+    "human_sample",
+)
+ANSWERS = Kind(
+    "answers",
+    "answer_journal.jsonl",
+    "answer_pools",
+    ".jsonl",
+    "answer_sha256",
+    "answers",
+    "answer_human_sample.json",
+    "answer_human_sample",
+)
 KINDS = {k.name: k for k in (RELEVANCE, ANSWERS)}
 
 #: The grades of an answer, best first, and their order for the graded (3-level) agreement.

@@ -7,6 +7,10 @@ of label (:mod:`ablate.labels.kind`); only the item differs, drawn by its render
 * answers: the gold answers, the answer, the passages its run read (folded) and the runs that wrote it; ``correct``
   (key ``c``), ``partly`` (``p``), ``wrong`` (``w``); answers in the pool's order, question by question.
 
+Which items come first (:func:`ordered`): those of the questions of the random human sample (``python -m
+ablate.label sample``: what people must check for the report's corrected figures), then the items whose LLM
+assessor's repeats flipped (``judge --repeats``: where it is least sure), then the rest.
+
 One item at a time: the question with its persona and date, the item, the grades, skip (``s``), undo (``u`` or
 Backspace) and the progress. Every judgement is a POST appended to the kind's journal before the answer returns
 (:func:`ablate.labels.journal.append`: one write, fsync); undo appends ``grade: null``. What is done is read back
@@ -19,7 +23,7 @@ origin or without the page's token is refused with 403 before anything is writte
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -77,6 +81,8 @@ class PageData:
     journal: Path
     assessor: str  # human:<name>
     language: str = "en"
+    sample: frozenset[str] = frozenset()  # the questions of the random human sample: offered first
+    flipped: frozenset[tuple[str, str]] = frozenset()  # items whose LLM repeats disagree: offered next
 
 
 _COMMON: dict[str, dict[str, str]] = {
@@ -91,6 +97,8 @@ _COMMON: dict[str, dict[str, str]] = {
         "overall": "overall",
         "done": "done",
         "left": "left",
+        "sampled": "in the random sample: judge every item of this question",
+        "flipped": "the LLM assessor's repeats disagree here",
     },
     "zh": {
         "question": "问题",
@@ -103,6 +111,8 @@ _COMMON: dict[str, dict[str, str]] = {
         "overall": "全部",
         "done": "已评",
         "left": "剩余",
+        "sampled": "随机抽样问题：请评完本问题的所有条目",
+        "flipped": "LLM 评审的多次评分在此不一致",
     },
 }
 STRINGS: dict[str, dict[str, dict[str, str]]] = {
@@ -200,15 +210,20 @@ def answer_grades(language: str) -> list[Grade]:
     return [Grade(g, ANSWER_KEYS[g], s[g], s[g], s[f"legend_{g}"]) for g in ANSWER_GRADES]
 
 
-def ordered(entries: Sequence[Any]) -> list[Any]:
-    """Question by question (the order questions first appear in the pool); a relevance pool's pairs within a
-    question by best rank, then unit; an answers pool's answers in the pool's order."""
+def ordered(
+    entries: Sequence[Any],
+    sample: Collection[str] = frozenset(),
+    flipped: Collection[tuple[str, str]] = frozenset(),
+) -> list[Any]:
+    """The items of the questions in ``sample`` first, then the items in ``flipped``, then the rest; within each,
+    question by question (the order questions first appear in the pool), a relevance pool's pairs within a question
+    by best rank, then unit, an answers pool's answers in the pool's order."""
     out: list[Any] = []
     for group in by_question(entries).values():
         out.extend(
             sorted(group, key=lambda e: (e.best_rank, e.unit)) if isinstance(group[0], PoolEntry) else group
         )
-    return out
+    return sorted(out, key=lambda e: 0 if e.qid in sample else 1 if e.key in flipped else 2)  # stable
 
 
 class Progress:
@@ -263,6 +278,7 @@ def item_context(data: PageData, e: Any, progress: Progress) -> dict[str, Any]:
         "item": e.key[1],
         "question": data.questions.get(e.qid, QuestionText(e.qid, getattr(e, "question", ""))),
         "current": progress.grade.get(e.key),
+        "why": "sampled" if e.qid in data.sample else "flipped" if e.key in data.flipped else None,
     }
     if data.kind is RELEVANCE:
         context["passage"] = data.passages.get(e.unit, PassageText(e.unit, e.unit, ""))
@@ -276,7 +292,7 @@ def create_app(data: PageData) -> Flask:
     app = Flask(__name__)
     app.config["JSON_AS_ASCII"] = False
     guard.protect(app)  # Host, Origin and the page's token, before any view (CSRF, DNS rebinding)
-    order = ordered(data.entries)
+    order = ordered(data.entries, data.sample, data.flipped)
     index = {e.key: i for i, e in enumerate(order)}
     values = {str(g.value): g.value for g in data.grades}
     words = strings(data.kind, data.language)

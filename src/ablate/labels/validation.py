@@ -11,7 +11,9 @@ give the same holes. The assessor re-judges them blind.
 **Agreement.** Cohen's kappa between the human grade and the assessor's (mapped) grade of each hole, on the graded
 labels and on the binary ones (relevant: grade >= the relevance level the metrics use), each with a 95% bootstrap
 interval that resamples **questions** (a question's pairs move together), the confusion matrix and the raw share
-graded alike. An unparseable output is no judgement: the pair is counted and listed, and left out of kappa.
+graded alike. An unparseable output is no judgement: the pair is counted and listed, and left out of kappa. An
+assessor asked several times per pair (``--repeats R``) is compared by its majority grade, and its **flip rate** (the
+share of the holes whose repeats disagree: :mod:`ablate.labels.repeats`) is reported beside kappa.
 
 **Runs.** With a sweep, each run is re-scored on two label versions that differ only in the holes: the human labels,
 and the same labels with the holes' grades replaced by the assessor's (:func:`write_version`); the table of each
@@ -56,6 +58,7 @@ from ablate.errors import ConfigError
 from ablate.evaluation.stats.agreement import confusion, json_finite, kappa_interval, kendall_tau
 from ablate.evaluation.stats.wilson import wilson_interval
 from ablate.labels.kind import ANSWER_GRADES, ANSWER_LEVEL
+from ablate.labels.repeats import flip_rate
 
 PAIRS_CSV = "pairs.csv"
 VALIDATION_MD = "validation.md"
@@ -289,9 +292,27 @@ def write_version(
     return folder
 
 
+def flip_record(repeats: Sequence[Sequence[int | None]]) -> dict[str, Any]:
+    """The judge noise of a validation (``repeats``: each verdict's repeat grades): ``repeats`` (per pair),
+    ``flip_rate``, ``flipped`` and ``flip_items`` (the pairs with a grade); nothing for single judgements."""
+    if not any(repeats):
+        return {}
+    rate, k, n = flip_rate(repeats)
+    return {"repeats": max(len(r) for r in repeats), "flip_rate": rate, "flipped": k, "flip_items": n}
+
+
 # --------------------------------------------------------------------------------------------------------- report
-def _fmt(v: float | None) -> str:
+def fmt(v: float | None) -> str:
     return "-" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.3f}"
+
+
+_fmt = fmt
+
+
+def _seeds(report: Mapping[str, Any]) -> str:
+    """``0 to 2``: the seeds of a repeated judgement (repeat r: the generator's seed + r)."""
+    seed = int(report["details"]["params"].get("seed") or 0)
+    return f"{seed} to {seed + int(report['repeats']) - 1}"
 
 
 def _kappa_row(name: str, k: Kappa) -> str:
@@ -342,6 +363,16 @@ def relevance_markdown(
         + _kappa_row(f"graded ({', '.join(map(str, ag.labels))})", ag.graded)
         + "\n"
         + _kappa_row(f"binary (relevant: grade >= {ag.relevance_level})", ag.binary),
+        *(
+            [
+                f"Judge noise: each pair asked {report['repeats']} times (temperature "
+                f"{report['details']['params'].get('temperature')}, seeds {_seeds(report)}), the majority graded (a "
+                f"tie: the lower grade); flip rate {_fmt(report['flip_rate'])}: the repeats of {report['flipped']} of "
+                f"{report['flip_items']} pairs disagree."
+            ]
+            if "flip_rate" in report
+            else []
+        ),
         "## Confusion (rows human, columns assessor)",
         _matrix("assessor", ag.labels, ag.labels, ag.confusion),
         f"Binary (1 = grade >= {ag.relevance_level}):",

@@ -9,6 +9,8 @@
         answer_pools/<name>.jsonl  distinct answers of some runs, to grade (python -m ablate.label pool --kind answers)
         answer_pools/<name>.json   what the answers pool was made from; <name>.validation/ its validate report
         answer_journal.jsonl    every grade of an answer (correct / partly / wrong), appended as it is made
+        human_sample.json       the random sample of questions people check (python -m ablate.label sample);
+                                answer_human_sample.json for answers
         validation/<assessor>/  validation.md, validation.json, pairs.csv (python -m ablate.label validate)
         versions/<NAME>/        a committed label version: the qrels files, version.json, CHANGELOG.md
 
@@ -64,6 +66,10 @@ class Workspace:
     @property
     def journal(self) -> Path:
         return self.journal_of(RELEVANCE)
+
+    def sample_of(self, kind: Kind) -> Path:
+        """``human_sample.json`` (relevance) or ``answer_human_sample.json`` (answers)."""
+        return self.dir / kind.sample
 
     @property
     def versions(self) -> Path:

@@ -13,15 +13,17 @@ query): when a cluster holds two or more queries they resample *clusters* (the c
 cluster; the paired bootstrap studentised by the cluster-robust standard error); with every query its own cluster
 they compute exactly what they compute without ``groups``.
 
-One module per concept: :mod:`~ablate.evaluation.stats.bootstrap` (intervals), :mod:`~ablate.evaluation.stats.paired`
-(paired tests), :mod:`~ablate.evaluation.stats.cluster` and :mod:`~ablate.evaluation.stats.cluster_paired` (the same
-over clusters of queries), :mod:`~ablate.evaluation.stats.holm` and :mod:`~ablate.evaluation.stats.correction` (multiple
-comparisons: Holm, Benjamini-Hochberg), :mod:`~ablate.evaluation.stats.power` (what a paired comparison over n
-questions can detect, and how many questions detect a given effect), :mod:`~ablate.evaluation.stats.wilson`
-(proportions), :mod:`~ablate.evaluation.stats.agreement` (two assessors' grades of the same pairs: Cohen's kappa
-with intervals over questions, the confusion matrix, Kendall's tau of the runs' order), on the shared
-:mod:`~ablate.evaluation.stats.checks` and :mod:`~ablate.evaluation.stats.resampling`; :mod:`~ablate.evaluation.stats.kept`
-keeps intervals in a cache by content. Import the names from this package.
+One module per concept: :mod:`~ablate.evaluation.stats.bootstrap` (intervals),
+:mod:`~ablate.evaluation.stats.paired` (paired tests), :mod:`~ablate.evaluation.stats.cluster` and
+:mod:`~ablate.evaluation.stats.cluster_paired` (the same over clusters of queries), :mod:`~ablate.evaluation.stats.holm`
+and :mod:`~ablate.evaluation.stats.correction` (multiple comparisons: Holm, Benjamini-Hochberg),
+:mod:`~ablate.evaluation.stats.power` (what a paired comparison over n questions can detect, and how many questions
+detect a given effect), :mod:`~ablate.evaluation.stats.wilson` (proportions), :mod:`~ablate.evaluation.stats.ppi` (a
+mean from an assessor's labels corrected by a random human-checked sample: prediction-powered inference),
+:mod:`~ablate.evaluation.stats.agreement` (two assessors' grades of the same pairs: Cohen's kappa with intervals
+over questions, the confusion matrix, Kendall's tau of the runs' order), on the shared
+:mod:`~ablate.evaluation.stats.checks` and :mod:`~ablate.evaluation.stats.resampling`;
+:mod:`~ablate.evaluation.stats.kept` keeps intervals in a cache by content. Import the names from this package.
 
 Conventions shared by all functions:
 
@@ -50,6 +52,8 @@ References
   9(1):39.
 * Wilson, E. B. (1927). Probable inference, the law of succession, and statistical inference. *JASA* 22:209-212.
 * Benjamini, Y. & Hochberg, Y. (1995). Controlling the false discovery rate. *JRSS B* 57(1):289-300.
+* Angelopoulos, A. N., Duchi, J. C. & Zrnic, T. (2023). PPI++: Efficient prediction-powered inference.
+  arXiv:2311.01453.
 * Cameron, A. C. & Miller, D. L. (2015). A practitioner's guide to cluster-robust inference. *J. Human Resources*
   50(2):317-372.
 * Field, C. A. & Welsh, A. H. (2007). Bootstrapping clustered data. *JRSS B* 69(3):369-390.
@@ -91,6 +95,7 @@ from ablate.evaluation.stats.power import (
     undetermined,
     wilson_width,
 )
+from ablate.evaluation.stats.ppi import PPIResult, ppi_mean
 from ablate.evaluation.stats.wilson import wilson_interval
 
 __all__ = [
@@ -103,6 +108,7 @@ __all__ = [
     "NAN_POLICIES",
     "Interval",
     "PairedResult",
+    "PPIResult",
     "StatsConfigError",
     "StatsInputError",
     "bootstrap_ci",
@@ -125,5 +131,6 @@ __all__ = [
     "paired_bootstrap_tests",
     "paired_randomization_test",
     "paired_randomization_tests",
+    "ppi_mean",
     "wilson_interval",
 ]

@@ -25,8 +25,9 @@ What the numbers are (measured, never pre-filled):
 
 The package, by concept: :mod:`.rows` (which runs, in what order, the baseline), :mod:`.compute` (the numbers), :mod:`.heldout` (the held-out marking, one rule),
 :mod:`.render` (text, tables and figures; :func:`build_report` is the whole pure report over
-:class:`~ablate.study.fetch.RunRecord` s, no MLflow) and :mod:`.attach` (fetch the runs, write the files, log them
-to the sweep's parent: :func:`attach_report`).
+:class:`~ablate.study.fetch.RunRecord` s, no MLflow), :mod:`.as_json` (the table's rows as JSON, ``--json``, with the
+prediction-powered figures a caller hands in) and :mod:`.attach` (fetch the runs, write the files, log them to the
+sweep's parent: :func:`attach_report`).
 """
 
 from __future__ import annotations
