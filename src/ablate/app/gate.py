@@ -181,24 +181,29 @@ def _same_ground(runs: dict[str, Side], corpus: Corpus | None) -> None:
 
 
 def _groups(how: str, base: Side, corpus: Corpus | None) -> dict[str, str] | None:
-    """Each answerable question's cluster: from ``--corpus`` when given, else from the corpus the baseline run
-    recorded (as the split tool groups them: :func:`ablate.data.splitting.evidence_groups`)."""
+    """Each answerable question's cluster: the clusters the baseline's per-question table records (as the report and
+    the plan read them: :mod:`ablate.study.clusters`), else from ``--corpus`` when given, else from the corpus the
+    baseline run recorded (as the split tool groups them: :func:`ablate.data.splitting.evidence_groups`)."""
     if how == "none":
         return None
     from ablate.app.label_common import load
     from ablate.data.splitting import evidence_groups
     from ablate.runner.rescore import recorded_settings
+    from ablate.study.clusters import labels_for, recorded
 
+    pq = base.per_query
+    qids = sorted(
+        str(q) for q in (pq.index[pq["category"] == "answerable"] if "category" in pq else pq.index)
+    )
+    got = recorded(pq)
+    if got is not None:
+        return labels_for(qids, how, got)
     if corpus is not None:
         snapshot, level = corpus.snapshot, corpus.settings.eval.relevance_level
     else:
         assert base.config is not None
         spec, settings = recorded_settings(base.config)
         snapshot, level = load(spec), settings.eval.relevance_level
-    pq = base.per_query
-    qids = sorted(
-        str(q) for q in (pq.index[pq["category"] == "answerable"] if "category" in pq else pq.index)
-    )
     if how == "group":
         return {q: g for q in qids if q in snapshot.queries and (g := snapshot.queries[q].group)}
     return evidence_groups(snapshot, qids, level)
