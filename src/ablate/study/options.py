@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from ablate.cache import Cache
+    from ablate.study.ppi_inputs import PPIInputs
 
 #: Metrics of the narrow ablation table (``--metrics``).
 DEFAULT_METRICS: tuple[str, ...] = ("ndcg@10", "recall@10", "mrr@10", "hit@10")
@@ -68,7 +69,8 @@ class ReportRequest:
     earlier report's folder). ``log``: also log the files to the parent run (``report/``, or ``report-<n>`` beside an
     earlier one). ``full``: print the whole Markdown table instead of the narrow one. ``cache``: where figures and
     paired tests are kept by content. ``extra_files``: more files (name -> text) written and logged beside the
-    report's (the label versions side by side of ``--labels``)."""
+    report's (the label versions side by side of ``--labels``). ``ppi``: what the prediction-powered figures of
+    ``--labels`` need (:mod:`ablate.study.ppi_inputs`); None: none."""
 
     parent_run_id: str | None = None
     experiment: str | None = None
@@ -78,3 +80,4 @@ class ReportRequest:
     full: bool = False
     cache: Cache | None = None
     extra_files: Mapping[str, str] = field(default_factory=dict)
+    ppi: PPIInputs | None = None
