@@ -16,8 +16,8 @@ grades of them, Ŷu the judge's of the other questions (correctness of grades by
 :func:`ablate.evaluation.answer_scores.correct_of`). A figure is :func:`ablate.evaluation.stats.ppi_mean` on them
 (``ppi_py``'s PPI++ estimate and 95% interval); none with fewer than 2 checked questions.
 
-Pure: plain values in (:class:`~ablate.study.ppi_inputs.PPIInputs`: the app edge reads the label version's views and re-scores the runs on
-the assessor view), figures and text out (:class:`PPISection`).
+Pure: plain values in (:class:`~ablate.study.ppi_inputs.PPIInputs`: the app edge reads the label version's views
+and re-scores the runs on the assessor view), figures and text out (:class:`PPISection`).
 """
 
 from __future__ import annotations
