@@ -62,7 +62,10 @@ def test_plan_on_a_demo_sweep_equals_statsmodels(demo, tmp_path):
     es = TTestPower().solve_power(effect_size=None, nobs=diffs_b.size, alpha=0.05, power=0.8)
     assert b_mde == pytest.approx(es * np.std(diffs_b, ddof=1), abs=1e-6)
 
-    p = _run(["ablate.plan", "--tracking-uri", uri, "--metric", "ndcg_at_10", "--delta", "0.03", "--json"], d)
+    args = ["--tracking-uri", uri, "--metric", "ndcg_at_10", "--delta", "0.03", "--cluster", "none", "--json"]
+    p = _run(
+        ["ablate.plan", *args], d
+    )  # questions as independent (tests/test_clusters.py: the design effect)
     assert p.returncode == 0, p.stderr
     rows = {r["run"]: r for r in map(json.loads, p.stdout.splitlines())}
     assert set(rows) == {"B", "C"}
@@ -98,6 +101,7 @@ def test_plan_on_a_demo_sweep_equals_statsmodels(demo, tmp_path):
         (["--metric", "ndcg@7"], "logged no per-question ndcg@7"),
         (["--delta", "0"], "--delta=0.0 is not valid"),
         (["--power", "1.2"], "--power=1.2 is not valid"),
+        (["--cluster", "docs"], "--cluster='docs' is not valid; valid options: evidence, group, none"),
     ],
 )
 def test_plan_bad_input_is_one_line_exit_2(demo, args, needle):

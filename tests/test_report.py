@@ -49,6 +49,7 @@ def per_query(variant: str, seed: int, drop: tuple[str, ...] = (), tags: bool = 
     )
     if tags:
         df.insert(0, "tags", TAGS)
+    df["cluster"], df["group"] = df.index, ""  # as a run records them: here every question its own cluster
     for q in drop:  # a query excluded from this run (missing=exclude): metrics undefined
         df.loc[q, ["ndcg@10", "recall@10", "hit@10", "rr@10"]] = math.nan
     return df

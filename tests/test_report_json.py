@@ -1,7 +1,8 @@
 """``python -m ablate.report --json``: the report's rows as JSON on stdout, nothing else there. On a real demo sweep
 (variant=A,B,C through the real entry point, a real MLflow sqlite store) each figure equals the table the same
 command writes (ablation.csv) and, independently, the runs' logged per_query.csv: means, paired differences, the
-paired randomization test's p and statsmodels' Holm / Benjamini-Hochberg adjustment. Answer correctness and the
+paired randomization test's p (over the clusters of questions the runs record) and statsmodels' Holm /
+Benjamini-Hochberg adjustment. Answer correctness and the
 prediction-powered figures a caller hands in, on built runs."""
 
 from __future__ import annotations
@@ -95,8 +96,12 @@ def test_json_rows_are_the_tables_numbers_and_the_per_query_values(sweep):
             assert _close(r[key], row[column]), (r["run"], m, key)
         col = "rr@10" if m == "mrr@10" else m
         a, b = pq["A"][col], pq[r["run"]][col].loc[pq["A"].index]
-        direct = stats.paired_randomization_test(b.to_numpy(), a.to_numpy(), n_resamples=500, seed=0)
+        clusters = pq["A"]["cluster"].astype(str).tolist()  # the questions' clusters, as the runs record them
+        direct = stats.paired_randomization_test(
+            b.to_numpy(), a.to_numpy(), n_resamples=500, seed=0, groups=clusters
+        )
         assert r["n"] == len(a) >= 15 and math.isclose(r["delta"], (b - a).mean(), abs_tol=1e-12)
+        assert r["clusters"] == len(set(clusters)) < r["n"]
         assert r["p_raw"] == direct.p_value and r["correction"] == "holm"
         raw.append(r["p_raw"])
     np.testing.assert_allclose(

@@ -436,3 +436,21 @@ def test_a_report_and_a_pool_refuse_an_edited_artifact_of_a_run(relabelled):
     finally:
         for n, data in saved.items():
             (root / n).write_bytes(data)
+
+
+def test_the_rescored_runs_clusters_follow_the_new_labels(relabelled, tmp_path):
+    """A re-score writes the per-question table a run writes, clusters included: two questions the new labels give a
+    gold clause of one document (grade >= 1) sit in one cluster."""
+    t = Tracker(relabelled["uri"])
+    qrels = pd.read_csv(relabelled["qrels"], sep="\t", dtype={"query-id": str, "corpus-id": str})
+    gold = qrels[qrels["score"] >= 1]
+    for name, new in relabelled["new"].items():
+        pq = pd.read_csv(
+            t.download_artifact(new.run_id, "per_query.csv", tmp_path / name),
+            dtype={"qid": str, "cluster": str},
+        ).set_index("qid")
+        by_doc = gold.assign(doc=gold["corpus-id"].str.split("#").str[0]).groupby("doc")["query-id"]
+        for doc, qids in by_doc:
+            qids = [q for q in qids if q in pq.index]
+            assert len(set(pq.loc[qids, "cluster"])) <= 1, (name, doc, pq.loc[qids, "cluster"].to_dict())
+        assert pq["cluster"].nunique() < len(pq)

@@ -125,6 +125,7 @@ class SweepCallback(Callback):
                 )
 
     def _summarize_and_report(self, config: Any) -> None:
+        from ablate.app.recorded_clusters import recompute
         from ablate.cache import Cache
         from ablate.errors import AblateError
         from ablate.study.report import ReportOptions, ReportRequest, attach_report
@@ -143,6 +144,9 @@ class SweepCallback(Callback):
                     correction=str(config.stats.get("correction", "holm")),
                 ),
                 cache=Cache(config.cache.dir or None, enabled=bool(config.cache.enabled)),
+                recompute=recompute(
+                    self.tracker
+                ),  # cells reused from runs logged before clusters were recorded
             )
             attach_report(self.tracker, request)
             parent = self.tracker.get_run(self.parent)

@@ -1,6 +1,6 @@
 """``python -m ablate.report [--parent RUN_ID | --experiment NAME] [--tracking-uri URI] [--baseline A]
 [--metrics ndcg@10,recall@10,mrr@10,hit@10] [--test randomization|bootstrap] [--correction holm|bh|none] [--out DIR]
-[--force] [--factorial] [--json]``
+[--force] [--factorial] [--cluster evidence|group|none] [--json]``
 
 Without ``--parent`` / ``--experiment`` it reports the latest sweep in the store (:mod:`ablate.study.latest`:
 refused, with the candidates listed, when other sweeps overlap it in time). It reads the runs' ``per_query.csv``
@@ -21,7 +21,15 @@ from typing import Any
 
 from ablate.app.entry import say_unexpected
 from ablate.errors import AblateError, ConfigError
-from ablate.study.options import CORRECTIONS, DEFAULT_CONTRAST, DEFAULT_METRICS, PAIRED_TESTS, PARENT_HELP
+from ablate.study.options import (
+    CLUSTER_HELP,
+    CLUSTERS,
+    CORRECTIONS,
+    DEFAULT_CONTRAST,
+    DEFAULT_METRICS,
+    PAIRED_TESTS,
+    PARENT_HELP,
+)
 
 
 def _contrast(text: str) -> tuple[str, str] | None:
@@ -60,6 +68,7 @@ def parser() -> argparse.ArgumentParser:
         ),
     ):
         ap.add_argument(flag, default=default, help=f"{what} (default %(default)s)")
+    ap.add_argument("--cluster", default="evidence", help=" | ".join(CLUSTERS) + ": " + CLUSTER_HELP)
     ap.add_argument(
         "--resamples", type=int, default=10000, help="resamples of the paired test (default 10000)"
     )
@@ -124,6 +133,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _report(args: argparse.Namespace) -> Any:
     """The report the arguments ask for (:class:`ablate.study.report.Report`), written, logged and printed."""
     # Imported once the arguments are read: the report's modules import MLflow, pandas, scipy and matplotlib.
+    from ablate.app.recorded_clusters import recompute
+    from ablate.study.clusters import check_cluster
     from ablate.study.fetch import check_store
     from ablate.study.report import ReportOptions, ReportRequest, attach_report
     from ablate.tracking import Tracker, check_uri, resolve_tracking_uri
@@ -141,12 +152,20 @@ def _report(args: argparse.Namespace) -> Any:
         contrast=_contrast(args.contrast),
         correction=args.correction,
         factorial=True if args.factorial else None,
+        cluster=args.cluster,
     )
+    check_cluster(options.cluster)
     tracker = Tracker(uri)
     if args.labels is not None:
         return _relabel(tracker, args, options)
     request = ReportRequest(
-        args.parent, args.experiment, args.out, options, log=not args.no_log, full=args.full
+        args.parent,
+        args.experiment,
+        args.out,
+        options,
+        log=not args.no_log,
+        full=args.full,
+        recompute=recompute(tracker),
     )
     return attach_report(tracker, request)
 
@@ -156,6 +175,7 @@ def _relabel(tracker: Any, args: argparse.Namespace, options: Any) -> Any:
     the new sweep like any other, with both versions side by side beside it
     (:mod:`ablate.study.report.relabelled`) and, for a version whose assessor's labels people checked on a random
     sample, the prediction-powered figures (:mod:`ablate.app.report_ppi`)."""
+    from ablate.app.recorded_clusters import recompute
     from ablate.app.report_ppi import check_views, ppi_inputs
     from ablate.runner.relabel import relabel_sweep, resolve_target
     from ablate.study.fetch import fetch_runs
@@ -184,6 +204,7 @@ def _relabel(tracker: Any, args: argparse.Namespace, options: Any) -> Any:
         log=not args.no_log,
         full=args.full,
         extra_files=side.files(),
+        recompute=recompute(tracker),  # re-scores logged before clusters were recorded, reused
         ppi=ppi_inputs(tracker, target, views, done, new),
     )
     report = attach_report(tracker, request)

@@ -196,6 +196,18 @@ def evidence_groups(
     return {q: g[0] for g in uf.groups() for q in g}
 
 
+def question_clusters(
+    snapshot: Snapshot, qids: Sequence[str], relevance_level: int = 1
+) -> tuple[dict[str, str], dict[str, str]]:
+    """Each question's evidence cluster (:func:`evidence_groups`) and its declared ``group`` ("" if none), for the
+    questions of ``qids`` the snapshot has; a question it does not have is its own cluster with no group."""
+    known = [q for q in qids if q in snapshot.queries]
+    evidence = evidence_groups(snapshot, known, relevance_level) if known else {}
+    cluster = {q: evidence.get(q, q) for q in qids}
+    declared = {q: (snapshot.queries[q].group or "") if q in snapshot.queries else "" for q in qids}
+    return cluster, declared
+
+
 def build_split(snapshot: Snapshot, params: SplitParams, embedder: Embedder | None = None) -> SplitResult:
     """Group, merge near-duplicates, assign whole groups, verify; see the module docstring."""
     qids = questions_to_split(snapshot, params.from_splits)

@@ -183,6 +183,12 @@ A_FUNNEL = "funnel.csv"
 #: ``persona``, ``tags``, the :data:`PER_QUERY_TABLE_METRICS` columns and, with a generator, the
 #: :data:`PER_QUERY_TABLE_ANSWERS` columns (those the run has), values as in ``per_query.csv``.
 A_PER_QUERY_TABLE = "per_query_table.json"
+#: Columns of ``per_query.csv`` naming each question's cluster: ``cluster`` the evidence cluster (questions sharing a
+#: gold document or series, a declared group or their normalised text, at the run's relevance level: the smallest
+#: question id of the cluster; :func:`ablate.data.splitting.evidence_groups`), ``group`` its declared ``group`` ("" if
+#: none). The report and the plan resample these clusters (:mod:`ablate.study.clusters`).
+PQ_CLUSTER = "cluster"
+PQ_GROUP = "group"
 PER_QUERY_TABLE_KEYS: tuple[str, ...] = ("category", "persona", "tags")
 PER_QUERY_TABLE_METRICS: tuple[str, ...] = ("ndcg@10", "recall@10", "hit@10", "rr@10", "judged@10")
 PER_QUERY_TABLE_ANSWERS: tuple[str, ...] = (

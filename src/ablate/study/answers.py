@@ -4,9 +4,10 @@ not in it: a retrieval failure), for runs that had a generator.
 
 Reads the per-question columns a run with a generator writes into ``per_query.csv`` (``answer_correct``,
 ``answer_refused``, ``answer_no_final``: no final answer line, ``answer_citations_support``, ``answer_diagnosis``) and its logged latency and cost metrics.
-Intervals resample questions (bootstrap for means, Wilson for the failure rates); with ``generator.repeats > 1``
-a question's correctness is already the mean of its repeats, so repeats are never resampled as if they were
-questions.
+Intervals resample questions (bootstrap for means, Wilson for the failure rates), or clusters of questions when
+questions share their evidence (:mod:`ablate.study.clusters`: the correctness interval, the paired test and the
+MDE, as the retrieval table's); with ``generator.repeats > 1`` a question's correctness is already the mean of its
+repeats, so repeats are never resampled as if they were questions.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import pandas as pd
 
 from ablate import record as R
 from ablate.evaluation import stats
+from ablate.study.clusters import Clustering, design_effect
 from ablate.study.fetch import RunRecord
 from ablate.study.options import P_COLUMNS, P_HEADS
 from ablate.tables import fmt, format_table
@@ -66,7 +68,7 @@ def _wilson_cell(k: int, n: int) -> tuple[str, float, float, float]:
 
 
 def _run_row(
-    r: RunRecord, label: str, bootstrap: int, seed: int
+    r: RunRecord, label: str, bootstrap: int, seed: int, clusters: Clustering | None = None
 ) -> tuple[dict[str, Any], dict[str, str], pd.Series]:
     pq = r.per_query.copy()
     if "qid" in pq.columns:
@@ -75,12 +77,8 @@ def _run_row(
     sc = scored_questions(pq)
     correct = pd.to_numeric(sc[CORRECT], errors="coerce").astype(float)
     n = len(sc)
-    if n and bootstrap > 0:
-        _, lo, hi = stats.bootstrap_cis(correct.to_frame(), [CORRECT], n_resamples=bootstrap, seed=seed)[
-            CORRECT
-        ]
-    else:
-        lo = hi = math.nan
+    groups = clusters.of([str(q) for q in sc.index]) if clusters is not None else None
+    lo, hi = _interval(correct, bootstrap, seed, groups)
     mean = float(correct.mean()) if n else math.nan
     diag = sc[DIAGNOSIS].astype(str)
     gen_k, ret_k = int((diag == "generation_failure").sum()), int((diag == "retrieval_failure").sum())
@@ -99,6 +97,7 @@ def _run_row(
         "run": label,
         "variant": r.variant,
         "n": n,
+        **({"clusters": len(set(groups))} if groups is not None else {}),
         "judge": judge,
         "correct": mean,
         "correct_rule": float(rule.mean()) if rule is not None and n else math.nan,
@@ -127,6 +126,7 @@ def _run_row(
     md = {
         "run": label,
         "n": str(n),
+        **({"G": str(len(set(groups)))} if groups is not None else {}),
         f"correct ({judge})": _ci(mean, lo, hi),
         "citations support": fmt(row["citations_support"], 2),
         "refused no-answer": f"{refused_na}/{len(na)}" if len(na) else "-",
@@ -145,6 +145,14 @@ def _run_row(
     if not math.isnan(row["cost_per_question"]):
         md["cost/question"] = fmt(row["cost_per_question"], 5)
     return row, md, correct
+
+
+def _interval(correct: pd.Series, bootstrap: int, seed: int, groups: list[str] | None) -> tuple[float, float]:
+    """The 95% bootstrap interval of the correctness (over ``groups``' clusters when given); NaN without questions."""
+    if not len(correct) or bootstrap <= 0:
+        return math.nan, math.nan
+    got = stats.bootstrap_cis(correct.to_frame(), [CORRECT], n_resamples=bootstrap, seed=seed, groups=groups)
+    return got[CORRECT][1], got[CORRECT][2]
 
 
 def _beside_the_judge(judge: str, rule: float, m: Mapping[str, float]) -> dict[str, str]:
@@ -199,23 +207,33 @@ def _paired(
     n_resamples: int,
     seed: int,
     correction: str = "holm",
+    clusters: Clustering | None = None,
 ) -> None:
-    """Δ correctness, its minimum detectable effect (80% power, α = 0.05) and the paired test of each run against
-    the baseline on the questions both scored (adjusted by ``correction`` over the runs), written into the rows."""
+    """Δ correctness, its minimum detectable effect (80% power, α = 0.05; times the square root of the design
+    effect when the questions cluster) and the paired test of each run against the baseline on the questions both
+    scored (over their clusters; adjusted by ``correction`` over the runs), written into the rows."""
     others = [r for r in runs if r.run_id != base_a.run_id]
     results = {}
     for r in others:
         common = correct[base_a.run_id].index.intersection(correct[r.run_id].index, sort=False)
+        groups = clusters.of([str(q) for q in common]) if clusters is not None else None
         res = test_fn(
             correct[r.run_id].loc[common].to_numpy(),
             correct[base_a.run_id].loc[common].to_numpy(),
             n_resamples=n_resamples,
             seed=seed,
+            groups=groups,
         )
         diffs = correct[r.run_id].loc[common].to_numpy(float) - correct[base_a.run_id].loc[common].to_numpy(
             float
         )
-        results[r.run_id] = (res, len(common), stats.mde(diffs[~np.isnan(diffs)]))
+        keep = ~np.isnan(diffs)
+        mde = stats.mde(diffs[keep])
+        if groups is not None:
+            mde *= design_effect(
+                diffs[keep].tolist(), [g for g, k in zip(groups, keep, strict=True) if k]
+            ).inflation
+        results[r.run_id] = (res, len(common), mde)
     raw = np.array([results[r.run_id][0].p_value for r in others], dtype=float)
     adjusted = stats.adjust(raw, correction) if raw.size else raw
     p_col, p_head = "correct_" + P_COLUMNS[correction], "p" + P_HEADS[correction]
@@ -262,26 +280,28 @@ def answer_section(
     seed: int,
     bootstrap: int,
     correction: str = "holm",
+    clusters: Clustering | None = None,
 ) -> AnswerSection | None:
     """The answer section over the runs that had a generator (``None`` when none had one); the paired tests'
-    p-values adjusted by ``correction``."""
+    p-values adjusted by ``correction``; intervals and tests over ``clusters`` of questions where they hold two or
+    more."""
     runs = [r for r in ordered if has_answers(r)]
     if not runs:
         return None
     base_a = base if has_answers(base) else runs[0]
     rows, md_rows, correct = [], [], {}
     for r in runs:
-        row, md, c = _run_row(r, labels[r.run_id], bootstrap, seed)
+        row, md, c = _run_row(r, labels[r.run_id], bootstrap, seed, clusters)
         rows.append(row)
         md_rows.append(md)
         correct[r.run_id] = c
-    _paired(runs, base_a, correct, rows, md_rows, test_fn, n_resamples, seed, correction)
+    _paired(runs, base_a, correct, rows, md_rows, test_fn, n_resamples, seed, correction, clusters)
     p_head = "p" + P_HEADS[correction]
     cols = list(md_rows[0].keys())
     for md in md_rows[1:]:
         cols += [k for k in md if k not in cols]
     judged = [c for c in cols if c.startswith("correct (")]  # one column per judge (its name in the header)
-    order = ["run", "n", *judged, "Δ correct", "MDE", p_head]
+    order = ["run", "n", *(["G"] if "G" in cols else []), *judged, "Δ correct", "MDE", p_head]
     cols = order + [c for c in cols if c not in order]
     table_md = format_table(md_rows, cols)
     notes = _oracle_note(rows)
@@ -295,7 +315,13 @@ def answer_section(
         "paired test against the baseline on the questions both scored ("
         + _correction_words(correction)
         + "; MDE: the "
-        "smallest true Δ a paired t test over them detects with 80% power at α = 0.05). A wrong or refused "
+        "smallest true Δ a paired t test over them detects with 80% power at α = 0.05"
+        + (
+            "; G: the clusters of questions sharing evidence the interval, the test and the MDE resample"
+            if "G" in cols
+            else ""
+        )
+        + "). A wrong or refused "
         "answer is a *generation* failure when the evidence (a gold passage or a gold answer string) was in the "
         "context, else a *retrieval* failure (counts, share of the scored questions, 95% Wilson interval). "
         "No-answer questions are scored apart: refused / asked.",

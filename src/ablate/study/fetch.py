@@ -78,11 +78,13 @@ def read_per_query(tracker: Tracker, run: RecordedRun, tmp: str) -> pd.DataFrame
             f"has no {R.A_PER_QUERY} artifact",
             "re-run it with this version of ablate (every run logs per_query.csv), or leave it out of the report",
         )
-    pq = pd.read_csv(path, dtype={"qid": str, "tags": str, "category": str, "status": str})
+    text = {c: str for c in ("qid", "tags", "category", "status", R.PQ_CLUSTER, R.PQ_GROUP)}
+    pq = pd.read_csv(path, dtype=text)
     if "qid" not in pq.columns:
         pq = pq.rename(columns={pq.columns[0]: "qid"})
-    if "tags" in pq.columns:
-        pq["tags"] = pq["tags"].fillna("")
+    for col in ("tags", R.PQ_GROUP):  # an empty cell is no tag, no declared group
+        if col in pq.columns:
+            pq[col] = pq[col].fillna("")
     return pq.set_index("qid")
 
 

@@ -6,9 +6,9 @@ to report and where a :class:`ReportRequest`."""
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from ablate.cache import Cache
@@ -28,6 +28,12 @@ P_HEADS: dict[str, str] = {"holm": " (Holm)", "bh": " (BH)", "none": ""}
 PARENT_HELP = (
     "sweep parent run id (default: the latest sweep; sweeps that overlap it in time are listed, not guessed)"
 )
+#: ``--cluster`` of the study commands (report, plan): which questions move together (:mod:`ablate.study.clusters`).
+CLUSTERS: tuple[str, ...] = ("evidence", "group", "none")
+CLUSTER_HELP = (
+    "which questions move together, resampled as one: evidence (default): questions that share gold evidence, a "
+    "declared group or their text; group: the queries' declared group only; none: every question alone"
+)
 #: The two question tags the slices compare side by side (``--contrast``).
 DEFAULT_CONTRAST: tuple[str, str] = ("exact-id", "paraphrase")
 
@@ -45,7 +51,9 @@ class ReportOptions:
     (:data:`CORRECTIONS`; a sweep's end passes its ``stats.correction``). ``plots``: draw the figures. ``contrast``: the two
     question tags compared side by side in the slices. ``factorial``: the factorial analysis of the runs' grid
     (:mod:`ablate.study.factorial`): None when the runs are a full grid over two or more swept factors (else none),
-    True always (a note when they are no such grid), False never."""
+    True always (a note when they are no such grid), False never. ``cluster``: which questions move together
+    (:data:`CLUSTERS`, :mod:`ablate.study.clusters`): intervals, paired tests and MDEs resample those clusters when
+    some hold two or more questions."""
 
     baseline: str | None = None
     metrics: Sequence[str] = DEFAULT_METRICS
@@ -58,6 +66,7 @@ class ReportOptions:
     contrast: tuple[str, str] | None = DEFAULT_CONTRAST
     correction: str = "holm"
     factorial: bool | None = None
+    cluster: str = "evidence"
 
 
 @dataclass(frozen=True)
@@ -69,8 +78,10 @@ class ReportRequest:
     earlier report's folder). ``log``: also log the files to the parent run (``report/``, or ``report-<n>`` beside an
     earlier one). ``full``: print the whole Markdown table instead of the narrow one. ``cache``: where figures and
     paired tests are kept by content. ``extra_files``: more files (name -> text) written and logged beside the
-    report's (the label versions side by side of ``--labels``). ``ppi``: what the prediction-powered figures of
-    ``--labels`` need (:mod:`ablate.study.ppi_inputs`); None: none."""
+    report's (the label versions side by side of ``--labels``). ``recompute``: gives the question clusters of a run
+    logged before ablate recorded them (:data:`ablate.study.clusters.Recompute`; None: such runs' questions count as
+    independent, said in one warning line). ``ppi``: what the prediction-powered figures of ``--labels`` need
+    (:mod:`ablate.study.ppi_inputs`); None: none."""
 
     parent_run_id: str | None = None
     experiment: str | None = None
@@ -80,4 +91,5 @@ class ReportRequest:
     full: bool = False
     cache: Cache | None = None
     extra_files: Mapping[str, str] = field(default_factory=dict)
+    recompute: Callable[..., Any] | None = None
     ppi: PPIInputs | None = None

@@ -10,7 +10,13 @@ strictest step of either, as Bonferroni: conservative), ``none`` at ``alpha``. T
 ``alpha`` for one comparison, so for the same pair it is smaller than the plan's whenever ``m > 1``.
 
 The ceiling (a run retrieving the gold evidence, the oracle) is no candidate: :func:`without_ceiling` leaves it out
-of a sweep's plan. On a 0-1 metric an MDE beyond 1 is said to be no detectable difference (:func:`beyond_range`)."""
+of a sweep's plan. On a 0-1 metric an MDE beyond 1 is said to be no detectable difference (:func:`beyond_range`).
+
+Clustered questions (:mod:`ablate.study.clusters`): when the compared questions fall in fewer clusters than there are
+questions, the MDE grows by the square root of their design effect ``1 + (m - 1) * ICC`` (``m`` the mean cluster
+size, ICC the within-cluster correlation of the differences), the questions needed by the design effect (more
+questions in clusters of today's size and correlation), and the simulation draws whole clusters and tests each study
+with the cluster-robust t."""
 
 from __future__ import annotations
 
@@ -23,6 +29,7 @@ import numpy as np
 from ablate import record as R
 from ablate.errors import ConfigError, InputError
 from ablate.evaluation import stats
+from ablate.study.clusters import Clustering, design_effect
 from ablate.study.fetch import RunRecord
 from ablate.study.report.compute import pq_column
 from ablate.study.report.rows import make_plan, pick_baseline
@@ -57,7 +64,8 @@ class PlanRow:
     """One comparison's plan. ``mde``: at today's n; ``mde_at``: n -> MDE (no ``delta``); ``n_needed`` / ``t_power``
     / ``sim_power`` (with its Monte-Carlo ``sim_se``): for ``delta``, else the simulated power of the MDE at n;
     ``wilson_width``: n -> width of the 95% Wilson interval of the run's proportion (0/1 metrics only); ``note``:
-    why a number is missing."""
+    why a number is missing. ``clusters``, ``cluster_size`` (m), ``icc`` and ``deff``: the questions' clusters and
+    their design effect ``1 + (m - 1) * icc`` (``clusters == n``, ``deff == 1``: the questions are independent)."""
 
     baseline: str
     run: str
@@ -74,6 +82,14 @@ class PlanRow:
     mde_at: dict[int, float]
     wilson_width: dict[int, float]
     note: str
+    clusters: int = 0
+    cluster_size: float = 1.0
+    icc: float = 0.0
+    deff: float = 1.0
+
+    @property
+    def clustered(self) -> bool:
+        return self.clusters < self.n
 
     def as_json(self) -> dict[str, object]:
         d = asdict(self)
@@ -164,9 +180,11 @@ def plan_rows(
     pairs_first: bool = False,
     n_sims: int = 2000,
     seed: int = 0,
+    clusters: Clustering | None = None,
 ) -> list[PlanRow]:
     """One :class:`PlanRow` per run against the baseline. The baseline is the report's (``baseline`` names one;
-    else the first variant or sweep cell), or with ``pairs_first`` the first of ``runs``."""
+    else the first variant or sweep cell), or with ``pairs_first`` the first of ``runs``. ``clusters``: the
+    questions' clusters (:func:`ablate.study.clusters.clustering`; None: every question alone)."""
     check_settings(delta, power, alpha, correction)
     metric = metric_name(metric)
     col = _column(runs, metric)
@@ -179,9 +197,10 @@ def plan_rows(
     rows = []
     for r in others:
         vals, ids = _table(r, col)
-        common = [(v, b_series[q]) for v, q in zip(vals, ids, strict=True) if q in b_series]
+        common = [(v, b_series[q], q) for v, q in zip(vals, ids, strict=True) if q in b_series]
         a = np.array([c[0] for c in common], dtype=float)
         b = np.array([c[1] for c in common], dtype=float)
+        groups = clusters.of([c[2] for c in common]) if clusters is not None else None
         rows.append(
             _row(
                 plan.labels[base.run_id],
@@ -194,6 +213,7 @@ def plan_rows(
                 a_level,
                 n_sims,
                 seed,
+                groups,
             )
         )
     return rows
@@ -210,34 +230,55 @@ def _row(
     alpha: float,
     n_sims: int,
     seed: int,
+    groups: list[str] | None = None,
 ) -> PlanRow:
+    """Long because it is one comparison's whole plan: the design effect, the MDE at each n or the questions needed,
+    the simulation that checks them and the note on what they mean, in the order a reader checks them."""
     diffs = a - b
     n = int(diffs.size)
+    de = design_effect(diffs.tolist(), groups)
     note = stats.undetermined(diffs) or ""
+    if not note and not math.isfinite(de.deff):
+        note = (
+            f"all {n} questions are in one cluster: no spread between clusters to plan from (--cluster none)"
+        )
+    deff = de.deff if math.isfinite(de.deff) else 1.0
     sd = stats.sd_diff(diffs) if n >= 2 else math.nan
-    mde_at = {k * n: stats.mde(diffs, n=k * n, alpha=alpha, power=power) for k in MULTIPLES} if n else {}
+    mde_at = (
+        {k * n: stats.mde(diffs, n=k * n, alpha=alpha, power=power, deff=deff) for k in MULTIPLES}
+        if n
+        else {}
+    )
+    if not math.isfinite(de.deff):
+        mde_at = dict.fromkeys(mde_at, math.nan)
     mde = mde_at.get(n, math.nan)
     if delta is None:
         needed, t_pow = math.nan, math.nan
         sim, se = (
-            stats.simulated_power(diffs, mde, n, alpha, n_sims, seed) if not note else (math.nan, math.nan)
+            stats.simulated_power(diffs, mde, n, alpha, n_sims, seed, groups)
+            if not note
+            else (math.nan, math.nan)
         )
         sizes = list(mde_at)
     else:
-        needed = stats.n_needed(diffs, delta, alpha, power)
+        needed = stats.n_needed(diffs, delta, alpha, power, deff=deff) if math.isfinite(de.deff) else math.nan
         ok = not math.isnan(needed)
-        t_pow = stats.t_power(diffs, delta, int(needed), alpha) if ok else math.nan
+        t_pow = stats.t_power(diffs, delta, int(needed), alpha, deff=deff) if ok else math.nan
         sim, se = math.nan, math.nan
         if ok and needed <= MAX_SIMULATED_N:
-            sim, se = stats.simulated_power(diffs, delta, int(needed), alpha, n_sims, seed)
+            sim, se = stats.simulated_power(diffs, delta, int(needed), alpha, n_sims, seed, groups)
         elif ok:
             note = f"not simulated: {int(needed)} questions is beyond {MAX_SIMULATED_N}"
         sizes = [n, int(needed)] if ok else [n]
     target = power if delta is None else t_pow
     if not note and not math.isnan(sim) and abs(sim - target) > 3 * se + 0.02:
         note = (
-            f"the simulation gives power {sim:.2f}, the t approximation {target:.2f}: the differences are far from "
-            "normal at this n; trust the simulation"
+            f"the simulation (whole clusters drawn from the pilot's {de.g}) gives power {sim:.2f}, the design-effect "
+            f"approximation {target:.2f}: {de.g} clusters pin down neither the within-cluster correlation nor the "
+            "spread between clusters; plan with questions from more distinct evidence"
+            if groups is not None
+            else f"the simulation gives power {sim:.2f}, the t approximation {target:.2f}: the differences are far "
+            "from normal at this n; trust the simulation"
         )
     if delta is None and unit_metric(metric) and mde > UNIT_RANGE:
         note = "; ".join(x for x in (note, beyond_range(n)) if x)
@@ -259,6 +300,10 @@ def _row(
         mde_at if delta is None else {n: mde},
         widths,
         note,
+        de.g,
+        de.m,
+        de.icc,
+        de.deff,
     )
 
 

@@ -7,9 +7,16 @@ still 30 observations. Average repeats per query first (``table.groupby(level=0)
 refuses a table whose index repeats a query id. How wide such intervals are at the sizes people test with:
 docs/metrics.md.
 
+**Clusters of queries.** Questions that share their gold evidence (paraphrases, sub-questions of one case) move
+together. :func:`bootstrap_ci`, :func:`bootstrap_cis` and the paired tests take ``groups`` (one cluster label per
+query): when a cluster holds two or more queries they resample *clusters* (the cluster bootstrap; signs flipped per
+cluster; the paired bootstrap studentised by the cluster-robust standard error); with every query its own cluster
+they compute exactly what they compute without ``groups``.
+
 One module per concept: :mod:`~ablate.evaluation.stats.bootstrap` (intervals),
-:mod:`~ablate.evaluation.stats.paired` (paired tests), :mod:`~ablate.evaluation.stats.holm` and
-:mod:`~ablate.evaluation.stats.correction` (multiple comparisons: Holm, Benjamini-Hochberg),
+:mod:`~ablate.evaluation.stats.paired` (paired tests), :mod:`~ablate.evaluation.stats.cluster` and
+:mod:`~ablate.evaluation.stats.cluster_paired` (the same over clusters of queries), :mod:`~ablate.evaluation.stats.holm`
+and :mod:`~ablate.evaluation.stats.correction` (multiple comparisons: Holm, Benjamini-Hochberg),
 :mod:`~ablate.evaluation.stats.power` (what a paired comparison over n questions can detect, and how many questions
 detect a given effect), :mod:`~ablate.evaluation.stats.wilson` (proportions), :mod:`~ablate.evaluation.stats.ppi` (a
 mean from an assessor's labels corrected by a random human-checked sample: prediction-powered inference),
@@ -47,6 +54,9 @@ References
 * Benjamini, Y. & Hochberg, Y. (1995). Controlling the false discovery rate. *JRSS B* 57(1):289-300.
 * Angelopoulos, A. N., Duchi, J. C. & Zrnic, T. (2023). PPI++: Efficient prediction-powered inference.
   arXiv:2311.01453.
+* Cameron, A. C. & Miller, D. L. (2015). A practitioner's guide to cluster-robust inference. *J. Human Resources*
+  50(2):317-372.
+* Field, C. A. & Welsh, A. H. (2007). Bootstrapping clustered data. *JRSS B* 69(3):369-390.
 * Holm, S. (1979). A simple sequentially rejective multiple test procedure. *Scand. J. Statist.* 6(2):65-70.
 """
 

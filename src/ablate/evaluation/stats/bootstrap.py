@@ -1,10 +1,11 @@
 """Bootstrap confidence intervals over queries (Efron & Tibshirani 1993): the mean of per-query values with a
-percentile or BCa interval, for one column or for several columns on ONE shared set of resampled queries."""
+percentile or BCa interval, for one column or for several columns on ONE shared set of resampled queries; with
+``groups`` (one cluster label per query) over resampled *clusters* of queries (:mod:`.cluster`)."""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, Iterable, Sequence
 
 import numpy as np
 import pandas as pd
@@ -24,6 +25,7 @@ from ablate.evaluation.stats.checks import (
     check_seed,
     nan_problem,
 )
+from ablate.evaluation.stats.cluster import cluster_bca_bounds, cluster_codes, cluster_means, clustered
 from ablate.evaluation.stats.resampling import resample_indices
 
 
@@ -90,13 +92,26 @@ def _bca_bounds(boot: np.ndarray, values: np.ndarray, confidence: float) -> tupl
 
 
 def bootstrap_columns(
-    table: np.ndarray, n_resamples: int, confidence: float, seed: int, method: str
+    table: np.ndarray,
+    n_resamples: int,
+    confidence: float,
+    seed: int,
+    method: str,
+    codes: np.ndarray | None = None,
 ) -> list[Interval]:
-    """(mean, low, high) per column, all columns resampled with one shared set of query indices."""
+    """(mean, low, high) per column, all columns resampled with one shared set of query indices; with ``codes`` (each
+    query's cluster, :func:`~ablate.evaluation.stats.cluster.cluster_codes`) that put two or more queries in one
+    cluster, with one shared set of resampled clusters (a column whose defined cells lie in one cluster has no
+    interval: NaN bounds)."""
     n, m = table.shape
     if n == 0:
         return [NAN3] * m
-    boot = _bootstrap_means(table, n_resamples, seed)
+    by_cluster = codes is not None and clustered(codes)
+    boot = (
+        cluster_means(table, codes, n_resamples, seed)
+        if by_cluster and codes is not None
+        else _bootstrap_means(table, n_resamples, seed)
+    )
     out: list[Interval] = []
     for j in range(m):
         col = table[:, j]
@@ -109,7 +124,17 @@ def bootstrap_columns(
             out.append((v, v, v))
             continue
         mean = float(values.mean())
-        if method == "bca":
+        if by_cluster and codes is not None:
+            if (
+                np.unique(codes[~np.isnan(col)]).size < 2
+            ):  # one cluster: every resample draws the same questions
+                out.append((mean, math.nan, math.nan))
+                continue
+            if method == "bca":
+                low, high = cluster_bca_bounds(boot[:, j], col, codes, confidence)
+            else:
+                low, high = percentile_bounds(boot[:, j], confidence)
+        elif method == "bca":
             low, high = _bca_bounds(boot[:, j], values, confidence)
         else:
             low, high = percentile_bounds(boot[:, j], confidence)
@@ -124,6 +149,7 @@ def bootstrap_ci(
     seed: int = 0,
     method: str = "percentile",
     nan_policy: str = "raise",
+    groups: Iterable[Hashable] | None = None,
 ) -> Interval:
     """Mean of per-query ``values`` with a nonparametric bootstrap confidence interval, resampling **queries**.
 
@@ -139,6 +165,8 @@ def bootstrap_ci(
     Degenerate inputs: no value -> ``(nan, nan, nan)``; one value or a constant ``v`` -> ``(v, v, v)``.
     ``nan_policy="omit"`` keeps undefined queries in the draw but leaves them out of each resample's mean (the
     same rule as :func:`bootstrap_cis`, so both give identical intervals for the same column and seed).
+    ``groups``: one cluster label per value; when a cluster holds two or more queries, clusters are resampled
+    instead (:func:`bootstrap_columns`); with every query its own cluster the result is the same as without.
     """
     method = check_choice("method", method, BOOTSTRAP_METHODS)
     nan_policy = check_choice("nan_policy", nan_policy, NAN_POLICIES)
@@ -148,7 +176,8 @@ def bootstrap_ci(
     nan = np.isnan(x)
     if nan_policy == "raise" and nan.any():
         raise nan_problem("bootstrap_ci(values)", nan)
-    return bootstrap_columns(x[:, None], n_resamples, confidence, seed, method)[0]
+    codes = None if groups is None else cluster_codes(groups, x.size, "bootstrap_ci(groups)")
+    return bootstrap_columns(x[:, None], n_resamples, confidence, seed, method, codes)[0]
 
 
 def bootstrap_cis(
@@ -159,6 +188,7 @@ def bootstrap_cis(
     seed: int = 0,
     method: str = "percentile",
     nan_policy: str = "raise",
+    groups: Iterable[Hashable] | pd.Series | None = None,
 ) -> dict[Hashable, Interval]:
     """:func:`bootstrap_ci` for several metric columns at once, with ONE shared set of resampled queries.
 
@@ -166,7 +196,8 @@ def bootstrap_cis(
     resample draws one multiset of rows and computes every column's mean on it, so the intervals of different
     metrics (and of differences derived from them) describe the same hypothetical query sets and are coherent.
     ``columns=None`` takes every numeric or boolean column. Returns ``{column: (mean, low, high)}`` in column order;
-    for a given seed, each entry equals ``bootstrap_ci(table[column], ...)``.
+    for a given seed, each entry equals ``bootstrap_ci(table[column], ...)``. ``groups``: each row's cluster label
+    (in row order, or a Series indexed by query id): clusters are resampled when one holds two or more queries.
     """
     method = check_choice("method", method, BOOTSTRAP_METHODS)
     nan_policy = check_choice("nan_policy", nan_policy, NAN_POLICIES)
@@ -208,5 +239,22 @@ def bootstrap_cis(
         for j, c in enumerate(cols):
             if np.isnan(matrix[:, j]).any():
                 raise nan_problem(f"{where}[{c!r}]", np.isnan(matrix[:, j]), table.index.tolist())
-    intervals = bootstrap_columns(matrix, n_resamples, confidence, seed, method)
+    codes = (
+        None if groups is None else cluster_codes(_row_labels(table, groups), len(table), f"{where}(groups)")
+    )
+    intervals = bootstrap_columns(matrix, n_resamples, confidence, seed, method, codes)
     return dict(zip(cols, intervals, strict=True))
+
+
+def _row_labels(table: pd.DataFrame, groups: Iterable[Hashable] | pd.Series) -> list[Hashable]:
+    """``groups`` in ``table``'s row order: a Series is read by query id (every row needs a label)."""
+    if not isinstance(groups, pd.Series):
+        return list(groups)
+    missing = table.index.difference(groups.index)
+    if len(missing):
+        raise StatsInputError(
+            "bootstrap_cis(groups)",
+            f"no cluster label for query id(s) {missing[:5].tolist()}",
+            "give every row of the table a cluster label",
+        )
+    return list(groups.loc[table.index])

@@ -4,7 +4,7 @@ intervals and tests over unchanged per-query scores are never resampled again.""
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -29,14 +29,17 @@ def bootstrap_cis_kept(
     seed: int,
     cache: Cache | None,
     kind: str,
+    groups: Sequence[Hashable] | None = None,
 ) -> dict[str, tuple[float, float, float]]:
-    """:func:`bootstrap_cis` of ``table``'s ``columns`` (missing values omitted) as plain floats. With a ``cache``,
-    kept there by content under ``kind``: the same query ids, values, resamples, seed and statistics code give the
-    same intervals, so intervals over unchanged per-query scores are never resampled again."""
+    """:func:`bootstrap_cis` of ``table``'s ``columns`` (missing values omitted) as plain floats, over clusters of
+    queries when ``groups`` (one label per row) says so. With a ``cache``, kept there by content under ``kind``: the
+    same query ids, values, clusters, resamples, seed and statistics code give the same intervals, so intervals over
+    unchanged per-query scores are never resampled again (and per-query intervals never stand for clustered ones)."""
     cols = list(columns)
+    labels = None if groups is None else [str(g) for g in groups]
 
     def compute() -> dict[str, list[float]]:
-        got = bootstrap_cis(table, cols, n_resamples=n_resamples, seed=seed, nan_policy="omit")
+        got = bootstrap_cis(table, cols, n_resamples=n_resamples, seed=seed, nan_policy="omit", groups=labels)
         return {str(c): [float(x) for x in v] for c, v in got.items()}
 
     if cache is None:
@@ -51,6 +54,7 @@ def bootstrap_cis_kept(
             cols,
             table.index.tolist(),
             arrays_digest(matrix),
+            labels,
         )
         raw = cache.memo_json(kind, key, compute)
     return {c: (v[0], v[1], v[2]) for c, v in raw.items()}

@@ -1,11 +1,13 @@
 """Paired comparisons of a variant against a baseline over the same queries: the paired bootstrap test
-(studentized, shifted null) and Fisher's randomization (sign-flip) test, each one pair or many pairs at once."""
+(studentized, shifted null) and Fisher's randomization (sign-flip) test, each one pair or many pairs at once; with
+``groups`` (one cluster label per query) over clusters of queries (:mod:`.cluster_paired`)."""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass
+from typing import TypeAlias
 
 import numpy as np
 import pandas as pd
@@ -22,19 +24,17 @@ from ablate.evaluation.stats.checks import (
     check_seed,
     nan_problem,
 )
-from ablate.evaluation.stats.resampling import chunk_rows, resample_indices
-
-# Two test statistics closer than this (relative) are a tie: exact enumeration yields ties (a sign-flip pattern
-# and its mirror) that floating-point summation in a different order would otherwise split.
-_TIE_RTOL = 1e-12
-#: A resample's variance at or below this share of the largest squared value is zero: all drawn values are equal, up
-#: to the rounding of summing them (the studentized statistic is then 0 or infinite, never a division by noise).
-FLAT_VARIANCE = 1e-12
-#: A flat resample's mean at or below this share of the largest absolute value is zero: no difference at all.
-ZERO_MEAN = 1e-9
-#: Up to this many pairs the sign-flip test may enumerate all 2^n patterns (1 << n stays within int64) when they are
-#: no more than the resamples asked for.
-EXACT_MAX_PAIRS = 62
+from ablate.evaluation.stats.cluster import cluster_codes, clustered
+from ablate.evaluation.stats.cluster_paired import cluster_bootstrap, cluster_randomization
+from ablate.evaluation.stats.resampling import (
+    EXACT_MAX_PAIRS,
+    FLAT_VARIANCE,
+    ZERO_MEAN,
+    chunk_rows,
+    resample_indices,
+    sign_matrix,
+    ties_or_beyond,
+)
 
 
 @dataclass(frozen=True)
@@ -54,8 +54,15 @@ class PairedResult:
     n: int
 
 
-def _paired(a: ArrayLike, b: ArrayLike, where: str, nan_policy: str) -> tuple[np.ndarray, np.ndarray]:
-    """Aligned float arrays for a paired test: Series are aligned on query ids, arrays must have equal length.
+#: One cluster label per query (a Series: by query id).
+Labels: TypeAlias = Iterable[Hashable] | pd.Series
+
+
+def _paired(
+    a: ArrayLike, b: ArrayLike, where: str, nan_policy: str, groups: Labels | None = None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """Aligned float arrays for a paired test: Series are aligned on query ids, arrays must have equal length; and
+    each kept query's cluster code when ``groups`` gives a label per query (a Series read by ``a``'s query ids).
 
     With ``nan_policy="omit"`` a query is dropped when either of its two values is NaN.
     """
@@ -83,18 +90,38 @@ def _paired(a: ArrayLike, b: ArrayLike, where: str, nan_policy: str) -> tuple[np
             f"a has {x.size} values and b has {y.size}",
             "pass one value per query for both systems, aligned on the same query ids",
         )
+    codes = None
+    if groups is not None:
+        if isinstance(groups, pd.Series) and isinstance(a, pd.Series):
+            aligned = groups.reindex(a.index)
+            if aligned.isna().any():
+                raise StatsInputError(
+                    f"{where}(groups)",
+                    f"no cluster label for query id(s) {aligned.index[aligned.isna()][:5].tolist()}",
+                    "give every query a cluster label",
+                )
+            groups = aligned.tolist()
+        codes = cluster_codes(groups, x.size, f"{where}(groups)")
     nan = np.isnan(x) | np.isnan(y)
     if nan.any():
         if nan_policy == "raise":
             raise nan_problem(where, nan)
         x, y = x[~nan], y[~nan]
-    return x, y
+        codes = None if codes is None else cluster_codes(codes[~nan].tolist(), int(x.size), where)
+    return x, y, codes
 
 
-def _ties_or_beyond(stat: np.ndarray, observed: float) -> int:
-    """How many ``|stat|`` are at least ``|observed|`` (relative tolerance :data:`_TIE_RTOL` for ties)."""
-    obs = abs(observed)
-    return int(np.count_nonzero(np.abs(stat) >= obs - _TIE_RTOL * obs))
+def _labels_of(groups: Sequence[Labels | None] | None, pairs: Sequence[object], i: int) -> Labels | None:
+    """Pair ``i``'s cluster labels (None: its queries are independent); one entry per pair or none at all."""
+    if groups is None:
+        return None
+    if len(groups) != len(pairs):
+        raise StatsInputError(
+            "paired tests(groups)",
+            f"got {len(groups)} entries of cluster labels for {len(pairs)} pairs",
+            "pass one entry (the labels of its queries, or None) per pair",
+        )
+    return groups[i]
 
 
 def _empty_result() -> PairedResult:
@@ -115,6 +142,7 @@ def paired_bootstrap_test(
     seed: int = 0,
     confidence: float = 0.95,
     nan_policy: str = "raise",
+    groups: Labels | None = None,
 ) -> PairedResult:
     """Paired bootstrap test over queries, two-sided, by the shifted-null method.
 
@@ -133,8 +161,13 @@ def paired_bootstrap_test(
     ``ci_low, ci_high``: percentile interval of ``mean(d*)`` over the *same* resamples, unshifted.
     Edge cases: all ``d_i = 0`` -> ``delta = 0``, ``p = 1``; a constant nonzero shift (``n >= 2``) ->
     ``p = 1 / (B + 1)``; a single nonzero pair -> ``p = nan``; no pair -> all NaN.
+
+    ``groups``: one cluster label per query. When a cluster holds two or more queries, clusters are drawn instead
+    of queries and ``t`` is studentised by the cluster-robust standard error
+    (:func:`~ablate.evaluation.stats.cluster_paired.cluster_bootstrap`; one cluster: p and interval NaN); with every
+    query its own cluster the result is the per-query test's.
     """
-    return paired_bootstrap_tests([(a, b)], n_resamples, seed, confidence, nan_policy)[0]
+    return paired_bootstrap_tests([(a, b)], n_resamples, seed, confidence, nan_policy, [groups])[0]
 
 
 def paired_bootstrap_tests(
@@ -143,15 +176,20 @@ def paired_bootstrap_tests(
     seed: int = 0,
     confidence: float = 0.95,
     nan_policy: str = "raise",
+    groups: Sequence[Labels | None] | None = None,
 ) -> list[PairedResult]:
     """:func:`paired_bootstrap_test` for many ``(a, b)`` pairs at once: entry ``i`` equals
     ``paired_bootstrap_test(*pairs[i], ...)`` exactly. Every test starts from the same ``seed``, so pairs over the
-    same number of queries draw the same resampled query indices: they are drawn once and applied to every pair."""
+    same number of queries draw the same resampled query indices: they are drawn once and applied to every pair.
+    ``groups``: one entry per pair (its cluster labels, one per query, or None); pairs with one clustering share
+    their drawn clusters likewise."""
     n_resamples, confidence, seed = _check_paired_settings(n_resamples, confidence, seed, nan_policy)
     out: list[PairedResult | None] = [None] * len(pairs)
-    groups: dict[int, list[tuple[int, np.ndarray, float, float]]] = {}
+    by_n: dict[int, list[tuple[int, np.ndarray, float, float]]] = {}
+    by_clusters: dict[bytes, list[tuple[int, np.ndarray, float, float]]] = {}
+    cluster_of: dict[bytes, np.ndarray] = {}
     for i, (a, b) in enumerate(pairs):
-        x, y = _paired(a, b, "paired_bootstrap_test", nan_policy)
+        x, y, codes = _paired(a, b, "paired_bootstrap_test", nan_policy, _labels_of(groups, pairs, i))
         n = x.size
         if n == 0:
             out[i] = _empty_result()
@@ -163,8 +201,16 @@ def paired_bootstrap_tests(
             p = 1.0 if c == 0.0 else (1.0 / (n_resamples + 1) if n >= 2 else math.nan)
             out[i] = PairedResult(mean_a, mean_b, c, c, c, p, n)
             continue
-        groups.setdefault(n, []).append((i, d, mean_a, mean_b))
-    for n, items in groups.items():
+        if codes is not None and clustered(codes):
+            key = cluster_of.setdefault(codes.tobytes(), codes).tobytes()
+            by_clusters.setdefault(key, []).append((i, d, mean_a, mean_b))
+            continue
+        by_n.setdefault(n, []).append((i, d, mean_a, mean_b))
+    for key, items in by_clusters.items():
+        got = cluster_bootstrap([d for _, d, _, _ in items], cluster_of[key], n_resamples, seed, confidence)
+        for (i, d, mean_a, mean_b), (low, high, p) in zip(items, got, strict=True):
+            out[i] = PairedResult(mean_a, mean_b, float(d.mean()), low, high, p, d.size)
+    for n, items in by_n.items():
         ws, t_obs, scales, deltas = [], [], [], []
         for _, d, _, _ in items:
             delta = float(d.mean())
@@ -189,7 +235,7 @@ def paired_bootstrap_tests(
                         np.where(np.abs(mean_w) <= ZERO_MEAN * math.sqrt(scales[j]), 0.0, np.inf),
                         mean_w / np.sqrt(var_w / n),
                     )
-                counts[j] += _ties_or_beyond(t_star, t_obs[j])
+                counts[j] += ties_or_beyond(t_star, t_obs[j])
                 means[j, start:stop] = mean_w + deltas[j]
             start = stop
         for j, (i, _, mean_a, mean_b) in enumerate(items):
@@ -200,12 +246,6 @@ def paired_bootstrap_tests(
     return [r if r is not None else _empty_result() for r in out]
 
 
-def _sign_matrix(n: int, codes: np.ndarray) -> np.ndarray:
-    """The ``(len(codes), n)`` matrix of signs (+1, or -1 where bit ``i`` of the code is set: flip query ``i``)."""
-    bits = (codes[:, None] >> np.arange(n, dtype=np.int64)) & 1
-    return (1 - 2 * bits).astype(np.float64)
-
-
 def paired_randomization_test(
     a: ArrayLike,
     b: ArrayLike,
@@ -213,6 +253,7 @@ def paired_randomization_test(
     seed: int = 0,
     confidence: float = 0.95,
     nan_policy: str = "raise",
+    groups: Labels | None = None,
 ) -> PairedResult:
     """Fisher's (1935) paired randomization test (sign-flip permutation test) over queries, two-sided.
 
@@ -232,8 +273,13 @@ def paired_randomization_test(
     The randomization test yields no interval of its own: ``ci_low, ci_high`` are
     ``bootstrap_ci(a - b, n_resamples, confidence, seed)`` (percentile bootstrap over queries).
     Edge cases: all ``d_i = 0`` -> ``p = 1``; no pair -> all NaN.
+
+    ``groups``: one cluster label per query. When a cluster holds two or more queries, the differences of a cluster
+    flip their signs together (exact over the ``2^G`` patterns of G clusters when ``2^G <= n_resamples``) and the
+    interval is the cluster bootstrap's (:func:`~ablate.evaluation.stats.cluster_paired.cluster_randomization`);
+    with every query its own cluster the result is the per-query test's.
     """
-    return paired_randomization_tests([(a, b)], n_resamples, seed, confidence, nan_policy)[0]
+    return paired_randomization_tests([(a, b)], n_resamples, seed, confidence, nan_policy, [groups])[0]
 
 
 def paired_randomization_tests(
@@ -242,21 +288,36 @@ def paired_randomization_tests(
     seed: int = 0,
     confidence: float = 0.95,
     nan_policy: str = "raise",
+    groups: Sequence[Labels | None] | None = None,
 ) -> list[PairedResult]:
     """:func:`paired_randomization_test` for many ``(a, b)`` pairs at once: entry ``i`` equals
     ``paired_randomization_test(*pairs[i], ...)`` exactly. Every test starts from the same ``seed``, so pairs over
     the same number of queries draw the same sign vectors and the same resampled queries (for the interval): they are
-    drawn once and applied to every pair (the differences of a group form one queries x pairs table)."""
+    drawn once and applied to every pair (the differences of a group form one queries x pairs table). ``groups``: one
+    entry per pair (its cluster labels, one per query, or None); pairs with one clustering share their draws
+    likewise."""
     n_resamples, confidence, seed = _check_paired_settings(n_resamples, confidence, seed, nan_policy)
     out: list[PairedResult | None] = [None] * len(pairs)
-    groups: dict[int, list[tuple[int, np.ndarray, float, float]]] = {}
+    by_n: dict[int, list[tuple[int, np.ndarray, float, float]]] = {}
+    by_clusters: dict[bytes, list[tuple[int, np.ndarray, float, float]]] = {}
+    cluster_of: dict[bytes, np.ndarray] = {}
     for i, (a, b) in enumerate(pairs):
-        x, y = _paired(a, b, "paired_randomization_test", nan_policy)
+        x, y, codes = _paired(a, b, "paired_randomization_test", nan_policy, _labels_of(groups, pairs, i))
         if x.size == 0:
             out[i] = _empty_result()
             continue
-        groups.setdefault(x.size, []).append((i, x - y, float(x.mean()), float(y.mean())))
-    for n, items in groups.items():
+        item = (i, x - y, float(x.mean()), float(y.mean()))
+        if codes is not None and clustered(codes):
+            by_clusters.setdefault(cluster_of.setdefault(codes.tobytes(), codes).tobytes(), []).append(item)
+        else:
+            by_n.setdefault(x.size, []).append(item)
+    for key, items in by_clusters.items():
+        got = cluster_randomization(
+            [d for _, d, _, _ in items], cluster_of[key], n_resamples, seed, confidence
+        )
+        for (i, d, mean_a, mean_b), (low, high, p) in zip(items, got, strict=True):
+            out[i] = PairedResult(mean_a, mean_b, float(d.mean()), low, high, p, d.size)
+    for n, items in by_n.items():
         table = np.column_stack([d for _, d, _, _ in items])
         intervals = bootstrap_columns(table, n_resamples, confidence, seed, "percentile")
         deltas = [float(d.mean()) for _, d, _, _ in items]
@@ -267,9 +328,9 @@ def paired_randomization_tests(
         if live and exact:
             total = 1 << n
             for start in range(0, total, rows):
-                signs = _sign_matrix(n, np.arange(start, min(start + rows, total), dtype=np.int64))
+                signs = sign_matrix(n, np.arange(start, min(start + rows, total), dtype=np.int64))
                 for j in live:
-                    counts[j] += _ties_or_beyond((signs @ items[j][1]) / n, deltas[j])
+                    counts[j] += ties_or_beyond((signs @ items[j][1]) / n, deltas[j])
         elif live:
             rng = np.random.default_rng(seed)
             done = 0
@@ -277,7 +338,7 @@ def paired_randomization_tests(
                 r = min(rows, n_resamples - done)
                 signs = rng.integers(0, 2, size=(r, n)).astype(np.float64) * 2.0 - 1.0
                 for j in live:
-                    counts[j] += _ties_or_beyond(signs @ items[j][1] / n, deltas[j])
+                    counts[j] += ties_or_beyond(signs @ items[j][1] / n, deltas[j])
                 done += r
         for j, (i, _, mean_a, mean_b) in enumerate(items):
             _, low, high = intervals[j]

@@ -9,6 +9,7 @@ from dataclasses import asdict
 from typing import Any
 
 from ablate import record as R
+from ablate.data.splitting import question_clusters
 from ablate.evaluation.result import EvalResult
 from ablate.runner.emit.metrics import DOC_METRICS
 
@@ -19,8 +20,10 @@ def _doc_columns(ev: EvalResult) -> list[str]:
 
 def per_query_frame(ev: EvalResult, answers: Any, doc_evaluation: EvalResult | None, snapshot: Any) -> Any:
     """The run's ``per_query.csv`` table (index ``qid``): the per-question metrics, the answer scores (with a
-    generator), the document-level scores (a chosen chunker) and each question's tags, persona and date. A re-score on
-    new labels (:mod:`ablate.runner.relabel`) writes the same table."""
+    generator), the document-level scores (a chosen chunker), each question's tags, persona and date, and its cluster
+    (:data:`ablate.record.PQ_CLUSTER`: questions sharing gold evidence at the run's relevance level, a declared group or
+    their text) and declared group (:data:`ablate.record.PQ_GROUP`). A re-score on new labels
+    (:mod:`ablate.runner.relabel`) writes the same table, so the clusters follow the new labels."""
     pq = ev.per_query.copy()
     if answers is not None:  # the answer scores join the per-question table (the report reads them there)
         a = answers
@@ -50,6 +53,10 @@ def per_query_frame(ev: EvalResult, answers: Any, doc_evaluation: EvalResult | N
     pq.insert(
         2, "as_of", [snapshot.queries[q].as_of or "" if q in snapshot.queries else "" for q in pq.index]
     )
+    qids = [str(q) for q in pq.index]
+    cluster, declared = question_clusters(snapshot, qids, ev.settings.relevance_level)
+    pq.insert(3, R.PQ_CLUSTER, [cluster[q] for q in qids])
+    pq.insert(4, R.PQ_GROUP, [declared[q] for q in qids])
     return pq
 
 

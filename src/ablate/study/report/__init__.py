@@ -13,6 +13,9 @@ What the numbers are (measured, never pre-filled):
 * MDE: the minimum detectable effect of each comparison, 80% power at alpha 0.05, from the spread of the same
   paired per-query differences (:func:`ablate.evaluation.stats.mde`); logged on each compared run as
   ``mde_<metric>`` when the report is logged.
+* Clusters (``options.cluster``, :mod:`ablate.study.clusters`): where questions share their evidence (two or more
+  in one cluster), the intervals resample clusters, the paired tests flip or draw clusters, the MDE carries the
+  design effect and the table says G beside n; with every question alone all of the above is as written.
 * Flags: :func:`ablate.study.compare.check_comparison` (one factor per row; same labels, documents and split).
 * Held-out marking (:func:`heldout_marking`): a row on a held-out split is *test-tuned* when its run carries
   ``ablate.test_reuse=true`` (its configuration was changed after the test split had been seen in the study), else

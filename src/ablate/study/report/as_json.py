@@ -4,9 +4,10 @@ rows, so they cannot differ from what the table shows), for a script or a CI ste
 One object per run and metric, ``{"kind": "run", "run", "run_id", "metric", "value", "low", "high", ...}``
 (``value`` the mean over the run's scored questions, ``low``/``high`` its 95% bootstrap interval), and one per
 comparison of a run with the baseline, ``{"kind": "comparison", "baseline", "baseline_id", "run", "run_id",
-"metric", "delta", "low", "high", "p", "p_raw", "correction", "n", "mde", ...}`` (``delta`` = mean(run - baseline)
-over the ``n`` questions both scored, ``p`` adjusted by the report's correction as the table shows it, ``p_raw``
-before). Runs with a generator add the same two kinds for their answer correctness (metric
+"metric", "delta", "low", "high", "p", "p_raw", "correction", "n", "clusters", "mde", ...}`` (``delta`` =
+mean(run - baseline) over the ``n`` questions both scored, in ``clusters`` clusters of shared evidence (``n`` when
+every question is alone; intervals and tests resample them: :mod:`ablate.study.clusters`), ``p`` adjusted by the
+report's correction as the table shows it, ``p_raw`` before). Runs with a generator add the same two kinds for their answer correctness (metric
 :data:`ANSWER_METRIC`, its own baseline and family of comparisons, as in the report's Answers section). Every
 object has ``"ppi"``: the prediction-powered estimate of the same figure (:class:`~ablate.evaluation.stats.PPIResult`
 as ``{"estimate", "low", "high", "n_checked", "n_unchecked"}``) when one was computed for it, else ``null``.
@@ -86,6 +87,7 @@ def _retrieval_rows(report: Report, correction: str, ppi: Mapping[PPIKey, PPIRes
                     "p_raw": _plain(row[f"{m}_p"]),
                     "correction": correction,
                     "n": _plain(row["n"]),
+                    "clusters": _plain(row["clusters"] if "clusters" in row else row["n"]),
                     "mde": _plain(row[f"{m}_mde"]),
                     "flags": _plain(row["flags"]) or "",
                     "ppi": _ppi(ppi, (rid, m, DELTA)),

@@ -13,6 +13,7 @@ import pandas as pd
 from ablate import record as R
 from ablate.errors import ConfigError
 from ablate.safenames import inside
+from ablate.study.clusters import check_cluster, with_clusters
 from ablate.study.fetch import Source, fetch_runs
 from ablate.study.options import CORRECTIONS, ReportRequest
 from ablate.study.report.compute import TESTS, check_metrics
@@ -75,7 +76,12 @@ def attach_report(tracker: Tracker, request: ReportRequest, stream: IO[str] | No
     if options.correction not in CORRECTIONS:
         raise ConfigError("--correction", options.correction, "options: " + ", ".join(CORRECTIONS))
     check_metrics(options.metrics)
+    check_cluster(options.cluster)
     records, source = fetch_runs(tracker, request.parent_run_id, request.experiment)
+    if (
+        options.cluster != "none"
+    ):  # runs logged before ablate recorded their clusters: given again, if they can be
+        records = with_clusters(records, request.recompute)
     report = build_report(
         records,
         options,

@@ -1,7 +1,9 @@
 """The report's numbers over its rows (:mod:`.rows`: which runs, in what order, against which baseline): each run's
 mean and interval per metric, each run against the baseline (paired over the queries both score) with its minimum
 detectable effect, the chosen correction (Holm by default) over the table's family, and the checks that each row
-changes one factor. No text: :mod:`.render` writes it; no MLflow: :mod:`.attach` reads the runs."""
+changes one factor. When questions cluster (:mod:`ablate.study.clusters`, ``options.cluster``) the intervals and
+tests resample clusters and the MDE carries the design effect. No text: :mod:`.render` writes it; no MLflow:
+:mod:`.attach` reads the runs."""
 
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ from ablate.errors import ConfigError, InputError
 from ablate.evaluation import stats
 from ablate.record import RecordedRun
 from ablate.study.answers import AnswerSection, answer_section
+from ablate.study.clusters import Clustering, clustering, design_effect, few_clusters
 from ablate.study.compare import ComparisonCheck, check_comparison
 from ablate.study.factorial import Factorial, analyse
 from ablate.study.fetch import ReportError, RunRecord
@@ -146,14 +149,17 @@ def _cis(
     seed: int,
     warnings: list[str],
     cache: Cache | None = None,
+    clusters: Clustering | None = None,
 ) -> dict[str, dict[str, tuple[float, float, float]]]:
-    """Mean and 95% interval per run and metric; warns when a logged mean disagrees with per_query.csv. With a
-    ``cache``, each run's intervals are kept by content (its per-query values, the resamples, the seed, the stats
-    code), so a report over unchanged runs does not resample again."""
+    """Mean and 95% interval per run and metric (over clusters of questions when ``clusters`` puts two or more of a
+    run's questions in one); warns when a logged mean disagrees with per_query.csv. With a ``cache``, each run's
+    intervals are kept by content (its per-query values, their clusters, the resamples, the seed, the stats code), so
+    a report over unchanged runs does not resample again."""
     cis: dict[str, dict[str, tuple[float, float, float]]] = {}
     for r in plan.ordered:
         pq = tables[r.run_id].loc[scored[r.run_id], cols]
-        cis[r.run_id] = stats.bootstrap_cis_kept(pq, cols, bootstrap, seed, cache, REPORT_CI_KIND)
+        groups = clusters.of([str(q) for q in pq.index]) if clusters is not None else None
+        cis[r.run_id] = stats.bootstrap_cis_kept(pq, cols, bootstrap, seed, cache, REPORT_CI_KIND, groups)
         for m, c in zip(metrics, cols, strict=True):
             logged = r.metric(m)
             mean = cis[r.run_id][c][0]
@@ -168,11 +174,15 @@ def _cis(
 @dataclass(frozen=True)
 class PairedValues:
     """Each (run, per-query column) against the baseline on the questions both score: the run's and the baseline's
-    values in the same order (``pairs``, one per ``slots`` entry) and how many questions each run is paired on."""
+    values in the same order (``pairs``, one per ``slots`` entry), the questions' clusters (``groups``, one entry per
+    pair: None when every question is alone) and how many questions (``paired_n``) in how many clusters
+    (``paired_g``) each run is paired on."""
 
     slots: list[tuple[str, str]]
     pairs: list[tuple[np.ndarray, np.ndarray]]
     paired_n: dict[str, int]
+    groups: list[list[str] | None] = field(default_factory=list)
+    paired_g: dict[str, int] = field(default_factory=dict)
 
 
 def _paired_values(
@@ -182,18 +192,20 @@ def _paired_values(
     scored: dict[str, pd.Index],
     cols: list[str],
     checks: dict[str, ComparisonCheck],
+    clusters: Clustering | None = None,
 ) -> PairedValues:
-    """Each run against the baseline on the queries scored in both; a flag on its check when that is fewer than
-    either scores."""
+    """Each run against the baseline on the queries scored in both, with their clusters; a flag on its check when
+    that is fewer than either scores."""
     bpq = tables[base.run_id]
-    pairs: list[tuple[np.ndarray, np.ndarray]] = []
-    slots: list[tuple[str, str]] = []
-    paired_n: dict[str, int] = {}
+    out = PairedValues([], [], {})
     for r in plan.ordered:
         if r.run_id == base.run_id:
             continue
         common = scored[base.run_id].intersection(scored[r.run_id], sort=False)
-        paired_n[r.run_id] = len(common)
+        qids = [str(q) for q in common]
+        groups = clusters.of(qids) if clusters is not None else None
+        out.paired_n[r.run_id] = len(common)
+        out.paired_g[r.run_id] = len(set(groups or qids))
         n_b, n_r = len(scored[base.run_id]), len(scored[r.run_id])
         if len(common) < max(n_b, n_r):
             note = (
@@ -206,9 +218,10 @@ def _paired_values(
             )
         rpq = tables[r.run_id]
         for c in cols:
-            pairs.append((rpq.loc[common, c].to_numpy(), bpq.loc[common, c].to_numpy()))
-            slots.append((r.run_id, c))
-    return PairedValues(slots, pairs, paired_n)
+            out.pairs.append((rpq.loc[common, c].to_numpy(), bpq.loc[common, c].to_numpy()))
+            out.slots.append((r.run_id, c))
+            out.groups.append(groups)
+    return out
 
 
 def _paired(
@@ -216,7 +229,8 @@ def _paired(
 ) -> dict[str, dict[str, stats.PairedResult]]:
     """Every (run, metric) comparison is one pair of one batched test call (the resamples are drawn once)."""
     results: dict[str, dict[str, stats.PairedResult]] = {}
-    for (rid, c), res in zip(values.slots, _tests(values.pairs, test, n_resamples, seed, cache), strict=True):
+    got = _tests(values.pairs, test, n_resamples, seed, cache, values.groups)
+    for (rid, c), res in zip(values.slots, got, strict=True):
         results.setdefault(rid, {})[c] = res
     return results
 
@@ -229,13 +243,20 @@ TESTS_KIND = "paired-tests"
 
 
 def _tests(
-    pairs: list[tuple[np.ndarray, np.ndarray]], test: str, n_resamples: int, seed: int, cache: Cache | None
+    pairs: list[tuple[np.ndarray, np.ndarray]],
+    test: str,
+    n_resamples: int,
+    seed: int,
+    cache: Cache | None,
+    groups: list[list[str] | None] | None = None,
 ) -> list[stats.PairedResult]:
-    """``BATCH_TESTS[test]`` on ``pairs``; with a ``cache``, kept by content (the same values give the same
-    results, so a report over unchanged runs does not resample again)."""
+    """``BATCH_TESTS[test]`` on ``pairs`` (over the clusters ``groups`` gives, one entry per pair); with a ``cache``,
+    kept by content (the same values and clusters give the same results, so a report over unchanged runs does not
+    resample again, and a per-question result never stands for a clustered one)."""
+    clustered = groups if groups and any(g is not None for g in groups) else None
 
     def compute() -> list[list[float]]:
-        got = BATCH_TESTS[test](pairs, n_resamples=n_resamples, seed=seed)
+        got = BATCH_TESTS[test](pairs, n_resamples=n_resamples, seed=seed, groups=clustered)
         return [[r.mean_a, r.mean_b, r.delta, r.ci_low, r.ci_high, r.p_value, r.n] for r in got]
 
     if cache is None:
@@ -248,6 +269,7 @@ def _tests(
             n_resamples,
             seed,
             arrays_digest(*(x for pair in pairs for x in pair)),
+            clustered,
         )
         rows = cache.memo_json(TESTS_KIND, key, compute)
     return [
@@ -284,13 +306,37 @@ MDE_ALPHA = 0.05
 
 def _mdes(values: PairedValues) -> dict[str, dict[str, float]]:
     """The minimum detectable effect (80% power, alpha 0.05, paired t approximation) of each run against the
-    baseline per metric, from the per-question differences of the pairs the paired test uses; NaN when the
-    differences have no spread or fewer than 2 questions."""
+    baseline per metric, from the per-question differences of the pairs the paired test uses, times the square root
+    of their clusters' design effect (:func:`ablate.study.clusters.design_effect`); NaN when the differences have no
+    spread or fewer than 2 questions (or clusters)."""
     out: dict[str, dict[str, float]] = {}
-    for (rid, c), (run, baseline) in zip(values.slots, values.pairs, strict=True):
+    for (rid, c), (run, baseline), groups in zip(values.slots, values.pairs, _each(values), strict=True):
         diffs = run.astype(float) - baseline.astype(float)
-        out.setdefault(rid, {})[c] = stats.mde(diffs[~np.isnan(diffs)], alpha=MDE_ALPHA, power=MDE_POWER)
+        keep = ~np.isnan(diffs)
+        mde = stats.mde(diffs[keep], alpha=MDE_ALPHA, power=MDE_POWER)
+        if groups is not None:
+            mde *= design_effect(
+                diffs[keep].tolist(), [g for g, k in zip(groups, keep, strict=True) if k]
+            ).inflation
+        out.setdefault(rid, {})[c] = mde
     return out
+
+
+def _each(values: PairedValues) -> list[list[str] | None]:
+    return values.groups or [None] * len(values.pairs)
+
+
+def _cluster_counts(
+    clusters: Clustering, base_ids: pd.Index, base_id: str, values: PairedValues, warnings: list[str]
+) -> dict[str, int]:
+    """How many clusters each row's n questions fall in (the baseline's scored ones, each other run's paired ones);
+    the few-clusters warning appended when some row's questions share clusters."""
+    counts = {base_id: clusters.count([str(q) for q in base_ids]), **values.paired_g}
+    n = {base_id: len(base_ids), **values.paired_n}
+    shared = [g for rid, g in counts.items() if g < n[rid]]
+    few = few_clusters(min(shared)) if shared else None
+    warnings += [few] if few else []
+    return counts
 
 
 @dataclass
@@ -323,6 +369,16 @@ class Computed:
     #: the factorial analysis of the runs' grid (:mod:`ablate.study.factorial`), or None when not asked for and
     #: the runs are not a full grid over two or more swept factors
     factorial: Factorial | None = None
+    #: the questions' clusters (``options.cluster``) and, per run, how many clusters its n questions fall in (the
+    #: baseline's scored ones, each other run's paired ones)
+    clusters: Clustering | None = None
+    n_clusters: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def clustered(self) -> bool:
+        """Whether some row's questions share a cluster (its intervals and tests resampled clusters)."""
+        n = {**{self.base.run_id: len(self.scored[self.base.run_id])}, **self.paired_n}
+        return any(self.n_clusters.get(rid, n[rid]) < n[rid] for rid in n)
 
 
 def factorial_of(
@@ -379,8 +435,12 @@ def compute(
     warnings += split_warnings(plan.ordered, plan.kind)
     checks = _checks(plan, base, options.force)  # may raise ComparisonRefused
     scored = {rid: scored_ids(pq, cols) for rid, pq in tables.items()}
-    cis = _cis(plan, tables, scored, metrics, cols, options.bootstrap, options.seed, warnings, cache)
-    values = _paired_values(plan, base, tables, scored, cols, checks)
+    clusters = clustering(records, options.cluster)
+    warnings += clusters.warnings
+    cis = _cis(
+        plan, tables, scored, metrics, cols, options.bootstrap, options.seed, warnings, cache, clusters
+    )
+    values = _paired_values(plan, base, tables, scored, cols, checks, clusters)
     results = _paired(values, options.test, options.n_resamples, options.seed, cache)
     paired_n = values.paired_n
     p_holm, family = _adjust(plan, base, cols, results, options.correction)
@@ -393,7 +453,9 @@ def compute(
         options.seed,
         options.bootstrap,
         options.correction,
+        clusters,
     )
+    n_clusters = _cluster_counts(clusters, scored[base.run_id], base.run_id, values, warnings)
     return Computed(
         plan,
         base,
@@ -413,4 +475,6 @@ def compute(
         options.correction,
         _mdes(values),
         factorial_of(plan, tables, scored, metrics[0], cols[0], options.factorial, names),
+        clusters,
+        n_clusters,
     )

@@ -17,6 +17,7 @@ from ablate import record as R
 from ablate.cache import Cache
 from ablate.evaluation.stats import PPIResult
 from ablate.study.answers import AnswerSection
+from ablate.study.clusters import JOINED_BY
 from ablate.study.compare import ComparisonCheck
 from ablate.study.factorial import ALPHA, TEST_NAME, WHY_POOLED, Factorial, cell_means
 from ablate.study.fetch import RunRecord
@@ -142,6 +143,7 @@ def _rows(c: Computed) -> tuple[list[dict[str, Any]], list[dict[str, str]], list
     for r in plan.ordered:
         rid, is_base, chk = r.run_id, r.run_id == base.run_id, checks[r.run_id]
         n = len(scored[rid]) if is_base else paired_n[rid]
+        g = {"clusters": c.n_clusters.get(rid, n)} if c.clustered else {}  # G beside n when questions cluster
         row: dict[str, Any] = {
             "run_id": rid,
             "run": plan.labels[rid],
@@ -152,12 +154,14 @@ def _rows(c: Computed) -> tuple[list[dict[str, Any]], list[dict[str, str]], list
             "heldout": plan.heldout.kinds.get(rid, ""),
             **{p: r.params.get(p, "") for p in plan.columns_params},
             "n": n,
+            **g,
         }
         md: dict[str, str] = {
             "run": plan.shown[rid] + (" (baseline)" if is_base else ""),
             "change vs baseline": "-" if is_base else chk.change,
             **{p: str(r.params.get(p, "")) for p in plan.columns_params},
             "n": str(n),
+            **({"G": str(g["clusters"])} if g else {}),
         }
         for m, c_ in zip(metrics, cols, strict=True):
             mean, lo, hi = cis[rid][c_]
@@ -248,6 +252,7 @@ def render(
         c.family,
         c.correction,
     )
+    header += f"\n- {clusters_line(c, long=True)}" if c.clustered else ""
     above = [plan.heldout.warning] if plan.heldout.warning else []  # the held-out line: above the table
     llm = llm_made_line(plan.ordered)  # LLM-made labels: said in the header
     header += f"\n- {llm}" if llm else ""
@@ -270,7 +275,8 @@ def render(
     slice_table, slices_md = slices(
         plan.ordered, c.tables, metrics, c.cols, plan.shown, base, options.contrast
     )
-    console = _console(csv_rows, metrics[0], footnotes, warnings, skipped, plan.heldout, c.correction)
+    below = clusters_line(c) if c.clustered else ""
+    console = _console(csv_rows, metrics[0], footnotes, warnings, skipped, plan.heldout, c.correction, below)
     console += "".join(f"\n  warning: {w}" for w in note.warnings)
     console += f"\n{powered.console}" if powered is not None and powered.console else ""
     if answers is not None:
@@ -380,11 +386,12 @@ def _console(
     skipped: Sequence[str],
     heldout: HeldOutMarking | None = None,
     correction: str = "holm",
+    below: str = "",
 ) -> str:
     """The narrow table: each run labelled by what it is (``C k=1 window=20``, with its held-out mark), the headline
     metric with its interval, Δ vs the baseline, the minimum detectable effect at 80% power and the p-value (adjusted
-    by ``correction`` in brackets); the held-out line above it; flags, warnings and left-out runs as numbered lines
-    below."""
+    by ``correction`` in brackets), n (and G, its clusters, when questions cluster); the held-out line above it;
+    ``below`` (what the clusters are) under it, then flags, warnings and left-out runs as numbered lines."""
     heldout = heldout or HeldOutMarking({}, {})
     p_col, p_head = P_COLUMNS[correction], "p" + P_HEADS[correction]
     out = []
@@ -398,16 +405,36 @@ def _console(
                 "MDE": "-" if base else _fmt_mde(r[f"{metric}_mde"]),
                 p_head: "-" if base else _fmt_p_adj(r[f"{metric}_p"], r[f"{metric}_{p_col}"], correction),
                 "n": str(r["n"]),
+                **({"G": str(r["clusters"])} if "clusters" in r else {}),
                 "flags": r["flags"] and "yes" or "-",
             }
         )
     kind = "note" if heldout.exploratory_only else "warning"
     lines = [f"{kind}: {heldout.warning}"] if heldout.warning else []
-    lines.append(format_table(out, ["run", metric, "Δ", "MDE", p_head, "n", "flags"]))
+    g = ["G"] if rows and "clusters" in rows[0] else []
+    lines.append(format_table(out, ["run", metric, "Δ", "MDE", p_head, "n", *g, "flags"]))
+    lines += [f"  {below}"] if below else []
     lines += [f"  [{i}] {f}" for i, f in enumerate(footnotes, 1)]
     lines += [f"  warning: {w}" for w in warnings]
     lines += [f"  left out: {s}" for s in skipped]
     return "\n".join(lines)
+
+
+def clusters_line(c: Computed, long: bool = False) -> str:
+    """What the clusters are and what they change: ``17 questions in 5 clusters (...)``; ``long``: the header's
+    sentence with what was resampled."""
+    n = len(c.scored[c.base.run_id])
+    g = c.n_clusters.get(c.base.run_id, n)
+    how = c.clusters.how if c.clusters is not None else "none"
+    what = f"{n} questions in {g} clusters (--cluster {how}: {JOINED_BY.get(how, how)})"
+    if not long:
+        return f"clusters: {what}: intervals, tests and MDE resample clusters (G)"
+    return (
+        f"clusters: the baseline's {what}; G: the clusters a row's n questions fall in. Intervals resample clusters "
+        "(the cluster bootstrap), the paired tests flip or draw clusters (the bootstrap studentised by the "
+        "cluster-robust SE), and the MDE is the paired t's times sqrt(1 + (m − 1)·ICC), the design effect of m "
+        "questions per cluster correlated by ICC"
+    )
 
 
 def _header(
