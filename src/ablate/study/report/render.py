@@ -235,10 +235,9 @@ def render(
     cache: Cache | None = None,
     ppi: PPIInputs | None = None,
 ) -> Report:
-    """The report's files and console text from its numbers, in the order a reader meets them: the header, the
-    held-out line, the table, its flags, the warnings and left-out runs, the prediction-powered figures (``ppi``),
-    the answer section, the per-question section (fixed and broken questions against the baseline); the slices, the
-    narrow console table and the figures."""
+    """The report's files and console text from its numbers, in reading order: the header, the held-out line, the
+    table, its flags, the warnings and left-out runs, the prediction-powered figures (``ppi``), the answer section,
+    the per-question section (fixed and broken questions against the baseline); slices, console table, figures."""
     plan, base, metrics, warnings, answers = c.plan, c.base, c.metrics, c.warnings, c.answers
     csv_rows, md_rows, footnotes = _rows(c)
     header = _header(
@@ -278,9 +277,8 @@ def render(
     below = clusters_line(c) if c.clustered else ""
     console = _console(csv_rows, metrics[0], footnotes, warnings, skipped, plan.heldout, c.correction, below)
     console += "".join(f"\n  warning: {w}" for w in note.warnings)
-    console += f"\n{powered.console}" if powered is not None and powered.console else ""
-    if answers is not None:
-        console += "\n" + answers.console
+    more = (powered.console if powered is not None else "", answers.console if answers is not None else "")
+    console += "".join(f"\n{x}" for x in more if x)  # the prediction-powered figures, the answers
     figures = _figures(plan, c.cis, metrics, c.cols, base, cache) if options.plots else {}
     fact = c.factorial
     if fact is not None:
