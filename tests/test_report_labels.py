@@ -215,6 +215,9 @@ def test_the_report_shows_both_versions_side_by_side(relabelled, tmp_path):
     assert t.download_artifact(pid, "report/labels_compare.md", tmp_path) is not None
     assert t.download_artifact(pid, "report/ablation.md", tmp_path) is not None
     assert "order by ndcg@10" in relabelled["stdout"]
+    # people's labels only (no LLM assessor): no prediction-powered figure, and no line about one
+    assert "PPI" not in relabelled["stdout"] + relabelled["stderr"] and "## PPI" not in md
+    assert "## PPI" not in (out / "ablation.md").read_text(encoding="utf-8")
     # the new sweep parent reports like any sweep
     p = cli(
         "ablate.report",

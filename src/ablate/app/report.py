@@ -7,7 +7,8 @@ refused, with the candidates listed, when other sweeps overlap it in time). It r
 artifacts, writes ``ablation.md/.csv``, ``slices.md/.csv``, ``factorial.csv`` (a grid's factorial analysis) and PNG
 plots to ``--out`` and logs them to the parent run under ``report/`` (:mod:`ablate.study.report` computes them).
 ``--json`` prints the table's rows as JSON on stdout (:mod:`ablate.study.report.as_json`) and everything else on
-stderr.
+stderr. ``--labels V`` re-scores the sweep on a label version, with the prediction-powered figures of a version
+whose assessor's labels people checked on a random sample (:mod:`ablate.app.report_ppi`).
 """
 
 from __future__ import annotations
@@ -90,7 +91,9 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument(
         "--labels",
         help="re-score every run of the sweep (--parent) on this label version (python -m ablate.label commit): "
-        "logged as new runs under a new sweep parent, the old runs untouched, and both versions side by side",
+        "logged as new runs under a new sweep parent, the old runs untouched, and both versions side by side; a "
+        "version whose LLM assessor's labels people checked on a random sample (python -m ablate.label sample) "
+        "adds the prediction-powered estimate and interval beside each figure",
     )
     ap.add_argument(
         "--json",
@@ -117,7 +120,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.json:
             from ablate.study.report.as_json import report_json
 
-            print(report_json(report), file=stdout)
+            print(report_json(report, report.ppi), file=stdout)
     except AblateError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -170,8 +173,10 @@ def _report(args: argparse.Namespace) -> Any:
 def _relabel(tracker: Any, args: argparse.Namespace, options: Any) -> Any:
     """``--parent ID --labels NAME``: re-score the sweep on the label version (:mod:`ablate.runner.relabel`), report
     the new sweep like any other, with both versions side by side beside it
-    (:mod:`ablate.study.report.relabelled`)."""
+    (:mod:`ablate.study.report.relabelled`) and, for a version whose assessor's labels people checked on a random
+    sample, the prediction-powered figures (:mod:`ablate.app.report_ppi`)."""
     from ablate.app.recorded_clusters import recompute
+    from ablate.app.report_ppi import check_views, ppi_inputs
     from ablate.runner.relabel import relabel_sweep, resolve_target
     from ablate.study.fetch import fetch_runs
     from ablate.study.report import ReportRequest, attach_report
@@ -186,6 +191,7 @@ def _relabel(tracker: Any, args: argparse.Namespace, options: Any) -> Any:
         )
     check_metrics(options.metrics)
     target = resolve_target(tracker, args.parent, args.labels, args.labels_dir)
+    views = check_views(target)  # every file of the version, both views, checked before anything is logged
     done = relabel_sweep(tracker, target)
     old, _ = fetch_runs(tracker, target.parent.run_id)
     new, source = fetch_runs(tracker, done.parent)
@@ -199,6 +205,7 @@ def _relabel(tracker: Any, args: argparse.Namespace, options: Any) -> Any:
         full=args.full,
         extra_files=side.files(),
         recompute=recompute(tracker),  # re-scores logged before clusters were recorded, reused
+        ppi=ppi_inputs(tracker, target, views, done, new),
     )
     report = attach_report(tracker, request)
     print(side.console)

@@ -106,7 +106,7 @@ def score_answers(
         first = scores[0]
         verdicts = _judged(a, [s.correct for s in scores])
         if a.grades:  # the judge in force decides the diagnosis too
-            first = replace(first, correct=float(a.grades[0] == "correct"))
+            first = replace(first, correct=correct_of(a.grades[:1]))
         rows.append(
             {
                 "qid": qid,
@@ -151,13 +151,19 @@ def score_answers(
     return table
 
 
+def correct_of(grades: Sequence[str]) -> float:
+    """An answer's correctness from its grades, one per repeat (an LLM judge's or a person's): the share graded
+    ``correct``; ``partly``, ``wrong`` and ``unparsed`` count 0."""
+    return float(np.mean([g == "correct" for g in grades]))
+
+
 def _judged(a: Answered, rule: Sequence[float]) -> dict[str, object]:
     """The judge's columns of one answer row: ``correct_rule`` (the rule's verdict, always kept) and, with an LLM
     judge, ``correct`` by its grades (1 for ``correct``; ``partly``, ``wrong`` and ``unparsed`` 0), the first repeat's
     ``judge_grade`` and ``judge_rationale``, and every repeat's grade (``judge_grades``)."""
     out: dict[str, object] = {"correct_rule": float(np.mean(rule))}
     if a.grades:
-        out["correct"] = float(np.mean([g == "correct" for g in a.grades]))
+        out["correct"] = correct_of(a.grades)
         out["judge_grade"] = a.grades[0]
         out["judge_rationale"] = a.rationales[0] if a.rationales else ""
         out["judge_grades"] = json.dumps(list(a.grades))

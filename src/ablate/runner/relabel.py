@@ -23,9 +23,10 @@ sweep. A new run carries:
 The old runs are only read, and every file read from them is checked against the sha256 their sealed record lists
 (:class:`ablate.record_digest.RunFiles`): a ``run.trec`` (``answers.csv``, ``config.yaml``, ...) edited after the run
 stops the call with one line naming the file before anything is scored or logged. Running it again reuses the
-re-scored runs of the same sweep and label version (same files: ``ablate.labels_sha256``) only while the run each
-re-scores is the same run with the same bytes (``ablate.rescored_inputs``: its id, seal and the sha256 of each file
-read); a changed input is re-scored anew. Each re-scored run is sealed with its own record digest.
+re-scored runs of the same sweep and label version (the same content, every file of its folder, both views:
+``ablate.labels_sha256``) only while the run each re-scores is the same run with the same bytes
+(``ablate.rescored_inputs``: its id, seal and the sha256 of each file read); a changed input is re-scored anew. Each
+re-scored run is sealed with its own record digest.
 """
 
 from __future__ import annotations
@@ -103,10 +104,14 @@ class Relabelled:
 
 
 def labels_sha(version: LabelVersion) -> str:
-    """sha256 over the version's label files (name and content)."""
+    """sha256 over every file of the version's folder (its path inside the folder and its content): the headline
+    qrels, the assessor view (``assessor/``), ``judged.csv``, the answer grades and ``version.json`` (the human
+    sample), so a re-score is reused only for the version's whole content, both views."""
     h = hashlib.sha256()
-    for f in version.files:
-        h.update(f.name.encode("utf-8") + b"\0" + hashlib.sha256(f.read_bytes()).digest())
+    root = version.folder
+    for f in sorted(p for p in root.rglob("*") if p.is_file()):
+        name = f.relative_to(root).as_posix()
+        h.update(name.encode("utf-8") + b"\0" + hashlib.sha256(f.read_bytes()).digest())
     return h.hexdigest()
 
 

@@ -47,7 +47,7 @@ def has_answers(rec: RunRecord) -> bool:
     return CORRECT in rec.per_query.columns and DIAGNOSIS in rec.per_query.columns
 
 
-def _scored(pq: pd.DataFrame) -> pd.DataFrame:
+def scored_questions(pq: pd.DataFrame) -> pd.DataFrame:
     """Answerable questions that have gold answers (their ``answer_correct`` is defined)."""
     correct = pd.to_numeric(pq[CORRECT], errors="coerce")
     mask = correct.notna()
@@ -74,7 +74,7 @@ def _run_row(
     if "qid" in pq.columns:
         pq = pq.set_index("qid")
     pq.index = pq.index.astype(str)
-    sc = _scored(pq)
+    sc = scored_questions(pq)
     correct = pd.to_numeric(sc[CORRECT], errors="coerce").astype(float)
     n = len(sc)
     groups = clusters.of([str(q) for q in sc.index]) if clusters is not None else None

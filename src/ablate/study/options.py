@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from ablate.cache import Cache
+    from ablate.study.ppi_inputs import PPIInputs
 
 #: Metrics of the narrow ablation table (``--metrics``).
 DEFAULT_METRICS: tuple[str, ...] = ("ndcg@10", "recall@10", "mrr@10", "hit@10")
@@ -79,7 +80,8 @@ class ReportRequest:
     paired tests are kept by content. ``extra_files``: more files (name -> text) written and logged beside the
     report's (the label versions side by side of ``--labels``). ``recompute``: gives the question clusters of a run
     logged before ablate recorded them (:data:`ablate.study.clusters.Recompute`; None: such runs' questions count as
-    independent, said in one warning line)."""
+    independent, said in one warning line). ``ppi``: what the prediction-powered figures of ``--labels`` need
+    (:mod:`ablate.study.ppi_inputs`); None: none."""
 
     parent_run_id: str | None = None
     experiment: str | None = None
@@ -90,3 +92,4 @@ class ReportRequest:
     cache: Cache | None = None
     extra_files: Mapping[str, str] = field(default_factory=dict)
     recompute: Callable[..., Any] | None = None
+    ppi: PPIInputs | None = None

@@ -11,7 +11,8 @@ report's correction as the table shows it, ``p_raw`` before). Runs with a genera
 :data:`ANSWER_METRIC`, its own baseline and family of comparisons, as in the report's Answers section). Every
 object has ``"ppi"``: the prediction-powered estimate of the same figure (:class:`~ablate.evaluation.stats.PPIResult`
 as ``{"estimate", "low", "high", "n_checked", "n_unchecked"}``) when one was computed for it, else ``null``.
-Undefined figures are ``null`` (JSON has no NaN). Fields may be added; none is renamed or removed."""
+The report computes them itself for ``--labels`` (:mod:`.ppi`,
+:attr:`.render.Report.ppi`). Undefined figures are ``null`` (JSON has no NaN). Fields may be added; none is renamed or removed."""
 
 from __future__ import annotations
 
@@ -24,18 +25,11 @@ import numpy as np
 import pandas as pd
 
 from ablate.study.options import P_COLUMNS
+from ablate.study.report.ppi import ANSWER_METRIC, DELTA, PPIKey
 from ablate.study.report.render import Report
 
 if TYPE_CHECKING:
     from ablate.evaluation.stats import PPIResult
-
-#: The metric name of answer correctness in the rows and in the PPI keys (the per-question column it is the mean of).
-ANSWER_METRIC = "answer_correct"
-#: The third part of a comparison's PPI key: ``(run_id, metric, DELTA)``.
-DELTA = "delta"
-#: A PPI figure's key: ``(run_id, metric)`` for a run's value, ``(run_id, metric, DELTA)`` for its difference from
-#: the baseline.
-PPIKey = tuple[str, str] | tuple[str, str, str]
 
 
 def _plain(v: Any) -> Any:

@@ -90,6 +90,7 @@ def attach_report(tracker: Tracker, request: ReportRequest, stream: IO[str] | No
         skipped=source.skipped,
         cache=request.cache,
         names=source.names,
+        ppi=request.ppi,
     )
     out_dir = fresh_folder(Path(request.out) if request.out is not None else default_out(source))
     report.write(out_dir)

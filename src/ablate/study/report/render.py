@@ -15,6 +15,7 @@ import pandas as pd
 
 from ablate import record as R
 from ablate.cache import Cache
+from ablate.evaluation.stats import PPIResult
 from ablate.study.answers import AnswerSection
 from ablate.study.clusters import JOINED_BY
 from ablate.study.compare import ComparisonCheck
@@ -23,9 +24,11 @@ from ablate.study.fetch import RunRecord
 from ablate.study.options import P_COLUMNS, P_HEADS, ReportOptions
 from ablate.study.plots import funnel_plots, interaction_name, interaction_plots
 from ablate.study.plots import plots as make_plots
+from ablate.study.ppi_inputs import PPIInputs
 from ablate.study.report.compute import Computed, compute
 from ablate.study.report.heldout import HeldOutMarking
 from ablate.study.report.judged import labels_note
+from ablate.study.report.ppi import PPIKey, ppi_section
 from ablate.study.report.relabelled import llm_made_line
 from ablate.study.report.rows import Plan
 from ablate.study.slices import slices
@@ -60,6 +63,8 @@ class Report:
     per_question: pd.DataFrame | None = None
     #: factorial.csv: the factorial analysis of the runs' grid, one row per term (None: no grid was modelled)
     factorial: pd.DataFrame | None = None
+    #: the prediction-powered figures (``--labels`` on a version with a checked random sample: :mod:`.ppi`)
+    ppi: dict[PPIKey, PPIResult] = field(default_factory=dict)
 
     def files(self) -> dict[str, str | bytes]:
         files: dict[str, str | bytes] = {
@@ -207,6 +212,7 @@ def build_report(
     skipped: Sequence[str] = (),
     cache: Cache | None = None,
     names: Mapping[str, str] | None = None,
+    ppi: PPIInputs | None = None,
 ) -> Report:
     """Compare ``runs`` with a baseline: the ablation table, per-tag slices and plots. Pure (no MLflow).
 
@@ -215,9 +221,10 @@ def build_report(
     infers them. ``title``: the report's heading. ``skipped``: lines about runs left out (failed), repeated in the
     report. ``cache``: where figures (:mod:`ablate.study.plots`) and paired-test results are kept by content; None
     computes everything. ``names``: each swept param as the sweep typed it (:attr:`ablate.study.fetch.Source.names`),
-    the factorial analysis's names for its factors."""
+    the factorial analysis's names for its factors. ``ppi``: what the prediction-powered figures need
+    (:mod:`.ppi`; None: none)."""
     options = options or ReportOptions()
-    return render(compute(runs, options, swept, cache, names), options, title, skipped, cache)
+    return render(compute(runs, options, swept, cache, names), options, title, skipped, cache, ppi)
 
 
 def render(
@@ -226,11 +233,11 @@ def render(
     title: str = "",
     skipped: Sequence[str] = (),
     cache: Cache | None = None,
+    ppi: PPIInputs | None = None,
 ) -> Report:
-    """The report's files and console text from its numbers, in the order a reader meets them: the header, the
-    held-out line, the table, its flags, the warnings and left-out runs, the answer section, the per-question
-    section (fixed and broken questions against the baseline); the slices, the
-    narrow console table and the figures."""
+    """The report's files and console text from its numbers, in reading order: the header, the held-out line, the
+    table, its flags, the warnings and left-out runs, the prediction-powered figures (``ppi``), the answer section,
+    the per-question section (fixed and broken questions against the baseline); slices, console table, figures."""
     plan, base, metrics, warnings, answers = c.plan, c.base, c.metrics, c.warnings, c.answers
     csv_rows, md_rows, footnotes = _rows(c)
     header = _header(
@@ -256,6 +263,8 @@ def render(
             parts.append(f"{title_}:\n\n" + "\n".join(f"- {x}" for x in lines))
     note = labels_note(plan.ordered, plan.shown, metrics)
     parts.append(note.markdown)
+    powered = ppi_section(c, ppi) if ppi is not None else None  # prediction-powered figures (--labels)
+    parts += [powered.markdown] if powered is not None else []
     if answers is not None:
         parts.append(answers.markdown.rstrip("\n"))
     if c.per_question is not None:
@@ -268,8 +277,8 @@ def render(
     below = clusters_line(c) if c.clustered else ""
     console = _console(csv_rows, metrics[0], footnotes, warnings, skipped, plan.heldout, c.correction, below)
     console += "".join(f"\n  warning: {w}" for w in note.warnings)
-    if answers is not None:
-        console += "\n" + answers.console
+    more = (powered.console if powered is not None else "", answers.console if answers is not None else "")
+    console += "".join(f"\n{x}" for x in more if x)  # the prediction-powered figures, the answers
     figures = _figures(plan, c.cis, metrics, c.cols, base, cache) if options.plots else {}
     fact = c.factorial
     if fact is not None:
@@ -295,6 +304,7 @@ def render(
         heldout=plan.heldout,
         per_question=c.per_question.table if c.per_question is not None else None,
         factorial=fact.table if fact is not None and fact.modelled else None,
+        ppi=dict(powered.figures) if powered is not None else {},
     )
 
 
