@@ -1,5 +1,6 @@
 """The gate's decision (ablate.study.gate): its interval against statsmodels' cluster-robust OLS interval and scipy's
-paired t, its outcome rules at and around their boundaries, and the refusals."""
+paired t, its outcome rules at and around their boundaries, Holm's step-down over several metrics against statsmodels'
+multipletests and its cluster-robust t tests, and the refusals."""
 
 from __future__ import annotations
 
@@ -9,8 +10,20 @@ import numpy as np
 import pytest
 import statsmodels.api as sm
 from scipy import stats
+from statsmodels.stats.multitest import multipletests
 
-from ablate.study.gate import INCONCLUSIVE, PASS, REGRESSION, GateError, decide, icc_of
+from ablate.evaluation.stats.holm import holm
+from ablate.study.gate import (
+    INCONCLUSIVE,
+    PASS,
+    REGRESSION,
+    GateError,
+    decide,
+    decide_metrics,
+    holm_levels,
+    icc_of,
+    overall,
+)
 
 
 def _statsmodels(d: np.ndarray, g: list[str], alpha: float) -> tuple[float, float]:
@@ -145,3 +158,122 @@ def test_different_questions_on_the_two_sides_are_refused_naming_them():
         decide({"q1": 0.1, "q2": 0.2}, {"q1": 0.1, "q9": 0.2}, margin=0.02)
     with pytest.raises(GateError, match="no finite value"):
         decide({"q1": 0.1, "q2": float("nan")}, {"q1": 0.1, "q2": 0.2}, margin=0.02)
+
+
+# -- Holm over the metrics ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_holm_levels_stand_exactly_where_statsmodels_rejects(seed):
+    rng = np.random.default_rng(seed)
+    m = int(rng.integers(1, 8))
+    p = rng.uniform(0, 0.12, m) ** float(rng.choice([1.0, 2.0]))
+    if seed % 4 == 0:
+        p[: m // 2] = p[0]  # ties
+    alpha = float(rng.choice([0.05, 0.1]))
+    levels, stood = holm_levels(list(p), alpha)
+    reject, corrected, _, _ = multipletests(p, alpha=alpha, method="holm")
+    assert stood == [bool(r) for r in reject]
+    assert np.allclose(holm(p), corrected, rtol=0, atol=1e-15)
+    order = np.argsort(p, kind="stable")
+    # the k-th smallest is held to alpha/(m - k) while every smaller one stood, then to the level it stopped at
+    k_stop = next((k for k, i in enumerate(order) if not stood[i]), m)
+    for k, i in enumerate(order):
+        assert math.isclose(levels[i], alpha / (m - min(k, k_stop)), rel_tol=1e-15)
+    assert [
+        bool(c < alpha) for c in corrected
+    ] == stood  # a claim stands iff Holm's adjusted p is below alpha
+
+
+def _metrics(seed: int, m: int) -> dict[str, tuple[dict[str, float], dict[str, float]]]:
+    rng = np.random.default_rng(seed)
+    n = 40
+    qids = [f"q{i}" for i in range(n)]
+    out = {}
+    for j in range(m):
+        base = rng.random(n)
+        cand = base + rng.normal(float(rng.choice([-0.08, -0.02, 0.0, 0.03])), 0.08, n)
+        out[f"m{j}@10"] = (dict(zip(qids, base, strict=True)), dict(zip(qids, cand, strict=True)))
+    return out
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_several_metrics_are_decided_by_holm_over_statsmodels_p_values(seed):
+    """Each metric's two one-sided p-values are statsmodels' cluster-robust t test of the mean difference (against
+    −margin and 0, df G − 1); the claims that stand are those statsmodels' Holm rejects; the bounds sit at the levels
+    Holm used, and the outcome follows from the claims that stand."""
+    m, alpha, margin = 1 + seed % 4, 0.05, 0.02
+    pairs = _metrics(seed, m)
+    groups = {f"q{i}": f"c{i % 9}" for i in range(40)}
+    got = decide_metrics(pairs, margin=margin, alpha=alpha, groups=groups)
+    p_ni, p_reg = [], []
+    for b, c in pairs.values():
+        d = np.array([c[q] - b[q] for q in sorted(b)])
+        g = [groups[q] for q in sorted(b)]
+        codes = np.unique(np.asarray(g), return_inverse=True)[1]
+        for shift, store, side in ((margin, p_ni, "larger"), (0.0, p_reg, "smaller")):
+            fit = sm.OLS(d + shift, np.ones(len(d))).fit(
+                cov_type="cluster", cov_kwds={"groups": codes}, use_t=True
+            )
+            t, two = float(fit.tvalues[0]), float(fit.pvalues[0])
+            assert fit.df_resid_inference == len(set(g)) - 1
+            store.append(two / 2 if (t > 0) == (side == "larger") else 1 - two / 2)
+    ni, adj_ni, _, _ = multipletests(p_ni, alpha=alpha, method="holm")
+    reg, adj_reg, _, _ = multipletests(p_reg, alpha=alpha, method="holm")
+    for i, r in enumerate(got):
+        assert r.metric == list(pairs)[i]
+        assert math.isclose(r.p_noninferior, p_ni[i], abs_tol=1e-12)
+        assert math.isclose(r.p_regression, p_reg[i], abs_tol=1e-12)
+        assert math.isclose(r.p_noninferior_holm, adj_ni[i], abs_tol=1e-12)
+        assert math.isclose(r.p_regression_holm, adj_reg[i], abs_tol=1e-12)
+        assert (r.low > -margin) == bool(ni[i]) and (r.high < 0) == bool(reg[i])
+        want = PASS if ni[i] else (REGRESSION if reg[i] else INCONCLUSIVE)
+        assert r.outcome == want and r.alpha == alpha
+        # the bounds are the one-sided statsmodels bounds at the levels Holm used
+        b, c = pairs[r.metric]
+        d = np.array([c[q] - b[q] for q in sorted(b)])
+        g = [groups[q] for q in sorted(b)]
+        low, _ = _statsmodels(d, g, r.level_noninferior)
+        _, high = _statsmodels(d, g, r.level_regression)
+        assert math.isclose(r.low, low, abs_tol=1e-9) and math.isclose(r.high, high, abs_tol=1e-9)
+    if m > 1:
+        assert sorted(r.level_noninferior for r in got)[0] == alpha / m
+
+
+def test_one_metric_through_holm_is_todays_three_rules_at_their_boundaries():
+    """With one metric both tests are at alpha and the interval is the 1 − 2·alpha one: the outcome is low > −margin
+    pass, else high < 0 regression, else inconclusive, at the boundaries too (low exactly at −margin is no pass)."""
+    b, c = _shifted(-0.01, spread=0.1)
+    first = decide_metrics({"x": (b, c)}, margin=0.0)[0]
+    low, high = _statsmodels(np.array([c[q] - b[q] for q in sorted(b)]), sorted(b), 0.05)
+    assert math.isclose(first.low, low, abs_tol=1e-12) and math.isclose(first.high, high, abs_tol=1e-12)
+    assert first.level_noninferior == first.level_regression == 0.05
+    at_low = decide_metrics({"x": (b, c)}, margin=-first.low)[0]
+    assert at_low.low == -at_low.margin and at_low.outcome != PASS
+    assert at_low.p_noninferior == pytest.approx(
+        0.05, abs=1e-12
+    )  # exactly at the level: the claim does not stand
+    for margin in (0.0, 0.01, 0.05, 0.2):
+        for shift in (-0.2, -0.05, -0.01, 0.0, 0.01, 0.1):
+            for alpha in (0.01, 0.05, 0.2):
+                pair = _shifted(shift, spread=0.1)
+                (r,) = decide_metrics({"x": pair}, margin=margin, alpha=alpha)
+                one = decide(*pair, margin=margin, alpha=alpha)
+                want = PASS if r.low > -margin else (REGRESSION if r.high < 0 else INCONCLUSIVE)
+                assert r.outcome == want == one.outcome and (r.low, r.high) == (one.low, one.high)
+                assert (r.outcome == PASS) == (r.p_noninferior < alpha)
+
+
+def test_a_metric_after_holm_stops_is_held_to_the_level_it_stopped_at():
+    qids = [f"q{i}" for i in range(30)]
+    noise = np.linspace(-0.05, 0.05, 30)
+    clear = ({q: 0.5 for q in qids}, {q: 0.6 + e for q, e in zip(qids, noise, strict=True)})
+    unclear = ({q: 0.5 for q in qids}, {q: 0.5 + 4 * e for q, e in zip(qids, noise, strict=True)})
+    worse = ({q: 0.5 for q in qids}, {q: 0.49 + 4 * e for q, e in zip(qids, noise, strict=True)})
+    got = {r.metric: r for r in decide_metrics({"a": clear, "b": unclear, "c": worse}, margin=0.02)}
+    assert got["a"].outcome == PASS and got["a"].level_noninferior == pytest.approx(0.05 / 3)
+    assert got["b"].outcome != PASS and got["b"].level_noninferior == pytest.approx(0.05 / 2)
+    assert got["c"].outcome != PASS and got["c"].level_noninferior == pytest.approx(
+        0.05 / 2
+    )  # held, not 0.05
+    assert overall(list(got.values())) in (INCONCLUSIVE, REGRESSION)

@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import io
-import json
 import os
 import sys
 import tempfile
@@ -129,7 +128,7 @@ def gate_cell(
     cell: str, base: RecordedRun, cand: RecordedRun, args: argparse.Namespace, tmp: Path
 ) -> CellGate:
     """``python -m ablate.gate`` (its entry, in this process) on one pair of runs: its exit code and its console
-    text (what its ``--summary`` writes)."""
+    text (the verdict line first)."""
     from ablate.app.gate import main as gate
 
     summary = tmp / f"{base.run_id}-{cand.run_id}.md"
@@ -137,24 +136,18 @@ def gate_cell(
     for metric in args.metric:
         argv += ["--metric", metric]
     argv += ["--margin", args.margin, "--alpha", args.alpha, "--cluster", args.cluster]
-    argv += ["--tracking-uri", args.tracking_uri, "--json", "--summary", str(summary)]
+    argv += ["--tracking-uri", args.tracking_uri, "--summary", str(summary)]
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         try:
             code = gate(argv)
         except SystemExit as e:  # its argument parser refuses an option this way
             code = e.code if isinstance(e.code, int) else BAD_INPUT
-    if code in (PASS, REGRESSION, INCONCLUSIVE):
-        try:
-            decided = json.loads(out.getvalue())
-            rows = decided if isinstance(decided, list) else [decided]
-            codes = {int(r["exit_code"]) for r in rows}
-            agrees = code == (REGRESSION if REGRESSION in codes else max(codes))
-        except (ValueError, KeyError, TypeError):
-            agrees = False
-        if agrees and summary.exists():
-            text = summary.read_text(encoding="utf-8").replace("```", "").strip("\n")
-            return CellGate(cell, base.run_id, cand.run_id, code, text)
+    # the gate writes its summary once it decided, headed by the outcome: an exit code it agrees with is a verdict
+    if code in (PASS, REGRESSION, INCONCLUSIVE) and summary.exists():
+        heading = summary.read_text(encoding="utf-8").partition("\n")[0]
+        if heading.rpartition(": ")[2].lower() == VERDICTS[code]:
+            return CellGate(cell, base.run_id, cand.run_id, code, out.getvalue().strip("\n"))
     # a refusal (exit 2), or a failure (a 1 with no decision behind it is the gate's "unexpected" line): its last line
     said = (
         err.getvalue().strip() or out.getvalue().strip() or f"python -m ablate.gate exited {code}"

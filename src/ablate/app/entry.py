@@ -23,10 +23,14 @@ def say_unexpected(e: Exception) -> None:
 
 
 def run_command(
-    parser: argparse.ArgumentParser, run: Callable[[argparse.Namespace], int], argv: Sequence[str] | None
+    parser: argparse.ArgumentParser,
+    run: Callable[[argparse.Namespace], int],
+    argv: Sequence[str] | None,
+    unexpected: int = 1,
 ) -> int:
     """``run(parser.parse_args(argv))``; a refused input is ``error: ...`` on stderr and exit code 2, an unexpected
-    failure one line too (:func:`say_unexpected`) and exit code 1."""
+    failure one line too (:func:`say_unexpected`) and exit code ``unexpected`` (1; a command whose 1 means something,
+    as the gate's regression, passes another)."""
     args = parser.parse_args(argv)
     try:
         return run(args)
@@ -35,4 +39,4 @@ def run_command(
         return 2
     except Exception as e:  # noqa: BLE001 - one line, like the CLI
         say_unexpected(e)
-        return 1
+        return unexpected

@@ -1,13 +1,16 @@
-"""``python -m ablate.gate``: fail a build when a candidate run is worse than its baseline by more than a margin,
-honestly about what n clustered questions can tell (the decision: :mod:`ablate.study.gate`).
+"""``python -m ablate.gate``: fail a build when a candidate is worse than its baseline by more than a margin, honestly
+about what n clustered questions can tell (the decision: :mod:`ablate.study.gate`; its words:
+:mod:`ablate.study.gate_text`; the two sides: :mod:`ablate.app.gate_sides`).
 
-    python -m ablate.gate --baseline RUN --candidate RUN --metric ndcg@10 --margin 0.02 [--alpha 0.05]
-        [--cluster evidence|group|none] [--json] [--summary FILE] [--tracking-uri URI]
+    python -m ablate.gate --baseline B --candidate C --metric ndcg@10 --margin 0.02 [--alpha 0.05]
+        [--cluster evidence|group|none] [--json] [--summary FILE] [--tracking-uri URI] [--corpus NAME [KEY=VALUE ...]]
 
-``RUN`` is an MLflow run id or a run's name. Per-question values are read from each run's ``per_query.csv`` (checked
-against the run's sealed record): the questions the run scored as answerable with the metric defined, as every
-table's mean. Both runs must stand on one corpus snapshot and one label version, and score the same questions.
-Exit codes: 0 pass, 1 regression, 3 inconclusive, 2 bad input.
+``B`` and ``C`` are each an MLflow run id or a run's name, or a TREC run file scored on ``--corpus NAME`` (its
+questions and labels, through the one scoring function runs use). Per-question values are the questions scored as
+answerable with the metric defined on both sides, as every table's mean; a question without a value on either side
+(an answer metric on a question with no gold answer) is left out of both. Both sides must stand on one corpus
+snapshot, label version and split. ``--metric`` may repeat: Holm's step-down over the metrics at family level alpha.
+Exit codes: 0 pass, 1 regression (on any metric), 3 inconclusive, 2 bad input, 4 the gate itself failed (one line).
 """
 
 from __future__ import annotations
@@ -16,32 +19,41 @@ import json
 import math
 import tempfile
 from collections.abc import Sequence
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ablate.app.entry import run_command
 from ablate.app.parser import add_choice, command_parser
 from ablate.errors import AblateError
 
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from ablate.app.gate_sides import Corpus, Side
+    from ablate.study.gate_text import Gate
+
 CLUSTERS = ("evidence", "group", "none")
-#: the most broken and fixed questions the console names under the verdict
-SHOWN_QUESTIONS = 5
+OPTIONS = ("--baseline", "--candidate")
 
 
 def parser() -> Any:
     p = command_parser(
-        "gate", "Gate a candidate run against a baseline run: exit 0 pass, 1 regression, 3 inconclusive."
+        "gate",
+        "Gate a candidate against a baseline (each a tracked run or a TREC run file): exit 0 pass, 1 regression, "
+        "3 inconclusive.",
     )
-    p.add_argument("--baseline", required=True, help="the baseline run: an MLflow run id or run name")
-    p.add_argument("--candidate", required=True, help="the candidate run: an MLflow run id or run name")
+    side = "an MLflow run id or run name, or a TREC run file (scored on --corpus)"
+    p.add_argument("--baseline", required=True, metavar="RUN_OR_FILE", help=f"the baseline: {side}")
+    p.add_argument("--candidate", required=True, metavar="RUN_OR_FILE", help=f"the candidate: {side}")
     p.add_argument(
         "--metric",
         action="append",
         required=True,
-        help="a per-question metric (ndcg@10); may repeat: each is then gated at alpha / the number of metrics",
+        help="a per-question metric (ndcg@10, answer_correct); may repeat: Holm's step-down over them at --alpha",
     )
     p.add_argument("--margin", type=float, required=True, help="the largest drop you accept (e.g. 0.02)")
-    p.add_argument("--alpha", type=float, default=0.05, help="each side's one-sided level (default 0.05)")
+    p.add_argument(
+        "--alpha", type=float, default=0.05, help="each claim's one-sided family level (default 0.05)"
+    )
     add_choice(
         p,
         "--cluster",
@@ -50,124 +62,211 @@ def parser() -> Any:
         "group: the queries' declared group only; none: every question alone",
     )
     p.add_argument("--json", action="store_true", help="print the decision as JSON")
-    p.add_argument("--summary", type=Path, help="also write the decision as Markdown (a CI job summary)")
+    p.add_argument(
+        "--summary",
+        metavar="FILE",
+        help="also append the decision as Markdown to FILE (a CI job summary: $GITHUB_STEP_SUMMARY)",
+    )
     p.add_argument("--tracking-uri", help="the MLflow store (default: ./mlflow.db, or MLFLOW_TRACKING_URI)")
+    p.add_argument(
+        "--corpus",
+        metavar="NAME",
+        help="the corpus a run file is scored on: a conf/corpus name (demo) or a corpus folder, as corpus=NAME in "
+        "python -m ablate; a run beside it must stand on it",
+    )
+    p.add_argument(
+        "overrides",
+        nargs="*",
+        metavar="KEY=VALUE",
+        help="settings of --corpus as for python -m ablate (corpus.split=test, corpus.labels=VERSION)",
+    )
     return p
 
 
-def _resolve(tracker: Any, given: str, option: str) -> Any:
-    run = tracker.get_run(given)
-    if run is not None:
-        return run
-    quoted = given.replace("'", "\\'")
-    found = tracker.find_runs(filter_string=f"attributes.run_name = '{quoted}'")
-    if len(found) == 1:
-        return found[0]
-    if not found:
-        raise AblateError(
-            f"{option} {given!r}: no run with this id or name in {tracker.uri}. Fix: pass a run id"
-        )
-    ids = ", ".join(r.run_id for r in found[:5])
-    raise AblateError(f"{option} {given!r}: {len(found)} runs have this name ({ids}). Fix: pass a run id")
-
-
-def _values(per_query: Any, metric: str, run: Any) -> dict[str, float]:
-    if metric not in per_query.columns:
-        known = ", ".join(c for c in per_query.columns if "@" in str(c) or str(c).startswith("answer_"))
-        raise AblateError(
-            f"--metric {metric!r}: run {run.name} has no such per-question value; it has {known}"
-        )
-    rows = per_query[per_query["category"] == "answerable"] if "category" in per_query.columns else per_query
-    return {str(q): float(v) for q, v in rows[metric].items() if not math.isnan(float(v))}
-
-
-def _same_ground(base: Any, cand: Any) -> None:
-    from ablate import record as R
-
-    for tag, what in ((R.T_SNAPSHOT, "corpus snapshot"), (R.T_LABEL_VERSION, "label version")):
-        b, c = base.tags.get(tag), cand.tags.get(tag)
-        if b != c:
-            raise AblateError(
-                f"the runs stand on different {what}s ({b} in {base.name}, {c} in {cand.name}). Fix: re-score both "
-                "on one: python -m ablate.report --runs BASELINE,CANDIDATE --labels VERSION"
-            )
-
-
-def _groups(tracker: Any, run: Any, qids: list[str], how: str, tmp: str) -> dict[str, str] | None:
-    if how == "none":
-        return None
-    from ablate.app.label_common import load
-    from ablate.data.splitting import evidence_groups
-    from ablate.runner.rescore import _config, recorded_settings
-
-    corpus, settings = recorded_settings(_config(tracker, run.run_id, tmp))
-    snapshot = load(corpus)
-    if how == "group":
-        return {q: g for q in qids if (g := snapshot.queries[q].group)}
-    return evidence_groups(snapshot, qids, settings.eval.relevance_level)
-
-
-def _console(decision: Any, metric: str, base: dict[str, float], cand: dict[str, float]) -> str:
-    verdict = {"pass": "PASS", "regression": "REGRESSION", "inconclusive": "INCONCLUSIVE"}[decision.outcome]
-    lines = [
-        f"{verdict}{' (better)' if decision.better else ''} {metric} Δ {decision.delta:+.3f} "
-        f"[{decision.low:+.3f}, {decision.high:+.3f}] margin {decision.margin:g}, {decision.n_questions} questions in "
-        f"{decision.n_clusters} clusters"
-    ]
-    if decision.outcome == "inconclusive":
-        need = decision.questions_needed
-        lines.append(
-            f"  this n rules out drops larger than {decision.mde:.3f} (80% power, alpha {decision.alpha:g}); "
-            + (f"about {need} questions would decide it at this margin" if need else "no spread to plan from")
-            + f" (within-cluster correlation {decision.icc:.2f})"
-        )
-    diffs = sorted(((cand[q] - base[q], q) for q in base), key=lambda x: x[0])
-    broke = [f"{q} {d:+.3f}" for d, q in diffs[:SHOWN_QUESTIONS] if d < 0]
-    fixed = [f"{q} {d:+.3f}" for d, q in reversed(diffs[-SHOWN_QUESTIONS:]) if d > 0]
-    if broke:
-        lines.append("  broke most: " + ", ".join(broke))
-    if fixed:
-        lines.append("  fixed most: " + ", ".join(fixed))
-    lines += [f"  warning: {w}" for w in decision.warnings]
-    return "\n".join(lines)
-
-
 def main(argv: Sequence[str] | None = None) -> int:
-    return run_command(parser(), _run, argv)
+    return run_command(parser(), _run, argv, unexpected=4)  # study.gate.UNEXPECTED: scipy stays unloaded here
 
 
 def _run(args: Any) -> int:
     # imported once the arguments are read: MLflow, pandas and scipy
-    from ablate import record as R
-    from ablate.study.fetch import check_store, read_per_query
-    from ablate.study.gate import decide
-    from ablate.tracking import Tracker, resolve_tracking_uri
+    from ablate.app import gate_sides as S
+    from ablate.study.gate import EXIT_CODES, check_settings, decide_metrics
+    from ablate.study.gate_text import console, json_rows, markdown
 
-    uri = resolve_tracking_uri(args.tracking_uri)
-    check_store(uri)
-    tracker = Tracker(uri)
-    base, cand = (
-        _resolve(tracker, args.baseline, "--baseline"),
-        _resolve(tracker, args.candidate, "--candidate"),
-    )
-    _same_ground(base, cand)
-    out: list[dict[str, Any]] = []
-    text: list[str] = []
-    alpha = args.alpha / len(args.metric)  # Bonferroni over the metrics: the gates hold at alpha jointly
+    _check(args)
+    check_settings(args.margin, args.alpha)
+    given = dict(zip(OPTIONS, (args.baseline, args.candidate), strict=True))
+    files = {o: S.is_file(g, o) for o, g in given.items()}
+    for o, is_file in files.items():
+        if is_file and not args.corpus:
+            raise AblateError(
+                f"{o} {given[o]!r} is a run file: it is scored on a corpus's questions and labels. Fix: add "
+                f"--corpus NAME (one of {', '.join(S.corpus_names())}, or a corpus folder)"
+            )
+    tracker: Any = None if all(files.values()) else _store(args.tracking_uri)  # no store for two files
+    runs = {o: S.resolve_run(tracker, given[o], o) for o in OPTIONS if not files[o]}
+    corpus = S.load_corpus(args.corpus, args.overrides) if args.corpus else None
     with tempfile.TemporaryDirectory(prefix="ablate-gate-") as tmp:
-        tables = [read_per_query(tracker, r, tmp) for r in (base, cand)]
-        groups = None
-        for metric in args.metric:
-            b, c = (_values(t, metric, r) for t, r in zip(tables, (base, cand), strict=True))
-            if groups is None and args.cluster != "none":
-                groups = _groups(tracker, base, sorted(b), args.cluster, tmp)
-            d = decide(b, c, margin=args.margin, alpha=alpha, groups=groups)
-            row = {"metric": metric, **d.as_dict(), "baseline": base.run_id, "candidate": cand.run_id}
-            row["label_version"] = base.tags.get(R.T_LABEL_VERSION)
-            out.append(row)
-            text.append(_console(d, metric, b, c))
-    print(json.dumps(out[0] if len(out) == 1 else out, indent=2) if args.json else "\n".join(text))
-    if args.summary is not None:
-        args.summary.write_text("```\n" + "\n".join(text) + "\n```\n", encoding="utf-8")
-    codes = {r["exit_code"] for r in out}
-    return 1 if 1 in codes else (3 if 3 in codes else 0)  # a regression on any metric fails the build
+        read = {o: S.read_run(tracker, r, o, given[o], tmp) for o, r in runs.items()}
+        _same_ground(read, corpus)  # before a file is scored: a refusal is quick
+        base, cand = (read[o] if o in read else _file_side(o, given[o], corpus) for o in OPTIONS)
+        groups = _groups(args.cluster, base, corpus)
+    pairs: dict[str, tuple[dict[str, float], dict[str, float]]] = {}
+    left_out: dict[str, int] = {}
+    for metric in args.metric:
+        b, c = _values(base, metric), _values(cand, metric)
+        none = {q for q, v in b.items() if math.isnan(v)} & {q for q, v in c.items() if math.isnan(v)}
+        left_out[metric] = len(none)
+        pairs[metric] = (_defined(b), _defined(c))
+    decisions = decide_metrics(pairs, margin=args.margin, alpha=args.alpha, groups=groups)
+    gate = _gate(decisions, pairs, left_out, base, cand, corpus)
+    rows = json_rows(gate)
+    if args.summary is not None:  # first: a summary that cannot be written is refused before a verdict prints
+        _write(args.summary, markdown(gate))
+    print(json.dumps(rows[0] if len(rows) == 1 else rows, indent=2) if args.json else console(gate))
+    return EXIT_CODES[gate.outcome]
+
+
+def _check(args: Any) -> None:
+    """What the command line alone can refuse."""
+    if args.overrides and not args.corpus:
+        raise AblateError(
+            f"{args.overrides[0]!r}: settings go with --corpus NAME. Fix: add --corpus NAME, or drop them"
+        )
+    twice = sorted({m for m in args.metric if args.metric.count(m) > 1})
+    if twice:
+        raise AblateError(f"--metric {twice[0]!r} is given twice. Fix: give each metric once")
+
+
+def _store(uri_given: str | None) -> Any:
+    from ablate.app.label_common import open_store
+
+    return open_store(uri_given)
+
+
+def _file_side(option: str, given: str, corpus: Corpus | None) -> Side:
+    """A run file's side, scored on ``corpus`` (a file without ``--corpus`` was refused before)."""
+    from pathlib import Path
+
+    from ablate.app.gate_sides import Side, score_file
+
+    assert corpus is not None
+    path = Path(given).expanduser()
+    return Side(option, given, score_file(path, corpus), file=path)
+
+
+def _write(path: str, text: str) -> None:
+    from pathlib import Path
+
+    try:
+        with Path(path).expanduser().open("a", encoding="utf-8") as f:  # appended, as a job summary is
+            f.write(text if text.endswith("\n") else text + "\n")
+    except OSError as e:
+        raise AblateError(
+            f"--summary {path}: cannot be written ({e.strerror}). Fix: give a path in a writable folder"
+        ) from None
+
+
+def _same_ground(runs: dict[str, Side], corpus: Corpus | None) -> None:
+    """Two runs on one snapshot and label version; a run beside ``--corpus`` on the corpus as scored there."""
+    from ablate.app import gate_sides as S
+
+    if len(runs) == 2:
+        base, cand = (runs[o].run for o in OPTIONS)
+        assert base is not None and cand is not None
+        S.same_runs(base, cand)
+    if corpus is not None:
+        for side in runs.values():
+            S.run_on_corpus(side, corpus)
+
+
+def _groups(how: str, base: Side, corpus: Corpus | None) -> dict[str, str] | None:
+    """Each answerable question's cluster: the clusters the baseline's per-question table records (as the report and
+    the plan read them: :mod:`ablate.study.clusters`), else from ``--corpus`` when given, else from the corpus the
+    baseline run recorded (as the split tool groups them: :func:`ablate.data.splitting.evidence_groups`)."""
+    if how == "none":
+        return None
+    from ablate.app.label_common import load
+    from ablate.data.splitting import evidence_groups
+    from ablate.runner.rescore import recorded_settings
+    from ablate.study.clusters import labels_for, recorded
+
+    pq = base.per_query
+    qids = sorted(
+        str(q) for q in (pq.index[pq["category"] == "answerable"] if "category" in pq else pq.index)
+    )
+    got = recorded(pq)
+    if got is not None:
+        return labels_for(qids, how, got)
+    if corpus is not None:
+        snapshot, level = corpus.snapshot, corpus.settings.eval.relevance_level
+    else:
+        assert base.config is not None
+        spec, settings = recorded_settings(base.config)
+        snapshot, level = load(spec), settings.eval.relevance_level
+    if how == "group":
+        return {q: g for q in qids if q in snapshot.queries and (g := snapshot.queries[q].group)}
+    return evidence_groups(snapshot, qids, level)
+
+
+def _known(table: pd.DataFrame) -> str:
+    """The per-question metrics of a table, each family once with its cutoffs (``ndcg@{1,3,10}``)."""
+    fams: dict[str, list[str]] = {}
+    for c in map(str, table.columns):
+        if "@" in c:
+            name, _, k = c.rpartition("@")
+            fams.setdefault(name, []).append(k)
+        elif c.startswith("answer_"):
+            fams.setdefault(c, [])
+    return ", ".join(f"{n}@{{{','.join(ks)}}}" if ks else n for n, ks in fams.items())
+
+
+def _values(side: Side, metric: str) -> dict[str, float]:
+    """The answerable questions' values on ``metric`` (NaN where the question has none)."""
+    import pandas as pd
+
+    pq = side.per_query
+    if metric not in pq.columns:
+        why = (
+            " (a run file holds a ranking, not answers)"
+            if side.file is not None and "@" not in metric
+            else ""
+        )
+        raise AblateError(
+            f"--metric {metric!r}: {side.name} has no such per-question value{why}; it has {_known(pq)}"
+        )
+    rows = pq[pq["category"].astype(str) == "answerable"] if "category" in pq.columns else pq
+    values = pd.to_numeric(rows[metric], errors="coerce")
+    return {str(q): float(v) for q, v in values.items()}
+
+
+def _defined(values: dict[str, float]) -> dict[str, float]:
+    return {q: v for q, v in values.items() if not math.isnan(v)}
+
+
+def _gate(
+    decisions: list[Any],
+    pairs: dict[str, tuple[dict[str, float], dict[str, float]]],
+    left_out: dict[str, int],
+    base: Side,
+    cand: Side,
+    corpus: Corpus | None,
+) -> Gate:
+    from ablate import record as R
+    from ablate.study.compare import describe_change
+    from ablate.study.gate_text import Gate, Verdict, changes
+
+    if base.run is not None and cand.run is not None:
+        changed = describe_change(base.run, cand.run)
+        version = base.run.tags.get(R.T_LABEL_VERSION)
+    else:
+        changed = "not known (a run file records no settings)"
+        version = corpus.label_version if corpus is not None else None
+    retrievers = R.json_list(cand.run.params.get(R.P_RETRIEVERS)) if cand.run is not None else []
+    verdicts = []
+    for d in decisions:
+        b, c = pairs[d.metric]
+        funnels = (base.funnel, cand.funnel)
+        broke, fixed = changes(d.metric, b, c, base.per_query, cand.per_query, funnels, retrievers)
+        verdicts.append(Verdict(d, broke, fixed, left_out[d.metric]))
+    return Gate(verdicts, base.label, cand.label, base.name, cand.name, changed, version)
