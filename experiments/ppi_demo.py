@@ -181,10 +181,21 @@ def sample_and_check(work: Path, pool: Path, questions: int, seed: int) -> list[
     return list(drawn)
 
 
-def report(work: Path, parent: str, labels: str | None = None) -> list[dict[str, Any]]:
+def report(work: Path, parent: str, labels: str | None = None, cluster: str = "none") -> list[dict[str, Any]]:
+    """``report --json`` rows; ``--cluster none`` unless ``cluster`` says: every interval of the page then treats
+    the questions alike (as ppi_py does), where the report's default resamples clusters of questions."""
     extra = [] if labels is None else ["--labels", labels]
-    out = _run(["ablate.report", "--parent", parent, "--json", "--metrics", ",".join(METRICS), *extra], work)
-    return json.loads(out)
+    args = [
+        "ablate.report",
+        "--parent",
+        parent,
+        "--json",
+        "--metrics",
+        ",".join(METRICS),
+        "--cluster",
+        cluster,
+    ]
+    return json.loads(_run([*args, *extra], work))
 
 
 def per_question(work: Path, rows: list[dict[str, Any]]) -> dict[str, Any]:
@@ -352,9 +363,10 @@ def figures(
         _, lo, hi = bootstrap_ci(y, BOOT, seed=0)
         key = "delta" if base else "value"
         naive = _report_row(reports["assessor"], m, run, base)
+        clustered = _report_row(reports["assessor_clustered"], m, run, base)
         head = _report_row(reports["headline"], m, run, base)
         demo = _report_row(reports["truth"], m, run, base)
-        assert naive is not None and head is not None and demo is not None
+        assert naive is not None and head is not None and demo is not None and clustered is not None
         fig = {
             "metric": m,
             "estimand": f"{run} - {base}" if base else run,
@@ -365,6 +377,7 @@ def figures(
             "truth_report": demo[key],
             "headline": head[key],
             "naive": _interval(naive[key], naive["low"], naive["high"], truth),
+            "naive_clustered": _interval(clustered[key], clustered["low"], clustered["high"], truth),
             "human_only": _interval(float(y.mean()), lo, hi, truth),
             "ppi": _interval(ppi.estimate, ppi.low, ppi.high, truth),
             "lambda": _lam(ppi.estimate, y, yhat, yhat_u),
@@ -493,7 +506,8 @@ def reading(
         f"- **Naive.** The interval on the assessor's labels covers the truth for {_missed(figs, 'naive')}; its "
         f"estimate is {off['naive']:.3f} from the truth (median over the figures), and nothing in it says so: it "
         f"is {naive_ratio:.2f} times as wide as the human-only one (median), because it counts every question "
-        "as if a person had judged it.",
+        "as if a person had judged it. With the report's default intervals (`--cluster evidence`: the questions "
+        f"resampled in clusters that share evidence) it covers {_missed(figs, 'naive_clustered')}.",
         f"- **PPI.** Its interval covers the truth for {_missed(figs, 'ppi')}; its estimate is {off['ppi']:.3f} "
         f"from the truth (median). The headline the report prints beside it (people's grades on the checked "
         f"questions, the assessor's elsewhere) is {head_off:.3f} from the truth (median).",
@@ -605,7 +619,8 @@ def page(
         "- **Columns**: *truth*, the same questions under the demo's labels (what PPI estimates); *demo's report*, "
         "the report of the sweep itself (the questions the demo's labels score); *headline*, the report on the "
         "version (people's grades on the checked questions, the assessor's elsewhere); *naive*, the report's "
-        f"interval on `--labels {VERSION}/assessor` (the assessor's labels taken as true); *human-only*, the "
+        f"interval on `--labels {VERSION}/assessor` (the assessor's labels taken as true); every report with "
+        "`--cluster none`, so that all intervals here treat the questions alike, as ppi_py does; *human-only*, the "
         f"checked questions alone (95% percentile bootstrap, {BOOT} resamples); *PPI++ lambda*, the weight PPI++ "
         "gave the assessor (0: ignored, 1: plain PPI).",
         "",
@@ -714,6 +729,8 @@ def main() -> None:
         "truth": report(work, parent),
         "headline": report(work, parent, VERSION),
         "assessor": report(work, parent, str(folder / "assessor")),
+        # the same with the report's default intervals, over clusters of questions
+        "assessor_clustered": report(work, parent, str(folder / "assessor"), "evidence"),
     }
     from ablate.labels.views import read_views
 
@@ -760,10 +777,13 @@ def main() -> None:
             f"python -m ablate.label sample --pool labels/demo/pools/{POOL}.tsv --questions {args.questions} "
             f"--seed {args.seed}",
             f"python -m ablate.label commit --version {VERSION}",
-            f"python -m ablate.report --parent {parent} --json --metrics {','.join(METRICS)}",
-            f"python -m ablate.report --parent {parent} --json --metrics {','.join(METRICS)} --labels {VERSION}",
-            f"python -m ablate.report --parent {parent} --json --metrics {','.join(METRICS)} --labels "
-            f"labels/demo/versions/{VERSION}/assessor",
+            f"python -m ablate.report --parent {parent} --json --metrics {','.join(METRICS)} --cluster none",
+            f"python -m ablate.report --parent {parent} --json --metrics {','.join(METRICS)} --cluster none "
+            f"--labels {VERSION}",
+            f"python -m ablate.report --parent {parent} --json --metrics {','.join(METRICS)} --cluster none "
+            f"--labels labels/demo/versions/{VERSION}/assessor",
+            f"python -m ablate.report --parent {parent} --json --metrics {','.join(METRICS)} --cluster evidence "
+            f"--labels labels/demo/versions/{VERSION}/assessor",
         ],
     }
     data = {
