@@ -598,8 +598,9 @@ def page(
         "",
         f"- **Runs**: `python -m ablate -m variant={ctx['variants']}` on the demo's dev split; baseline "
         f"{ctx['baseline']}.",
-        f"- **Assessor**: `{v['assessor']}`: the shipped generator (qwen2.5-coder-1.5b-instruct, Q4 GGUF through "
-        f"llama.cpp), the default relevance template, greedy; mapping {v['mapping']}. "
+        f"- **Assessor**: `{v['assessor']}`: the shipped generator (`generator=llama_cpp`: "
+        f"{v['details'].get('model', '?')}, a Q4 GGUF through llama.cpp) with the default relevance template "
+        f"(`{Path(str(v['details'].get('template', '?'))).name}`), greedy; mapping {v['mapping']}. "
         f"{v['time_per_judgement_s']:.1f} s per judgement when it was made (2 cores shared with other jobs).",
         f"- **Pool**: the {v['n_holes']} human-labelled pairs of the dev split, re-judged blind by `validate "
         f"--holes {v['holes']:g}` ({v['unparseable']} unparseable) and judged again by `label judge` into the "
