@@ -10,7 +10,6 @@ from collections.abc import Hashable, Iterable, Sequence
 import numpy as np
 import pandas as pd
 from numpy.typing import ArrayLike
-from scipy import special
 
 from ablate.evaluation.stats.checks import (
     BOOTSTRAP_METHODS,
@@ -26,7 +25,7 @@ from ablate.evaluation.stats.checks import (
     nan_problem,
 )
 from ablate.evaluation.stats.cluster import cluster_bca_bounds, cluster_codes, cluster_means, clustered
-from ablate.evaluation.stats.resampling import resample_indices
+from ablate.evaluation.stats.resampling import bca_endpoints, resample_indices
 
 
 def _bootstrap_means(table: np.ndarray, n_resamples: int, seed: int) -> np.ndarray:
@@ -62,33 +61,10 @@ def percentile_bounds(boot: np.ndarray, confidence: float) -> tuple[float, float
 
 
 def _bca_bounds(boot: np.ndarray, values: np.ndarray, confidence: float) -> tuple[float, float]:
-    """BCa endpoints (Efron 1987; Efron & Tibshirani 1993, §14.3) for the mean of ``values``.
-
-    ``z0 = Phi^-1((#{theta* < theta} + #{theta* = theta} / 2) / B)`` (ties counted half: discrete metrics such as
-    Hit@k put many resample means exactly on the estimate, and counting them all on one side would bias ``z0``);
-    acceleration from the jackknife, ``a = sum d_i^3 / (6 (sum d_i^2)^(3/2))`` with
-    ``d_i = mean_j theta_(j) - theta_(i)``; endpoints are the ``Phi(z0 + (z0 + z) / (1 - a (z0 + z)))`` quantiles
-    of ``theta*`` for ``z = Phi^-1(alpha/2)`` and ``Phi^-1(1 - alpha/2)``.
-    """
-    boot = boot[~np.isnan(boot)]
-    b = boot.size
-    if b == 0:
-        return math.nan, math.nan
-    theta = float(values.mean())
-    prop = float(np.count_nonzero(boot < theta) + 0.5 * np.count_nonzero(boot == theta)) / b
-    prop = min(max(prop, 0.5 / b), 1.0 - 0.5 / b)  # keep z0 finite when every resample falls on one side
-    z0 = float(special.ndtri(prop))
-    k = values.size
-    jack = (values.sum() - values) / (k - 1)  # leave-one-out means
-    dev = jack.mean() - jack
-    denom = 6.0 * float((dev**2).sum()) ** 1.5
-    accel = float((dev**3).sum()) / denom if denom > 0 else 0.0
-    alpha = 1.0 - confidence
-    levels = []
-    for z in (special.ndtri(alpha / 2.0), special.ndtri(1.0 - alpha / 2.0)):
-        levels.append(float(special.ndtr(z0 + (z0 + z) / (1.0 - accel * (z0 + z)))))
-    low, high = np.quantile(boot, levels)
-    return float(low), float(high)
+    """BCa endpoints for the mean of ``values``, the acceleration from the leave-one-out means
+    (:func:`ablate.evaluation.stats.resampling.bca_endpoints`)."""
+    jack = (values.sum() - values) / (values.size - 1)  # leave-one-out means
+    return bca_endpoints(boot, float(values.mean()), jack, confidence)
 
 
 def bootstrap_columns(

@@ -28,10 +28,9 @@ import math
 from collections.abc import Hashable, Iterable
 
 import numpy as np
-from scipy import special
 
 from ablate.evaluation.stats.checks import StatsInputError
-from ablate.evaluation.stats.resampling import resample_indices
+from ablate.evaluation.stats.resampling import bca_endpoints, resample_indices
 
 
 def cluster_codes(groups: Iterable[Hashable], n: int, where: str) -> np.ndarray:
@@ -98,31 +97,15 @@ def cluster_bca_bounds(
     """BCa endpoints (as :func:`ablate.evaluation.stats.bootstrap.bootstrap_columns` computes them) for the mean of
     the defined cells of ``col``, the acceleration from the delete-one-cluster jackknife: ``theta_(g) = (S - S_g) /
     (N - N_g)`` over the clusters holding a defined cell. Fewer than two such clusters: no acceleration."""
-    boot = boot[~np.isnan(boot)]
-    b = boot.size
-    if b == 0:
-        return math.nan, math.nan
     keep = ~np.isnan(col)
     values, vcodes = col[keep], codes[keep]
-    theta = float(values.mean())
-    prop = float(np.count_nonzero(boot < theta) + 0.5 * np.count_nonzero(boot == theta)) / b
-    prop = min(max(prop, 0.5 / b), 1.0 - 0.5 / b)
-    z0 = float(special.ndtri(prop))
     sums = np.bincount(vcodes, weights=values, minlength=n_clusters(codes))
     sizes = np.bincount(vcodes, minlength=n_clusters(codes)).astype(np.float64)
     live = sizes > 0
-    accel = 0.0
+    jack = np.empty(0)
     if np.count_nonzero(live) >= 2:
         jack = (values.sum() - sums[live]) / (values.size - sizes[live])  # leave-one-cluster-out means
-        dev = jack.mean() - jack
-        denom = 6.0 * float((dev**2).sum()) ** 1.5
-        accel = float((dev**3).sum()) / denom if denom > 0 else 0.0
-    alpha = 1.0 - confidence
-    levels = []
-    for z in (special.ndtri(alpha / 2.0), special.ndtri(1.0 - alpha / 2.0)):
-        levels.append(float(special.ndtr(z0 + (z0 + z) / (1.0 - accel * (z0 + z)))))
-    low, high = np.quantile(boot, levels)
-    return float(low), float(high)
+    return bca_endpoints(boot, float(values.mean()), jack, confidence)
 
 
 def cluster_se(values: np.ndarray, codes: np.ndarray) -> float:

@@ -25,12 +25,10 @@ import numpy as np
 from ablate.evaluation.stats.bootstrap import bootstrap_columns, percentile_bounds
 from ablate.evaluation.stats.cluster import cluster_sums, n_clusters
 from ablate.evaluation.stats.resampling import (
-    EXACT_MAX_PAIRS,
     FLAT_VARIANCE,
     ZERO_MEAN,
-    chunk_rows,
     resample_indices,
-    sign_matrix,
+    sign_flip_pvalues,
     ties_or_beyond,
 )
 
@@ -42,39 +40,13 @@ def cluster_randomization(
 ) -> list[Outcome]:
     """``(ci_low, ci_high, p)`` of the two-sided cluster sign-flip test for each of ``diffs`` (all over the queries
     ``codes`` cluster). All differences 0: ``p = 1``."""
-    n, g = codes.size, n_clusters(codes)
+    n = codes.size
     table = np.column_stack(diffs)
     intervals = bootstrap_columns(table, n_resamples, confidence, seed, "percentile", codes)
     sums = [cluster_sums(d, codes) for d in diffs]
     deltas = [float(d.mean()) for d in diffs]
-    live = [j for j, d in enumerate(diffs) if not np.all(d == 0.0)]
-    counts = dict.fromkeys(live, 0)
-    rows = chunk_rows(g)
-    exact = g < EXACT_MAX_PAIRS and (1 << g) <= n_resamples
-    if live and exact:
-        total = 1 << g
-        for start in range(0, total, rows):
-            signs = sign_matrix(g, np.arange(start, min(start + rows, total), dtype=np.int64))
-            for j in live:
-                counts[j] += ties_or_beyond((signs @ sums[j]) / n, deltas[j])
-    elif live:
-        rng = np.random.default_rng(seed)
-        done = 0
-        while done < n_resamples:
-            r = min(rows, n_resamples - done)
-            signs = rng.integers(0, 2, size=(r, g)).astype(np.float64) * 2.0 - 1.0
-            for j in live:
-                counts[j] += ties_or_beyond(signs @ sums[j] / n, deltas[j])
-            done += r
-    out: list[Outcome] = []
-    for j in range(len(diffs)):
-        _, low, high = intervals[j]
-        if j not in counts:
-            p = 1.0
-        else:
-            p = counts[j] / (1 << g) if exact else (counts[j] + 1) / (n_resamples + 1)
-        out.append((low, high, float(p)))
-    return out
+    pvalues = sign_flip_pvalues(sums, deltas, n, n_resamples, seed)
+    return [(intervals[j][1], intervals[j][2], pvalues[j]) for j in range(len(diffs))]
 
 
 def cluster_bootstrap(

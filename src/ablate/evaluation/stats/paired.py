@@ -27,12 +27,10 @@ from ablate.evaluation.stats.checks import (
 from ablate.evaluation.stats.cluster import cluster_codes, clustered
 from ablate.evaluation.stats.cluster_paired import cluster_bootstrap, cluster_randomization
 from ablate.evaluation.stats.resampling import (
-    EXACT_MAX_PAIRS,
     FLAT_VARIANCE,
     ZERO_MEAN,
-    chunk_rows,
     resample_indices,
-    sign_matrix,
+    sign_flip_pvalues,
     ties_or_beyond,
 )
 
@@ -321,30 +319,8 @@ def paired_randomization_tests(
         table = np.column_stack([d for _, d, _, _ in items])
         intervals = bootstrap_columns(table, n_resamples, confidence, seed, "percentile")
         deltas = [float(d.mean()) for _, d, _, _ in items]
-        live = [j for j, (_, d, _, _) in enumerate(items) if not np.all(d == 0.0)]
-        counts = dict.fromkeys(live, 0)
-        rows = chunk_rows(n)
-        exact = n < EXACT_MAX_PAIRS and (1 << n) <= n_resamples
-        if live and exact:
-            total = 1 << n
-            for start in range(0, total, rows):
-                signs = sign_matrix(n, np.arange(start, min(start + rows, total), dtype=np.int64))
-                for j in live:
-                    counts[j] += ties_or_beyond((signs @ items[j][1]) / n, deltas[j])
-        elif live:
-            rng = np.random.default_rng(seed)
-            done = 0
-            while done < n_resamples:
-                r = min(rows, n_resamples - done)
-                signs = rng.integers(0, 2, size=(r, n)).astype(np.float64) * 2.0 - 1.0
-                for j in live:
-                    counts[j] += ties_or_beyond(signs @ items[j][1] / n, deltas[j])
-                done += r
+        pvalues = sign_flip_pvalues([d for _, d, _, _ in items], deltas, n, n_resamples, seed)
         for j, (i, _, mean_a, mean_b) in enumerate(items):
             _, low, high = intervals[j]
-            if j not in counts:  # all d_i = 0
-                p = 1.0
-            else:
-                p = counts[j] / (1 << n) if exact else (counts[j] + 1) / (n_resamples + 1)
-            out[i] = PairedResult(mean_a, mean_b, deltas[j], low, high, float(p), n)
+            out[i] = PairedResult(mean_a, mean_b, deltas[j], low, high, pvalues[j], n)
     return [r if r is not None else _empty_result() for r in out]
