@@ -61,6 +61,16 @@ def add_kind(p: argparse.ArgumentParser, what: str) -> None:
     )
 
 
+def add_pool_kind(p: argparse.ArgumentParser) -> None:
+    """``--kind`` of a command that reads a pool file: by default the pool's own kind, by its file's ending."""
+    p.add_argument(
+        "--kind",
+        choices=list(KINDS),
+        default=None,
+        help="relevance or answers (default: the pool's kind, by its file's ending)",
+    )
+
+
 def add_overrides(p: argparse.ArgumentParser, example: str = "corpus=demo_zh") -> None:
     p.add_argument(
         "overrides",

@@ -34,6 +34,7 @@ from ablate.app.label_common import (
     Loaded,
     add_labels_dir,
     add_overrides,
+    add_pool_kind,
     grade_legend,
     load_pool,
     overridden,
@@ -100,12 +101,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="the pool file to judge (labels/<corpus>/pools/<name>.tsv; an answers pool answer_pools/<name>.jsonl "
         "is graded by the LLM answer judge)",
     )
-    p.add_argument(
-        "--kind",
-        choices=list(KINDS),
-        default=None,
-        help="relevance or answers (default: the pool's kind, by its file's ending)",
-    )
+    add_pool_kind(p)
     add_assessor_arguments(p)
     add_labels_dir(p)
     add_overrides(p, "generator=llama_cpp generator.model=smollm2-135m-instruct")

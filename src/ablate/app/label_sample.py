@@ -14,7 +14,13 @@ import argparse
 import shlex
 from pathlib import Path
 
-from ablate.app.label_common import add_labels_dir, add_overrides, corpus_from_mapping, load_pool
+from ablate.app.label_common import (
+    add_labels_dir,
+    add_overrides,
+    add_pool_kind,
+    corpus_from_mapping,
+    load_pool,
+)
 from ablate.errors import InputError
 from ablate.labels import poolfile
 from ablate.labels.journal import now
@@ -50,12 +56,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="draw anew over an existing sample (its checks stay in the journal)",
     )
-    p.add_argument(
-        "--kind",
-        choices=list(KINDS),
-        default=None,
-        help="relevance or answers (default: the pool's kind, by its file's ending)",
-    )
+    add_pool_kind(p)
     add_labels_dir(p)
     add_overrides(p, "(only to check: the corpus is the pool's)")
 
