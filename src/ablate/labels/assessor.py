@@ -43,12 +43,13 @@ from ablate.stages.base import StageContext
 from ablate.stages.generate.base import GeneratorBase
 from ablate.stages.generate.prompt import PromptTemplate
 
-#: The assessor's scale, highest first, with UMBRELA's meaning of each score.
+#: The assessor's scale, highest first, each score as the shipped templates mean it (the policy template's words;
+#: UMBRELA's differ in wording, not in order): what the mapping's description prints.
 SCALE: tuple[tuple[int, str], ...] = (
-    (3, "dedicated to the query, contains the exact answer"),
-    (2, "has some answer, unclear or hidden among extraneous information"),
-    (1, "related to the query but does not answer it"),
-    (0, "nothing to do with the query"),
+    (3, "states the answer for exactly the thing asked"),
+    (2, "does not state it, gives something toward it"),
+    (1, "on the topic but does not answer it"),
+    (0, "nothing to do with the question"),
 )
 SCORES = tuple(s for s, _ in SCALE)
 #: A passage longer than this (characters) is cut: a whole document must still fit the model's context window.
