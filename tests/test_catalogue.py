@@ -1048,6 +1048,17 @@ CASES = [
         absent="labels",
     ),
     Case(
+        "judge-prompt-unknown",
+        ["judge", "--pool", "{corpus}/pool.tsv", "--prompt", "umbrela", "generator=llama_cpp"],
+        "--prompt='umbrela' is not valid; give a shipped relevance template (relevance_policy, relevance_policy_zh, "
+        "relevance_umbrela, relevance_umbrela_zh: conf/prompts/<name>.txt) or a template file's path",
+        setup=_judge_pool,
+        module="ablate.label",
+        base=False,
+        code=2,
+        absent="labels",
+    ),
+    Case(
         "judge-pool-other-corpus",
         ["judge", "--pool", "{corpus}/pool.tsv", "generator=llama_cpp", "corpus=demo"],
         "pool.tsv was made on corpus tiny (",

@@ -292,7 +292,15 @@ def test_a_placeholder_in_the_system_section_is_refused(tmp_path):
         InputError, match=r"t.txt:2: \{question\} is in the system section, where no placeholder"
     ):
         PromptTemplate.load(str(path))
-    kind_of = {"answer_judge": "judge", "relevance_umbrela": "assessor", "rerank_yes_no": "rerank"}
+    from ablate.labels.relevance_prompt import OPTIONAL
+
+    kind_of = {
+        "answer_judge": "judge",
+        "relevance_umbrela": "assessor",
+        "relevance_policy": "assessor",
+        "rerank_yes_no": "rerank",
+    }
     for p in sorted(PROMPTS_DIR.glob("*.txt")):  # the shipped templates use only their kind's placeholders
         kind = kind_of.get(p.stem.removesuffix("_zh"), "answer")
-        assert PromptTemplate.load(str(p), fields=_kinds()[kind]).user
+        optional = OPTIONAL if kind == "assessor" else ()
+        assert PromptTemplate.load(str(p), fields=_kinds()[kind], optional=optional).user

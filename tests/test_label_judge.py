@@ -312,15 +312,20 @@ def test_validate_without_a_sweep_says_it_needs_one(tmp_path, fake_llm):
 # ----------------------------------------------------------------------------------------------- the real models
 @pytest.mark.slow
 def test_qwen_judges_a_small_pool_end_to_end(tmp_path):
-    """The shipped Qwen: three pairs of the demo judged into the journal with grades of the legend."""
+    """The shipped Qwen: three pairs of the demo judged into the journal with grades of the legend, asked the default
+    template (the stated policy, the reference answer), whose three-line output parses every time."""
     pairs = [("q025", "INV-120#header"), ("q025", "INV-102#status"), ("q025", "POL-TRAVEL-2026#2.2")]
     pool = _pool(tmp_path / "labels" / "demo" / "pools" / "q.tsv", DEMO, pairs)
     cache = Path(os.environ.get("ABLATE_CACHE_DIR") or tmp_path / "cache")
     p = _cli(["ablate.label", "judge", "--pool", str(pool), "generator=llama_cpp"], tmp_path, cache)
     assert p.returncode == 0, p.stderr
     lines = journal.read(tmp_path / "labels" / "demo" / "journal.jsonl", grades=[2, 1, 0])
-    assert len(lines) + int(re.search(r"unparseable \(not judged\): (\d+)", p.stdout).group(1)) == 3
-    assert lines and all(j.assessor.startswith("llm:qwen2.5-coder-1.5b-instruct@") for j in lines)
+    assert int(re.search(r"unparseable \(not judged\): (\d+)", p.stdout).group(1)) == 0 and len(lines) == 3
+    policy = hashlib.sha256((REPO / "conf" / "prompts" / "relevance_policy.txt").read_bytes()).hexdigest()
+    assert all(
+        re.fullmatch(rf"llm:qwen2\.5-coder-1\.5b-instruct@\w{{12}}\+{policy[:8]}\+\w{{6}}", j.assessor)
+        for j in lines
+    )
     by_pair = {(j.qid, j.unit): j.grade for j in lines}
     assert (
         by_pair.get(("q025", "POL-TRAVEL-2026#2.2"), 0) == 0

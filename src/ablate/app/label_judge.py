@@ -2,9 +2,10 @@
 an LLM assessor grades every pair of a pool that it has not judged yet (:mod:`ablate.labels.assessor`).
 
 The corpus is the pool's (its ``.json`` records the corpus settings it was made on); the generator is the composed
-config's (``generator=llama_cpp`` or ``generator=openai`` with its settings), asked the relevance template (``--prompt``,
-default ``conf/prompts/relevance_umbrela.txt``) greedily with at most ``MAX_TOKENS`` tokens unless
-``generator.temperature`` / ``generator.max_tokens`` are given. Each judgement is appended to
+config's (``generator=llama_cpp`` or ``generator=openai`` with its settings), asked the relevance template
+(``--prompt``: a shipped name or a file; default ``relevance_policy``, the corpus language's own:
+:mod:`ablate.labels.relevance_prompt`) greedily with at most ``MAX_TOKENS`` tokens unless ``generator.temperature`` /
+``generator.max_tokens`` are given. Each judgement is appended to
 ``labels/<corpus>/journal.jsonl`` as it is made, as ``"assessor": "llm:<model identity>"``; a pair this assessor
 already judged is skipped (resume); an unparseable output is no judgement (counted, and asked again next time).
 
@@ -41,7 +42,6 @@ from ablate.app.label_common import (
     pair_check,
     plain,
 )
-from ablate.app.paths import CONF_DIR
 from ablate.cache import Cache
 from ablate.errors import ConfigError
 from ablate.labels import journal
@@ -58,9 +58,11 @@ from ablate.labels.assessor import (
 )
 from ablate.labels.kind import ANSWER_GRADES, ANSWERS, KINDS, RELEVANCE
 from ablate.labels.legend import Legend
+from ablate.labels.relevance_prompt import DEFAULT, choose_template
 from ablate.labels.repeats import flip_rate
 
-DEFAULT_PROMPT = str(CONF_DIR / "prompts" / "relevance_umbrela.txt")
+#: The default ``--prompt``: the shipped relevance template in the corpus language (:mod:`ablate.labels.relevance_prompt`).
+DEFAULT_PROMPT = DEFAULT
 #: The temperature of repeated judgements unless ``generator.temperature`` says: enough to show where the assessor
 #: is unsure, the usual value for sampled self-consistency.
 SAMPLING_TEMPERATURE = 0.7
@@ -80,8 +82,9 @@ def add_assessor_arguments(p: argparse.ArgumentParser | argparse._ArgumentGroup)
     )
     p.add_argument(
         "--prompt",
-        default=DEFAULT_PROMPT,
-        help="the relevance template ({question}, {passage}); default conf/prompts/relevance_umbrela.txt",
+        default=None,
+        help="the relevance template: a shipped name (conf/prompts/relevance*.txt, e.g. relevance_umbrela) or a file "
+        f"({{question}}, {{passage}}, optional {{reference}}); default {DEFAULT}, the corpus language's own",
     )
     p.add_argument(
         "--repeats",
@@ -218,13 +221,15 @@ def run(args: argparse.Namespace) -> int:
         args.kind is None and args.pool.endswith(ANSWERS.suffix)
     ):
         return _answers(args, overrides)
+    choose_template(args.prompt, None)  # a --prompt that names no template is refused before the corpus loads
     repeats = check_repeats(args.repeats)
     loaded = load_pool(args, args.pool, RELEVANCE, lambda cfg: check_generator(cfg, overrides, "judge"))
     cfg, snapshot, pool, pool_path = loaded.cfg, loaded.snapshot, loaded.pool, loaded.path
     check = pair_check(snapshot)
     legend = grade_legend(snapshot)
     mapping = parse_mapping(args.map, legend.values)
-    assessor = build_assessor(cfg, args.overrides, args.prompt, mapping, repeats)
+    prompt = choose_template(args.prompt, snapshot.language).path
+    assessor = build_assessor(cfg, args.overrides, prompt, mapping, repeats)
     ws = loaded.workspace
     mine = journal.latest(
         j for j in journal.read(ws.journal, check, legend.values) if j.assessor == assessor.identity

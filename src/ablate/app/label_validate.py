@@ -48,7 +48,6 @@ from ablate.app.label_common import (
     workspace,
 )
 from ablate.app.label_judge import (
-    DEFAULT_PROMPT,
     add_assessor_arguments,
     build_assessor,
     cache_of,
@@ -69,6 +68,7 @@ from ablate.labels.commit import VALIDATION_FILE
 from ablate.labels.journal import now
 from ablate.labels.kind import ANSWER_GRADES, ANSWERS, KINDS, RELEVANCE
 from ablate.labels.poolfile import AnswerEntry
+from ablate.labels.relevance_prompt import choose_template
 from ablate.labels.workspace import assessor_folder
 
 #: The runs' metrics compared under both label versions.
@@ -120,7 +120,7 @@ def run(args: argparse.Namespace) -> int:
             "--tracking-uri": args.tracking_uri,
             "--map": args.map,
             "--repeats": args.repeats,
-            "--prompt": None if args.prompt == DEFAULT_PROMPT else args.prompt,
+            "--prompt": args.prompt,
         },
     }[kind.name]
     for key, value in other.items():
@@ -246,12 +246,14 @@ def _relevance(args: argparse.Namespace) -> int:
     share = V.check_share(DEFAULT_HOLES if args.holes is None else args.holes)
     cfg = compose(args.overrides)
     check_generator(cfg, args.overrides, "validate")
+    choose_template(args.prompt, None)  # a --prompt that names no template is refused before the corpus loads
     sweep = _sweep(args) if args.parent else None
     spec, snapshot, judged = _labels(cfg, args.split)
     split = spec.split
     legend = grade_legend(snapshot)
     mapping = parse_mapping(args.map, legend.values)
-    assessor = build_assessor(cfg, args.overrides, args.prompt, mapping, check_repeats(args.repeats))
+    prompt = choose_template(args.prompt, snapshot.language).path
+    assessor = build_assessor(cfg, args.overrides, prompt, mapping, check_repeats(args.repeats))
     level = int(plain(cfg, "eval").get("relevance_level", 1))
     holes = V.holes(judged, share, args.seed)
     print(f"assessor {assessor.identity}", file=sys.stderr)

@@ -1,16 +1,19 @@
 """The LLM assessor: a generator asked, for one (question, passage) pair, how relevant the passage is.
 
-The prompt follows UMBRELA (Upadhyay et al. 2024, the open-source reproduction of the Bing relevance assessor of
-Thomas et al. 2024): a versioned template (``conf/prompts/relevance_umbrela.txt``, a ``### system`` and a ``### user``
-section with ``{question}`` and ``{passage}``) asks for a score on a 0-3 scale::
+The prompt is a versioned template (:mod:`ablate.labels.relevance_prompt`: a ``### system`` and a ``### user``
+section with ``{question}``, ``{passage}`` and, optionally, the question's reference answer ``{reference}``). It asks
+for a score on the 0-3 scale of UMBRELA (Upadhyay et al. 2024, the open-source reproduction of the Bing relevance
+assessor of Thomas et al. 2024)::
 
     3  the passage is dedicated to the query and contains the exact answer
     2  it has some answer, but unclear or hidden among extraneous information
     1  it seems related to the query but does not answer it
     0  it has nothing to do with the query
 
-and the model ends with ``##final score: N`` (:func:`parse_score`; an output without one is no judgement, never a
-guessed grade). The score is mapped onto the corpus's grade legend by a mapping (``--map 3:2,2:1,1:0,0:0``,
+the default template (``conf/prompts/relevance_policy.txt``, its Chinese twin on a Chinese corpus) with a stated
+grading policy (topicality, fit, exactness, coverage) and each score's meaning under it, ``relevance_umbrela`` as
+UMBRELA published it. The model ends with ``##final score: N`` (:func:`parse_score`; an output without one is no
+judgement, never a guessed grade). The score is mapped onto the corpus's grade legend by a mapping (``--map 3:2,2:1,1:0,0:0``,
 :func:`parse_mapping`); the default (:func:`default_mapping`) puts the top of the scale on the legend's top grade and
 counts "related but does not answer" as not relevant, as TREC DL's binary labels count its 0-3 grades (relevant from
 2). On a 2/1/0 legend (2 answers directly, 1 helps, 0 not relevant): 3->2, 2->1, 1->0, 0->0.
@@ -40,22 +43,22 @@ from typing import Any
 from ablate.cache import Cache, key_of
 from ablate.data.snapshot import Snapshot
 from ablate.errors import ConfigError
+from ablate.labels.relevance_prompt import FIELDS, OPTIONAL, reference_of, render
 from ablate.labels.repeats import majority
 from ablate.progress import Progress
 from ablate.stages.base import StageContext
 from ablate.stages.generate.base import GeneratorBase
 from ablate.stages.generate.prompt import PromptTemplate
 
-#: The assessor's scale, highest first, with UMBRELA's meaning of each score.
+#: The assessor's scale, highest first, each score as the shipped templates mean it (the policy template's words;
+#: UMBRELA's differ in wording, not in order): what the mapping's description prints.
 SCALE: tuple[tuple[int, str], ...] = (
-    (3, "dedicated to the query, contains the exact answer"),
-    (2, "has some answer, unclear or hidden among extraneous information"),
-    (1, "related to the query but does not answer it"),
-    (0, "nothing to do with the query"),
+    (3, "states the answer for exactly the thing asked"),
+    (2, "does not state it, gives something toward it"),
+    (1, "on the topic but does not answer it"),
+    (0, "nothing to do with the question"),
 )
 SCORES = tuple(s for s, _ in SCALE)
-#: Fields of the user section of a relevance template.
-FIELDS = ("{question}", "{passage}")
 #: A passage longer than this (characters) is cut: a whole document must still fit the model's context window.
 PASSAGE_CHARS = 2000
 #: Tokens the assessor may write: the score line, and a short reason where a model adds one.
@@ -140,8 +143,8 @@ class Assessor:
     identity: str
     details: dict[str, Any] = field(default_factory=dict)
 
-    def messages(self, question: str, passage: str) -> list[dict[str, str]]:
-        return self.template.render_fields(question=question, passage=passage)
+    def messages(self, question: str, passage: str, reference: str = "") -> list[dict[str, str]]:
+        return render(self.template, question, passage, reference)
 
 
 def _model_name(generator: GeneratorBase) -> str:
@@ -153,7 +156,7 @@ def _model_name(generator: GeneratorBase) -> str:
 def make_assessor(generator: GeneratorBase, template_path: str, mapping: Mapping[int, int]) -> Assessor:
     """``generator`` (built from the composed config) asking the relevance template at ``template_path``; its
     decoding parameters are the generator's (the caller sets them)."""
-    template = PromptTemplate.load(template_path, "--prompt", fields=FIELDS)
+    template = PromptTemplate.load(template_path, "--prompt", fields=FIELDS, optional=OPTIONAL)
     generator.use_template(template)  # the generator's cache key follows the template's sha256
     model_id = generator.model_identity()
     sha = str(model_id.get("gguf_sha256") or key_of(model_id))
@@ -239,7 +242,8 @@ def judge_pairs(
     out: list[Verdict] = []
     with Progress(label, len(pairs), unit="pairs", enabled=show_progress) as progress:
         for qid, unit in pairs:
-            messages = assessor.messages(snapshot.queries[qid].text, passage_of(snapshot, unit))
+            query = snapshot.queries[qid]
+            messages = assessor.messages(query.text, passage_of(snapshot, unit), reference_of(query))
             gens = gen.generate([messages], cache)[0]  # one per repeat (generator.repeats)
             latency = sum(g.latency_s for g in gens)
             v = verdict(

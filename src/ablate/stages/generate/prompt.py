@@ -115,7 +115,10 @@ class PromptTemplate:
         path: str,
         setting: str = "generator.prompt",
         fields: tuple[str, ...] = ("{passages}", "{question}"),
+        optional: tuple[str, ...] = (),
     ) -> PromptTemplate:
+        """The template file at ``path``: its user section must hold every placeholder of ``fields`` and may hold those
+        of ``optional`` (the relevance assessor's ``{reference}``); any other placeholder is refused."""
         p = Path(path).expanduser()
         if not p.is_file():
             raise ConfigError(
@@ -130,7 +133,7 @@ class PromptTemplate:
             raise InputError(
                 str(p), "has no '### system' and '### user' sections", "start it with '### system'"
             )
-        check_placeholders(p, text, fields)
+        check_placeholders(p, text, (*fields, *optional))
         system, user = text.lstrip()[len(SECTIONS[0]) :].split(SECTIONS[1], 1)
         for field in fields:
             if field not in user:
