@@ -2,7 +2,7 @@
 human-label truth, the naive figure on the assessor's labels and the human-only figure from the checked questions.
 
     python experiments/ppi_demo.py [--variants A,B,C] [--holes 1.0] [--questions 8] [--seed 0] [--redraws 1000]
-        [--work DIR] [--out experiments/results/ppi_demo.md]
+        [--prompt TEMPLATE] [--work DIR] [--out experiments/results/ppi_demo.md]
 
 Everything runs through the product's own commands, in ``--work`` (a fresh temporary folder by default: its own
 MLflow sqlite store and ``labels/``), with the generations cached by content in ``$ABLATE_CACHE_DIR`` (a second run
@@ -129,9 +129,23 @@ def sweep(work: Path, variants: str) -> str:
     return re.search(r"logged to MLflow run ([0-9a-f]{32})", out).group(1)  # type: ignore[union-attr]
 
 
-def validate(work: Path, holes: float, parent: str) -> dict[str, Any]:
+def _prompt(prompt: str | None) -> list[str]:
+    """``--prompt`` for validate and judge when one is given (else the product's default template)."""
+    return [] if prompt is None else ["--prompt", prompt]
+
+
+def validate(work: Path, holes: float, prompt: str | None = None) -> dict[str, Any]:
     out = _run(
-        ["ablate.label", "validate", "generator=llama_cpp", "--holes", f"{holes:g}", "--seed", "0"],
+        [
+            "ablate.label",
+            "validate",
+            "generator=llama_cpp",
+            "--holes",
+            f"{holes:g}",
+            "--seed",
+            "0",
+            *_prompt(prompt),
+        ],
         work,
         True,
     )
@@ -155,8 +169,9 @@ def labelled_pool(work: Path, parent: str, report: dict[str, Any]) -> Path:
     return path
 
 
-def judge(work: Path, pool: Path) -> str:
-    return _run(["ablate.label", "judge", "--pool", str(pool), "generator=llama_cpp"], work, True).strip()
+def judge(work: Path, pool: Path, prompt: str | None = None) -> str:
+    args = ["ablate.label", "judge", "--pool", str(pool), "generator=llama_cpp", *_prompt(prompt)]
+    return _run(args, work, True).strip()
 
 
 def sample_and_check(work: Path, pool: Path, questions: int, seed: int) -> list[str]:
@@ -599,8 +614,9 @@ def page(
         f"- **Runs**: `python -m ablate -m variant={ctx['variants']}` on the demo's dev split; baseline "
         f"{ctx['baseline']}.",
         f"- **Assessor**: `{v['assessor']}`: the shipped generator (`generator=llama_cpp`: "
-        f"{v['details'].get('model', '?')}, a Q4 GGUF through llama.cpp) with the default relevance template "
-        f"(`{Path(str(v['details'].get('template', '?'))).name}`), greedy; mapping {v['mapping']}. "
+        f"{v['details'].get('model', '?')}, a Q4 GGUF through llama.cpp) with "
+        + ("the default relevance template " if ctx["prompt"] is None else "the relevance template ")
+        + f"(`{Path(str(v['details'].get('template', '?'))).name}`), greedy; mapping {v['mapping']}. "
         f"{v['time_per_judgement_s']:.1f} s per judgement when it was made (2 cores shared with other jobs).",
         f"- **Pool**: the {v['n_holes']} human-labelled pairs of the dev split, re-judged blind by `validate "
         f"--holes {v['holes']:g}` ({v['unparseable']} unparseable) and judged again by `label judge` into the "
@@ -681,6 +697,11 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     ap.add_argument("--variants", default="A,B,C", help="the sweep's variants; the first is the baseline")
     ap.add_argument(
+        "--prompt",
+        default=None,
+        help="the assessor's relevance template for validate and judge (default: the product's default)",
+    )
+    ap.add_argument(
         "--holes", type=float, default=1.0, help="share of the dev split's labelled pairs to judge"
     )
     ap.add_argument("--questions", type=int, default=8, help="questions in the random human sample")
@@ -709,11 +730,13 @@ def main() -> None:
     steps.start(
         "validate", f"validate: the assessor judges {n_holes} labelled pairs blind (eta assumes none cached)"
     )
-    val = validate(work, args.holes, parent)
+    # a template file named relative to here, for commands that run in the work folder (a shipped name as it is)
+    prompt = str(Path(args.prompt).resolve()) if args.prompt and Path(args.prompt).is_file() else args.prompt
+    val = validate(work, args.holes, prompt)
     steps.finish("validate")
     steps.start("judge", "label pool, then label judge on the labelled pairs (from the cache)")
     pool = labelled_pool(work, parent, val)
-    judged = judge(work, pool)
+    judged = judge(work, pool, prompt)
     steps.finish("judge")
     steps.start(
         "sample",
@@ -763,6 +786,7 @@ def main() -> None:
         "baseline": baseline,
         "validation": val,
         "questions": args.questions,
+        "prompt": args.prompt,
         "seed": args.seed,
         "drawn": drawn,
         "population": json.loads(
@@ -772,9 +796,11 @@ def main() -> None:
         "judge": judged,
         "commands": [
             f"python -m ablate -m variant={variants} progress=false",
-            f"python -m ablate.label validate generator=llama_cpp --holes {args.holes:g} --seed 0",
+            f"python -m ablate.label validate generator=llama_cpp --holes {args.holes:g} --seed 0"
+            + "".join(f" {a}" for a in _prompt(args.prompt)),
             f"python -m ablate.label pool --parent {parent} --depth 10 --name top10",
-            f"python -m ablate.label judge --pool labels/demo/pools/{POOL}.tsv generator=llama_cpp",
+            f"python -m ablate.label judge --pool labels/demo/pools/{POOL}.tsv generator=llama_cpp"
+            + "".join(f" {a}" for a in _prompt(args.prompt)),
             f"python -m ablate.label sample --pool labels/demo/pools/{POOL}.tsv --questions {args.questions} "
             f"--seed {args.seed}",
             f"python -m ablate.label commit --version {VERSION}",
