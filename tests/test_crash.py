@@ -239,7 +239,7 @@ def test_ctrl_c_at_a_terminal_is_one_line_and_130_and_a_kill_is_passed_on(tmp_pa
     started is passed on: one line, 143. An exit code passes through unchanged."""
     p, master = _at_a_terminal(tmp_path)
     out = bytearray()
-    _read_until(master, b"ready", out)
+    _read_until(master, b"\n", out)  # the whole "ready" line: a signal inside its print would cut it
     os.write(master, b"\x03")  # Ctrl-C: the kernel signals the foreground process group
     assert _ended(p, master, out) == 130, out
     # the terminal echoes the keystroke as ^C, on the line the command's own line then completes
@@ -248,7 +248,7 @@ def test_ctrl_c_at_a_terminal_is_one_line_and_130_and_a_kill_is_passed_on(tmp_pa
 
     p, master = _at_a_terminal(tmp_path)
     out = bytearray()
-    _read_until(master, b"ready", out)
+    _read_until(master, b"\n", out)
     p.send_signal(signal.SIGTERM)
     assert _ended(p, master, out) == 143, out
     lines = out.decode().replace("\r", "").splitlines()

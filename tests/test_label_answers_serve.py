@@ -25,7 +25,16 @@ REPO = Path(__file__).resolve().parents[1]
 def start(pool_path: Path, labels: Path, port: int) -> subprocess.Popen:
     cmd = [sys.executable, "-m", "ablate.label", "serve", "--pool", str(pool_path), "--labels-dir", str(labels),
            "--assessor", "alice", "--port", str(port)]  # fmt: skip
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO)
+    proc = subprocess.Popen(
+        cmd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=REPO,
+        # as a shell starts a command in the foreground: a suite run as a background job (`make test &`) has SIGINT
+        # ignored, its children inherit that, and the server would rightly keep it ignored
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
     assert proc.stdout is not None
     deadline = time.time() + 120
     said = []

@@ -260,6 +260,9 @@ def start(pool_path: Path, labels: Path, port: int) -> subprocess.Popen:
         stderr=subprocess.PIPE,
         text=True,
         cwd=REPO,
+        # as a shell starts a command in the foreground: a suite run as a background job (`make test &`) has SIGINT
+        # ignored, its children inherit that, and the server would rightly keep it ignored
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     assert proc.stdout is not None
     deadline = time.time() + 120
