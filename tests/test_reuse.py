@@ -44,13 +44,8 @@ def _job(tmp_path: Path, uri: str, exp: str, *extra: str, reuse_on: bool = True)
     return replace(job, output=replace(job.output, reuse=reuse_on))
 
 
-@pytest.fixture
-def cache_env(tmp_path, monkeypatch):
-    monkeypatch.setenv("ABLATE_CACHE_DIR", str(tmp_path / "cache"))
-
-
 @pytest.mark.parametrize("variant", ["A", "B", "C", "oracle"])
-def test_the_planned_components_are_the_ones_the_run_records(tmp_path, mlflow_uri, cache_env, variant):
+def test_the_planned_components_are_the_ones_the_run_records(tmp_path, mlflow_uri, variant):
     """The key is computed before anything runs; it must name what then runs, or a reuse would stand for other work."""
     job = _job(tmp_path, mlflow_uri, f"reuse-plan-{variant}", f"variant={variant}")
     session = Session()
@@ -65,7 +60,7 @@ def test_the_planned_components_are_the_ones_the_run_records(tmp_path, mlflow_ur
     assert len(run.tags[R.T_CELL]) == 64 and R.T_REUSED_FROM not in run.tags
 
 
-def test_an_identical_job_reuses_the_finished_run_with_everything_it_logged(tmp_path, mlflow_uri, cache_env):
+def test_an_identical_job_reuses_the_finished_run_with_everything_it_logged(tmp_path, mlflow_uri):
     t = Tracker(mlflow_uri)
     job = _job(tmp_path, mlflow_uri, "reuse-same", "variant=C", "rrf.k=30")
     first = run_job(job, t, Session(), stream=io.StringIO())
@@ -114,9 +109,7 @@ def test_an_identical_job_reuses_the_finished_run_with_everything_it_logged(tmp_
         ("dense.num_threads=1",),  # logged, in no fingerprint
     ],
 )
-def test_any_input_that_changes_the_numbers_or_their_record_gives_a_new_key(
-    tmp_path, mlflow_uri, cache_env, change
-):
+def test_any_input_that_changes_the_numbers_or_their_record_gives_a_new_key(tmp_path, mlflow_uri, change):
     t = Tracker(mlflow_uri)
     exp = f"reuse-change-{change[0].split('=')[0]}"
     base = _job(tmp_path, mlflow_uri, exp, "variant=C", "rrf.k=30")
@@ -131,9 +124,7 @@ def test_any_input_that_changes_the_numbers_or_their_record_gives_a_new_key(
         assert a.tags[f"{R.T_FP_PREFIX}dense"] == b.tags[f"{R.T_FP_PREFIX}dense"]  # one component, one factor
 
 
-def test_a_change_to_ablate_code_or_a_scoring_library_gives_a_new_key(
-    tmp_path, mlflow_uri, cache_env, monkeypatch
-):
+def test_a_change_to_ablate_code_or_a_scoring_library_gives_a_new_key(tmp_path, mlflow_uri, monkeypatch):
     job = _job(tmp_path, mlflow_uri, "reuse-code", "variant=A")
     session = Session()
     snapshot = check_inputs(job.corpus, job.output, job.pipeline, session=session)
@@ -166,7 +157,7 @@ def test_package_digest_follows_every_source_file(tmp_path, monkeypatch):
     assert len(set(digests)) == 3
 
 
-def test_runs_that_are_never_reused(tmp_path, mlflow_uri, cache_env):
+def test_runs_that_are_never_reused(tmp_path, mlflow_uri):
     job = _job(tmp_path, mlflow_uri, "reuse-never", "variant=A")
     assert reuse.why_not_reusable(job) is None
     assert (
@@ -182,7 +173,7 @@ def test_runs_that_are_never_reused(tmp_path, mlflow_uri, cache_env):
     assert "generator" in str(reuse.why_not_reusable(gen))
 
 
-def test_a_run_that_did_not_finish_is_never_reused(tmp_path, mlflow_uri, cache_env):
+def test_a_run_that_did_not_finish_is_never_reused(tmp_path, mlflow_uri):
     t = Tracker(mlflow_uri)
     job = _job(tmp_path, mlflow_uri, "reuse-failed", "variant=A")
     first = run_job(job, t, Session(), stream=io.StringIO())
@@ -193,7 +184,7 @@ def test_a_run_that_did_not_finish_is_never_reused(tmp_path, mlflow_uri, cache_e
     assert third.reused_from == second.run_id  # the newest FINISHED run with the key
 
 
-def test_reuse_off_runs_again(tmp_path, mlflow_uri, cache_env):
+def test_reuse_off_runs_again(tmp_path, mlflow_uri):
     t = Tracker(mlflow_uri)
     job = _job(tmp_path, mlflow_uri, "reuse-off", "variant=A", reuse_on=False)
     run_job(job, t, Session(), stream=io.StringIO())
@@ -270,7 +261,7 @@ def test_a_repeated_sweep_records_its_cells_as_reused_and_an_extended_one_runs_o
 
 
 def test_reused_artifacts_are_linked_and_the_new_config_never_writes_through_to_the_source(
-    tmp_path, mlflow_uri, cache_env
+    tmp_path, mlflow_uri
 ):
     t = Tracker(mlflow_uri)
     quiet = _job(tmp_path, mlflow_uri, "reuse-links", "variant=A")
@@ -352,7 +343,7 @@ def _files(t: Tracker, run_id: str) -> dict[str, bytes]:
     return {p.relative_to(root).as_posix(): p.read_bytes() for p in root.rglob("*") if p.is_file()}
 
 
-def test_every_run_is_sealed_with_the_digest_of_its_record(tmp_path, mlflow_uri, cache_env):
+def test_every_run_is_sealed_with_the_digest_of_its_record(tmp_path, mlflow_uri):
     """Original and reused runs alike: the tag is the sha256 of record_digest.json, which lists every param, metric
     (its exact float) and artifact (the sha256 of its bytes) the store holds; a reused run lists its own config."""
     t = Tracker(mlflow_uri)
@@ -377,9 +368,7 @@ def test_every_run_is_sealed_with_the_digest_of_its_record(tmp_path, mlflow_uri,
         assert record_digest.check(t, run).problem is None
 
 
-def test_a_metric_edited_on_the_source_after_it_finished_makes_the_cell_run(
-    tmp_path, mlflow_uri, cache_env, capsys
-):
+def test_a_metric_edited_on_the_source_after_it_finished_makes_the_cell_run(tmp_path, mlflow_uri, capsys):
     t = Tracker(mlflow_uri)
     job = _job(tmp_path, mlflow_uri, "reuse-edited-metric", "variant=A")
     first = run_job(job, t, Session(), stream=io.StringIO())
@@ -403,9 +392,7 @@ def test_a_metric_edited_on_the_source_after_it_finished_makes_the_cell_run(
 
 
 @pytest.mark.parametrize("name", [R.A_RUN, R.A_PER_QUERY])
-def test_an_artifact_deleted_from_the_source_makes_the_cell_run(
-    tmp_path, mlflow_uri, cache_env, capsys, name
-):
+def test_an_artifact_deleted_from_the_source_makes_the_cell_run(tmp_path, mlflow_uri, capsys, name):
     t = Tracker(mlflow_uri)
     job = _job(tmp_path, mlflow_uri, f"reuse-deleted-{name}", "variant=A")
     first = run_job(job, t, Session(), stream=io.StringIO())
@@ -422,7 +409,7 @@ def test_an_artifact_deleted_from_the_source_makes_the_cell_run(
     ]
 
 
-def test_a_reuse_is_never_copied_the_original_is(tmp_path, mlflow_uri, cache_env, capsys):
+def test_a_reuse_is_never_copied_the_original_is(tmp_path, mlflow_uri, capsys):
     """run, reuse it, damage the reuse (a file and a metric), then an identical job: it copies the first run."""
     t = Tracker(mlflow_uri)
     job = _job(tmp_path, mlflow_uri, "reuse-chain", "variant=A")
@@ -442,7 +429,7 @@ def test_a_reuse_is_never_copied_the_original_is(tmp_path, mlflow_uri, cache_env
     assert _notes(capsys.readouterr().err) == []
 
 
-def test_a_run_without_a_record_digest_is_not_reused(tmp_path, mlflow_uri, cache_env, capsys):
+def test_a_run_without_a_record_digest_is_not_reused(tmp_path, mlflow_uri, capsys):
     t = Tracker(mlflow_uri)
     job = _job(tmp_path, mlflow_uri, "reuse-no-digest", "variant=A")
     first = run_job(job, t, Session(), stream=io.StringIO())
@@ -520,9 +507,7 @@ def mlflow_server(tmp_path) -> Iterator[tuple[str, Path]]:
 
 
 @pytest.mark.slow
-def test_on_a_tracking_server_records_are_downloaded_sealed_and_checked(
-    tmp_path, mlflow_server, cache_env, capsys
-):
+def test_on_a_tracking_server_records_are_downloaded_sealed_and_checked(tmp_path, mlflow_server, capsys):
     """Artifacts that are not local files are downloaded through MLflow to be hashed, when sealing and when checking."""
     uri, served = mlflow_server
     t = Tracker(uri)
