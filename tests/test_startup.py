@@ -110,6 +110,37 @@ def test_a_run_still_imports_what_it_needs():
     assert proc.stdout.strip() == "ablate.evaluation.retrieval"
 
 
+#: What a command imports on its way to work it does not do: the power and gate statistics (scipy.stats, statsmodels:
+#: about a second) load when a plan, a report or a gate computes them, not when a run or a label command starts.
+WORK_MODULES = (
+    "ablate.runner.job",
+    "ablate.evaluation.stats",
+    "ablate.study.clusters",
+    "ablate.app.recorded_clusters",
+    "ablate.app.label_validate",
+    "ablate.app.label_pool",
+)
+
+
+def test_a_run_or_a_label_command_does_not_import_the_statistics_it_does_not_compute():
+    code = (
+        "import importlib, json, sys; "
+        f"[importlib.import_module(m) for m in {list(WORK_MODULES)!r}]; "
+        "print(json.dumps(sorted(m for m in sys.modules if m.startswith(('scipy.stats', 'statsmodels')))))"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout.strip().splitlines()[-1]) == []
+    # and they are there when asked for: the power of a plan, the verdict of a gate
+    code = (
+        "import sys; from ablate.evaluation.stats import t_power; from ablate.study.gate import cluster_interval; "
+        "t_power([0.1, -0.2, 0.3, 0.0], 0.2, 30); cluster_interval([0.1, 0.2, 0.0], ['a', 'b', 'c'], 0.9); "
+        "assert 'scipy.stats' in sys.modules and 'statsmodels.stats.power' in sys.modules"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+
+
 #: What a refused setting must not import: the model, index and tracking libraries load only once every setting of
 #: every cell is accepted (each costs seconds on a loaded machine).
 HEAVY_AFTER_CHECKS = ("torch", "faiss", "mlflow", "sentence_transformers", "transformers")

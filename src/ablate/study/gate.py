@@ -34,9 +34,8 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
+from types import ModuleType
 from typing import Any
-
-from scipy import stats
 
 from ablate.errors import AblateError
 from ablate.evaluation.stats.holm import holm
@@ -93,6 +92,14 @@ class Decision:
         return out
 
 
+def _scipy_stats() -> ModuleType:
+    """scipy.stats, imported when a verdict is computed: the run and label commands import this module (its
+    clusters' helpers) and would otherwise pay scipy.stats' second of import at their start."""
+    from scipy import stats
+
+    return stats
+
+
 def check_settings(margin: float, alpha: float) -> None:
     """Refuse a margin or alpha outside its range (one line naming the value)."""
     if not (math.isfinite(margin) and margin >= 0):
@@ -137,7 +144,7 @@ def cluster_se(d: list[float], groups: list[str]) -> tuple[float, float]:
 def cluster_interval(d: list[float], groups: list[str], level: float) -> tuple[float, float, float, float]:
     """(mean, low, high, standard error) of ``d``'s mean: the cluster-robust t interval at ``level`` with G − 1 df."""
     mean, se = cluster_se(d, groups)
-    t = float(stats.t.ppf(0.5 + level / 2, len(set(groups)) - 1))
+    t = float(_scipy_stats().t.ppf(0.5 + level / 2, len(set(groups)) - 1))
     return mean, mean - t * se, mean + t * se, se
 
 
@@ -195,19 +202,19 @@ class _Paired:
 
     def bound(self, level: float, side: int) -> float:
         """The one-sided bound at ``level``: the lower (``side`` −1) or upper (+1)."""
-        return self.delta + side * float(stats.t.ppf(1 - level, self.df)) * self.se
+        return self.delta + side * float(_scipy_stats().t.ppf(1 - level, self.df)) * self.se
 
     def p_noninferior(self, margin: float) -> float:
         """One-sided p of H0: Δ ≤ −margin."""
         if self.se == 0:
             return 0.0 if self.delta > -margin else 1.0
-        return float(stats.t.sf((self.delta + margin) / self.se, self.df))
+        return float(_scipy_stats().t.sf((self.delta + margin) / self.se, self.df))
 
     def p_regression(self) -> float:
         """One-sided p of H0: Δ ≥ 0."""
         if self.se == 0:
             return 0.0 if self.delta < 0 else 1.0
-        return float(stats.t.cdf(self.delta / self.se, self.df))
+        return float(_scipy_stats().t.cdf(self.delta / self.se, self.df))
 
 
 def _pair(
@@ -267,7 +274,7 @@ def decide_metrics(
         outcome = PASS if ni[i] else (REGRESSION if reg[i] else INCONCLUSIVE)
         icc = icc_of(x.d, x.g)
         n_clusters = x.df + 1
-        t_sum = float(stats.t.ppf(1 - lv_ni[i], x.df) + stats.t.ppf(POWER, x.df))
+        t_sum = float(_scipy_stats().t.ppf(1 - lv_ni[i], x.df) + _scipy_stats().t.ppf(POWER, x.df))
         needed = _questions_needed(x.d, x.g, icc, margin, lv_ni[i]) if outcome == INCONCLUSIVE else None
         warnings: tuple[str, ...] = ()
         if n_clusters < FEW_CLUSTERS:
@@ -321,5 +328,5 @@ def _questions_needed(d: list[float], g: list[str], icc: float, margin: float, a
         return None
     m = n / len(set(g))
     deff = 1 + (m - 1) * icc
-    z = float(stats.norm.ppf(1 - alpha) + stats.norm.ppf(POWER))
+    z = float(_scipy_stats().norm.ppf(1 - alpha) + _scipy_stats().norm.ppf(POWER))
     return math.ceil((z * sd / margin) ** 2 * deff)

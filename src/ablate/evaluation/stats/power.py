@@ -26,15 +26,17 @@ from __future__ import annotations
 
 import math
 import warnings
+from typing import TYPE_CHECKING
 
 import numpy as np
 from numpy.typing import ArrayLike
-from scipy import stats as sps
-from statsmodels.stats.power import TTestPower
 
 from ablate.evaluation.stats.checks import StatsConfigError, StatsInputError, as_float, check_seed
 from ablate.evaluation.stats.cluster import cluster_codes, cluster_sums, n_clusters
 from ablate.evaluation.stats.wilson import wilson_interval
+
+if TYPE_CHECKING:
+    from statsmodels.stats.power import TTestPower
 
 #: At most this many resampled differences are held at once by :func:`simulated_power`.
 _CELLS = 4_000_000
@@ -43,6 +45,14 @@ _CELLS = 4_000_000
 _CEIL_SLACK = 1e-9
 #: Accepted ``alternative`` values (as statsmodels names them).
 ALTERNATIVES: tuple[str, ...] = ("two-sided", "larger", "smaller")
+
+
+def _ttest_power() -> TTestPower:
+    """statsmodels' t power, imported when asked for: statsmodels and scipy.stats take about a second to import, which
+    every command that imports this package (a run, a label command) would otherwise pay at its start."""
+    from statsmodels.stats.power import TTestPower
+
+    return TTestPower()
 
 
 def _diffs(diffs: ArrayLike, where: str) -> np.ndarray:
@@ -104,7 +114,9 @@ def mde(
     n = int(d.size if n is None else n)
     if undetermined(d, n) is not None:
         return math.nan
-    es = TTestPower().solve_power(effect_size=None, nobs=n, alpha=alpha, power=power, alternative=alternative)
+    es = _ttest_power().solve_power(
+        effect_size=None, nobs=n, alpha=alpha, power=power, alternative=alternative
+    )
     return float(np.asarray(es).item()) * float(np.std(d, ddof=1)) * math.sqrt(deff)
 
 
@@ -124,7 +136,7 @@ def t_power(
     if undetermined(d, n) is not None:
         return math.nan
     es = float(delta) / (float(np.std(d, ddof=1)) * math.sqrt(deff))
-    return float(TTestPower().power(effect_size=es, nobs=n, alpha=alpha, alternative=alternative))
+    return float(_ttest_power().power(effect_size=es, nobs=n, alpha=alpha, alternative=alternative))
 
 
 def n_needed(
@@ -147,7 +159,9 @@ def n_needed(
     if undetermined(d) is not None:
         return math.nan
     es = float(delta) / float(np.std(d, ddof=1))
-    n = TTestPower().solve_power(effect_size=es, nobs=None, alpha=alpha, power=power, alternative=alternative)
+    n = _ttest_power().solve_power(
+        effect_size=es, nobs=None, alpha=alpha, power=power, alternative=alternative
+    )
     # the t test needs n >= 2; solve_power's root is continuous, the design takes the next whole question
     return float(max(2, math.ceil(float(np.asarray(n).item()) * deff - _CEIL_SLACK)))
 
@@ -170,6 +184,8 @@ def simulated_power(
     ``groups`` (one cluster label per difference): when a cluster holds two or more questions, each study draws
     ``round(n / m)`` whole clusters (``m`` the pilot's mean cluster size, at least 2 clusters) and is tested with the
     cluster-robust t on G − 1 degrees of freedom (:func:`_clustered_rejections`)."""
+    from scipy import stats as sps  # here, not at the top: see _ttest_power
+
     _check(alpha)
     seed = check_seed(seed)
     if isinstance(n_sims, bool) or not isinstance(n_sims, int | np.integer) or n_sims < 1:
@@ -202,6 +218,8 @@ def _clustered_rejections(
 ) -> int:
     """How many of ``n_sims`` studies of ``round(n / m)`` clusters drawn from ``pop``'s reject mean 0 at ``alpha``
     by the two-sided cluster-robust t test (CR1 standard error, G − 1 df); a study with no spread is not rejected."""
+    from scipy import stats as sps
+
     g = n_clusters(codes)
     drawn_g = max(2, round(n * g / pop.size))
     sums, sizes = cluster_sums(pop, codes), np.bincount(codes, minlength=g).astype(np.float64)
