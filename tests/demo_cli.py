@@ -17,10 +17,23 @@ def demo_folder(root: Path) -> Path:
     return root
 
 
-def run_module(args: list[str], cwd: Path, timeout: int = 900) -> subprocess.CompletedProcess[str]:
-    """``python -m args[0] args[1:]`` in ``cwd`` with this interpreter."""
+def _env() -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("MLFLOW_")}
     env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
+    return env
+
+
+def run_module(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    """``python -m args[0] args[1:]`` in ``cwd``, run in this process (tests/inprocess.py: what a new interpreter
+    would see, without the seconds it takes to import MLflow, Hydra and pandas again)."""
+    from inprocess import run_module as in_process
+
+    return in_process(args[0], args[1:], cwd=cwd, env=_env())
+
+
+def own_process(args: list[str], cwd: Path, timeout: int = 900) -> subprocess.CompletedProcess[str]:
+    """``python -m args[0] args[1:]`` in ``cwd`` in a new interpreter: for what needs a process of its own (the
+    supervisor, a signal, the console)."""
     return subprocess.run(
-        [sys.executable, "-m", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout
+        [sys.executable, "-m", *args], cwd=cwd, env=_env(), capture_output=True, text=True, timeout=timeout
     )
