@@ -38,7 +38,16 @@ def _env(cwd: Path) -> dict[str, str]:
     return env
 
 
-def cli(module: str, args: list[str], cwd: Path, timeout: int = 900) -> subprocess.CompletedProcess:
+def cli(module: str, args: list[str], cwd: Path) -> subprocess.CompletedProcess:
+    """``python -m module args`` in ``cwd``, run in this process (tests/inprocess.py): what a new interpreter would
+    see, without the seconds it takes to import MLflow, Hydra and pandas again."""
+    from inprocess import run_module
+
+    return run_module(module, args, cwd=cwd, env=_env(cwd))
+
+
+def own_process(module: str, args: list[str], cwd: Path, timeout: int = 900) -> subprocess.CompletedProcess:
+    """:func:`cli` in a new interpreter: for what needs a process of its own (the supervisor, a signal, the console)."""
     return subprocess.run(
         [sys.executable, "-m", module, *args],
         cwd=cwd,
