@@ -9,7 +9,6 @@ import json
 import math
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pandas as pd
@@ -22,6 +21,7 @@ from ablate.study.fetch import RunRecord
 from ablate.study.report.judged import labels_note
 from ablate.tracking import Tracker
 from conftest import TINY_DOCS, TINY_MANIFEST, TINY_QRELS, TINY_QUERIES, write_corpus
+from inprocess import run_module
 
 REPO = Path(__file__).resolve().parents[1]
 DEMO_DEV = REPO / "corpora" / "demo" / "qrels" / "dev.tsv"
@@ -38,9 +38,7 @@ def _cli(module: str, args: list[str], cwd: Path, cache: Path) -> subprocess.Com
     }
     env.pop("MLFLOW_TRACKING_URI", None)
     cwd.mkdir(parents=True, exist_ok=True)
-    return subprocess.run(
-        [sys.executable, "-m", module, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=900
-    )
+    return run_module(module, args, cwd=cwd, env=env)  # in this process: tests/inprocess.py
 
 
 class Swept:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -18,6 +17,7 @@ from ablate.stages.retrievers.dense import DenseRetriever
 from ablate.study.compare import differing_components, varying_params
 from ablate.tracking import Tracker
 from conftest import write_corpus
+from inprocess import run_module
 
 E5, MINILM = "multilingual-e5-small", "all-MiniLM-L6-v2"
 
@@ -62,9 +62,7 @@ def en_folder(tmp_path_factory) -> Path:
 def ablate(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
     env.pop("MLFLOW_TRACKING_URI", None)
-    return subprocess.run(
-        [sys.executable, "-m", "ablate", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=900
-    )
+    return run_module("ablate", args, cwd=cwd, env=env)  # in this process: tests/inprocess.py
 
 
 def _base(folder: Path, uri: str, exp: str, tmp: Path) -> list[str]:
