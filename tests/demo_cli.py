@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -29,11 +28,3 @@ def run_module(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
     from inprocess import run_module as in_process
 
     return in_process(args[0], args[1:], cwd=cwd, env=_env())
-
-
-def own_process(args: list[str], cwd: Path, timeout: int = 900) -> subprocess.CompletedProcess[str]:
-    """``python -m args[0] args[1:]`` in ``cwd`` in a new interpreter: for what needs a process of its own (the
-    supervisor, a signal, the console)."""
-    return subprocess.run(
-        [sys.executable, "-m", *args], cwd=cwd, env=_env(), capture_output=True, text=True, timeout=timeout
-    )

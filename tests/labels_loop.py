@@ -1,11 +1,10 @@
-"""What the label-loop tests share: the CLI in a subprocess, a demo sweep (variant=A,B,C) in a folder of its own, and
+"""What the label-loop tests share: the CLI run in the test's process, a demo sweep (variant=A,B,C) in a folder of its own, and
 a journal of real unjudged pairs from a run's unjudged.csv."""
 
 from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pandas as pd
@@ -46,23 +45,8 @@ def cli(module: str, args: list[str], cwd: Path) -> subprocess.CompletedProcess:
     return run_module(module, args, cwd=cwd, env=_env(cwd))
 
 
-def own_process(module: str, args: list[str], cwd: Path, timeout: int = 900) -> subprocess.CompletedProcess:
-    """:func:`cli` in a new interpreter: for what needs a process of its own (the supervisor, a signal, the console)."""
-    return subprocess.run(
-        [sys.executable, "-m", module, *args],
-        cwd=cwd,
-        env=_env(cwd),
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
-
-
-def refused(module: str, args: list[str], cwd: Path) -> subprocess.CompletedProcess:
-    """:func:`cli` for a command refused before any run: in this process (tests/inprocess.py)."""
-    from inprocess import run_module
-
-    return run_module(module, args, cwd=cwd, env=_env(cwd))
+#: A command refused before any run: the same call, named for what the test expects of it.
+refused = cli
 
 
 def demo_sweep(cwd: Path, experiment: str) -> tuple[str, str, dict[str, str]]:
