@@ -9,7 +9,6 @@ import json
 import os
 import re
 import subprocess
-import sys
 from dataclasses import asdict
 from pathlib import Path
 
@@ -78,15 +77,11 @@ def lines(path: Path) -> list[dict]:
 
 
 def cli(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
+    """``python -m ablate.label *args`` in ``cwd``, run in this process (tests/inprocess.py)."""
+    from inprocess import run_module
+
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
-    return subprocess.run(
-        [sys.executable, "-m", "ablate.label", *args],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    return run_module("ablate.label", args, cwd=cwd, env=env)
 
 
 # ---------------------------------------------------------------------------------------------------- the pool
