@@ -117,7 +117,12 @@ def pytest_configure(config: pytest.Config) -> None:
     the shipped models' conversions, the embedded corpora's indexes and embeddings, the demo's fine-tuned reranker
     and generated answers are built once per session, not once per test. A fresh folder each session (a run is as
     on a fresh clone; ``~/.cache/ablate`` is left alone), removed at the end; ``ABLATE_CACHE_DIR`` set by the caller
-    (CI shares one between the default and the slow suite) wins. Tests that check a cold cache pass their own."""
+    (CI shares one between the default and the slow suite) wins. Tests that check a cold cache pass their own.
+
+    The reference libraries that numba compiles (ranx's metrics, ppi_py) run interpreted (``NUMBA_DISABLE_JIT=1``,
+    unless the caller set it): the same Python code, without the half minute of compilation a fresh environment
+    spends on inputs of a few dozen questions (tests/test_evaluation_differential.py: 56 s to 9 s)."""
+    os.environ.setdefault("NUMBA_DISABLE_JIT", "1")
     if "ABLATE_CACHE_DIR" in os.environ or hasattr(config, "workerinput"):
         return  # the caller's folder, or an xdist worker (it inherits the controller's)
     folder = tempfile.mkdtemp(prefix="ablate-test-cache-")
