@@ -142,9 +142,15 @@ def _env() -> dict[str, str]:
 
 
 def _run(command: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    """``command`` as a user types it, ``python`` being this interpreter (the venv's, as after activating it)."""
+    """``command`` as a user types it, ``python`` being this interpreter (the venv's, as after activating it). The
+    README's first-minute sweep runs in a new interpreter, as typed; the other ``python -m`` commands run in this
+    process (tests/inprocess.py: what a new interpreter would see, without its seconds of imports each)."""
     argv = shlex.split(command)
     assert argv[0] == "python", command
+    if command != FIRST_MINUTE and argv[1] == "-m":
+        from inprocess import run_module
+
+        return run_module(argv[2], argv[3:], cwd=cwd, env=_env())
     return subprocess.run(
         [sys.executable, *argv[1:]], cwd=cwd, env=_env(), capture_output=True, text=True, timeout=900
     )
