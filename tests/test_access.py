@@ -351,7 +351,8 @@ def test_a_tracked_demo_run_logs_who_asked_and_when_and_rescores_exactly(tmp_pat
     from ablate.tracking import Tracker
 
     store = tmp_path / "m.db"
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "ABLATE_CACHE_DIR": str(tmp_path / "cache")}
+    # the session's cache (tests/conftest.py): nothing here is about what it holds
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
     env.pop("MLFLOW_TRACKING_URI", None)
     args = ["variant=A", f"tracking.uri=sqlite:///{store}", "progress=false", "stats.bootstrap=200"]
     p = subprocess.run(

@@ -137,12 +137,7 @@ def _a_real_sweep_edited(store: str) -> dict[str, str]:
     where = Path(tempfile.mkdtemp(prefix="catalogue-sweep-"))
     corpus = write_corpus(where / "tiny", TINY_DOCS, TINY_QUERIES, TINY_QRELS, TINY_MANIFEST)
     exp = f"catalogue-edited-trec-{where.name}"
-    env = {
-        **os.environ,
-        "HF_HUB_OFFLINE": "1",
-        "TRANSFORMERS_OFFLINE": "1",
-        "ABLATE_CACHE_DIR": str(where / "c"),
-    }
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}  # the session's cache
     env.pop("MLFLOW_TRACKING_URI", None)
     args = [
         "corpus=beir",
@@ -1394,10 +1389,11 @@ CASES = [
 
 
 def _run(
-    case: Case, tmp: Path, store: str, cache: str, http: str, process: bool | None = None
+    case: Case, tmp: Path, store: str, http: str, process: bool | None = None
 ) -> tuple[subprocess.CompletedProcess, Path]:
     """The case's command in a folder of its own: in this process (:func:`inprocess.run_module`) unless the case
-    needs a process of its own (``case.process``) or ``process`` says which."""
+    needs a process of its own (``case.process``) or ``process`` says which. The session's cache (tests/conftest.py):
+    no case is about what the cache holds (``cache.dir`` cases name a folder of their own)."""
     root = write_corpus(tmp / case.id / "tiny", TINY_DOCS, TINY_QUERIES, TINY_QRELS, TINY_MANIFEST)
     if case.setup is not None:
         case.setup(root)
@@ -1419,7 +1415,7 @@ def _run(
             "progress=false",
             *args,
         ]
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "ABLATE_CACHE_DIR": cache}
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
     env.pop("MLFLOW_TRACKING_URI", None)
     if not (bool(case.process) if process is None else process):
         return inprocess.run_module(case.module, args, cwd=tmp / case.id, env=env), tmp / case.id
@@ -1451,10 +1447,10 @@ def not_mlflow() -> Iterator[str]:
 
 
 @pytest.fixture(scope="module")
-def place(tmp_path_factory, mlflow_uri, not_mlflow) -> tuple[Path, str, str, str]:
-    """(the folder the cases' folders go in, the store's path, the model cache, the HTTP server that is not MLflow)."""
+def place(tmp_path_factory, mlflow_uri, not_mlflow) -> tuple[Path, str, str]:
+    """(the folder the cases' folders go in, the store's path, the HTTP server that is not MLflow)."""
     tmp = tmp_path_factory.mktemp("catalogue")
-    return tmp, mlflow_uri[len("sqlite:///") :], str(tmp / "cache"), not_mlflow
+    return tmp, mlflow_uri[len("sqlite:///") :], not_mlflow
 
 
 def test_the_catalogue_is_large_and_documented():
@@ -1504,9 +1500,9 @@ AGREE = ("misspelled-key", "commit-unknown-qid", "report-labels-unknown")
 def test_in_this_process_and_in_its_own_a_case_ends_the_same(case_id, place):
     case = BY_ID[case_id]
     assert not case.process
-    tmp, store, cache, http = place
-    inside, _ = _run(case, tmp / "inside", store, cache, http, process=False)
-    alone, _ = _run(case, tmp / "alone", store, cache, http, process=True)
+    tmp, store, http = place
+    inside, _ = _run(case, tmp / "inside", store, http, process=False)
+    alone, _ = _run(case, tmp / "alone", store, http, process=True)
 
     def errors(p: subprocess.CompletedProcess, where: str) -> list[str]:
         return [
@@ -1600,10 +1596,10 @@ def test_the_runner_leaves_this_process_as_it_found_it(place, tmp_path):
         "native to fd 2",
         "leaving with a text",
     ], p.stderr
-    tmp, store, cache, http = place
+    tmp, store, http = place
     assert _a_real_sweep_edited(store)["parent"]
     assert _process_state() == before
-    p, _ = _run(BY_ID["commit-unknown-qid"], tmp / "as-found", store, cache, http, process=False)
+    p, _ = _run(BY_ID["commit-unknown-qid"], tmp / "as-found", store, http, process=False)
     assert p.returncode == 2 and _process_state() == before
 
 

@@ -492,14 +492,12 @@ def test_shipped_model_names_resolve_offline(tmp_path):
 # -- through the real entry point: Hydra composition, the demo corpus, a real MLflow store ----------------------------
 
 
-def _cli(args: list[str], cwd: Path, cache: Path) -> subprocess.CompletedProcess:
-    env = {
-        **os.environ,
-        "HF_HUB_OFFLINE": "1",
-        "TRANSFORMERS_OFFLINE": "1",
-        "OMP_WAIT_POLICY": "PASSIVE",
-        "ABLATE_CACHE_DIR": str(cache),
-    }
+def _cli(args: list[str], cwd: Path, cache: Path | None = None) -> subprocess.CompletedProcess:
+    """``python -m ablate``; ``cache``: a cold cache of the test's own (its answers must be generated), else the
+    session's (tests/conftest.py)."""
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "OMP_WAIT_POLICY": "PASSIVE"}
+    if cache is not None:
+        env["ABLATE_CACHE_DIR"] = str(cache)
     env.pop("MLFLOW_TRACKING_URI", None)
     return subprocess.run(
         [sys.executable, "-m", "ablate", *args, "progress=false", "stats.bootstrap=200"],
@@ -571,7 +569,7 @@ def test_cli_run_on_the_tiny_corpus_logs_answer_metrics_the_diagnosis_and_the_fu
         f"tracking.uri={mlflow_uri}",
         "tracking.experiment=cli-answers-tiny",
     ]
-    p = _cli(args, tmp_path, tmp_path / "cache")
+    p = _cli(args, tmp_path, tmp_path / "cache")  # a cold cache: every answer is generated (counted below)
     assert p.returncode == 0, p.stderr[-3000:]
     assert "answers:" in p.stdout, p.stdout[-3000:]
     t = Tracker(mlflow_uri)
@@ -676,8 +674,7 @@ def test_cli_openai_generator_against_a_server_that_is_down(tmp_path, mlflow_uri
             "generator.max_retries=0",
         ],
         tmp_path,
-        tmp_path / "cache",
-    )
+    )  # the session's cache: the server's URL (a free port) is in every answer's key, so none is found there
     assert down.returncode == 2  # a user-fixable error, like every AblateError of a single run
     err = [line for line in down.stderr.splitlines() if line.startswith("error:")]
     assert len(err) == 1 and "cannot connect" in err[0] and "Traceback" not in down.stderr
@@ -697,7 +694,6 @@ def test_cli_openai_generator_against_a_server(llama_server, tmp_path, mlflow_ur
             "generator.model=smollm2",
         ],
         tmp_path,
-        tmp_path / "cache",
     )
     assert ok.returncode == 0, ok.stderr[-3000:]
     assert "answers: correct" in ok.stdout

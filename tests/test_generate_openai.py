@@ -223,14 +223,14 @@ def _files_holding(root: Path, secret: str) -> list[str]:
 # -- through the real entry point: the key reaches no store, artifact, cache or console --------------------------------
 
 
-def _cli(args: list[str], cwd: Path, cache: Path, env_extra: dict[str, str]) -> subprocess.CompletedProcess:
-    env = {
-        **os.environ,
-        "HF_HUB_OFFLINE": "1",
-        "TRANSFORMERS_OFFLINE": "1",
-        "ABLATE_CACHE_DIR": str(cache),
-        **env_extra,
-    }
+def _cli(
+    args: list[str], cwd: Path, cache: Path | None, env_extra: dict[str, str]
+) -> subprocess.CompletedProcess:
+    """``python -m ablate``; ``cache``: a cold cache of the test's own (searched for the key, or its first run must
+    ask the server), else ``None``: the session's (tests/conftest.py)."""
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", **env_extra}
+    if cache is not None:
+        env["ABLATE_CACHE_DIR"] = str(cache)
     env.pop("MLFLOW_TRACKING_URI", None)
     return subprocess.run(
         [sys.executable, "-m", "ablate", *args, "progress=false", "stats.bootstrap=50"],
@@ -312,7 +312,7 @@ def test_cli_an_answer_that_is_not_json_fails_the_run_with_one_line(server, tmp_
             "tracking.experiment=openai-not-json",
         ],
         tmp_path,
-        tmp_path / "cache",
+        None,  # the session's cache: a route that never answers has no cached answer (its URL is in the key)
         {},
     )
     errors = [line for line in p.stderr.splitlines() if line.startswith("error:")]

@@ -71,8 +71,14 @@ def _fake(url: str) -> list[str]:
     return ["generator=openai", f"generator.base_url={url}/v1", "generator.model=fake-assessor"]
 
 
-def _cli(args: list[str], cwd: Path, cache: Path, timeout: float = 900) -> subprocess.CompletedProcess:
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "ABLATE_CACHE_DIR": str(cache)}
+def _cli(
+    args: list[str], cwd: Path, cache: Path | None = None, timeout: float = 900
+) -> subprocess.CompletedProcess:
+    """``python -m <args>``; ``cache``: a cold cache of the test's own (it counts what the assessor is asked), else
+    the session's (tests/conftest.py)."""
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    if cache is not None:
+        env["ABLATE_CACHE_DIR"] = str(cache)
     env.pop("MLFLOW_TRACKING_URI", None)
     return subprocess.run(
         [sys.executable, "-m", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout
@@ -176,7 +182,7 @@ def test_judge_appends_llm_judgements_and_resumes(tmp_path, fake_llm):
     url, hits = fake_llm
     pairs = [("q025", "INV-120#header"), ("q025", "INV-102#status"), ("q025", "POL-TRAVEL-2026#2.2")]
     pool = _pool(tmp_path / "labels" / "demo" / "pools" / "p.tsv", DEMO, pairs)
-    cache = tmp_path / "cache"
+    cache = tmp_path / "cache"  # cold: the first judge asks the fake assessor every pair (counted)
     before = hits["chat"]
     p = _cli(["ablate.label", "judge", "--pool", str(pool), *_fake(url)], tmp_path, cache)
     assert p.returncode == 0, p.stderr
@@ -207,12 +213,11 @@ def test_judge_appends_llm_judgements_and_resumes(tmp_path, fake_llm):
 
 # ------------------------------------------------------------------------------------------------------- validate
 @pytest.fixture(scope="module")
-def demo_sweep(tmp_path_factory) -> tuple[str, str, Path]:
-    """A sweep variant=A,B,C on the demo in a store of its own: (its tracking uri, the parent run id, cache)."""
+def demo_sweep(tmp_path_factory) -> tuple[str, str]:
+    """A sweep variant=A,B,C on the demo in a store of its own: (its tracking uri, the parent run id)."""
     tmp = tmp_path_factory.mktemp("sweep")
     uri = f"sqlite:///{tmp / 'mlflow.db'}"
-    cache = Path(os.environ.get("ABLATE_CACHE_DIR") or tmp / "cache")
-    p = _cli(["ablate", "-m", "variant=A,B,C", f"tracking.uri={uri}", "progress=false"], tmp, cache)
+    p = _cli(["ablate", "-m", "variant=A,B,C", f"tracking.uri={uri}", "progress=false"], tmp)
     assert p.returncode == 0, p.stderr
     from ablate.tracking import Tracker
 
@@ -222,14 +227,14 @@ def demo_sweep(tmp_path_factory) -> tuple[str, str, Path]:
         "",
     }
     assert len(parents) == 1
-    return uri, parents.pop(), cache
+    return uri, parents.pop()
 
 
 def test_validate_writes_a_report_whose_kappa_is_sklearns(tmp_path, fake_llm, demo_sweep):
     from sklearn.metrics import cohen_kappa_score
 
     url, _ = fake_llm
-    uri, parent, cache = demo_sweep
+    uri, parent = demo_sweep
     args = [
         "ablate.label",
         "validate",
@@ -242,7 +247,7 @@ def test_validate_writes_a_report_whose_kappa_is_sklearns(tmp_path, fake_llm, de
         "--tracking-uri",
         uri,
     ]
-    p = _cli([*args, *_fake(url)], tmp_path, cache)
+    p = _cli([*args, *_fake(url)], tmp_path)
     assert p.returncode == 0, p.stderr
     folders = list((tmp_path / "labels" / "demo" / "validation").iterdir())
     assert len(folders) == 1
@@ -302,7 +307,6 @@ def test_validate_without_a_sweep_says_it_needs_one(tmp_path, fake_llm):
             *_fake(url),
         ],
         tmp_path,
-        tmp_path / "cache",
     )
     assert p.returncode == 0, p.stderr
     md = next((tmp_path / "labels" / "tiny" / "validation").glob("*/validation.md")).read_text()
@@ -316,8 +320,7 @@ def test_qwen_judges_a_small_pool_end_to_end(tmp_path):
     template (the stated policy, the reference answer), whose three-line output parses every time."""
     pairs = [("q025", "INV-120#header"), ("q025", "INV-102#status"), ("q025", "POL-TRAVEL-2026#2.2")]
     pool = _pool(tmp_path / "labels" / "demo" / "pools" / "q.tsv", DEMO, pairs)
-    cache = Path(os.environ.get("ABLATE_CACHE_DIR") or tmp_path / "cache")
-    p = _cli(["ablate.label", "judge", "--pool", str(pool), "generator=llama_cpp"], tmp_path, cache)
+    p = _cli(["ablate.label", "judge", "--pool", str(pool), "generator=llama_cpp"], tmp_path)
     assert p.returncode == 0, p.stderr
     lines = journal.read(tmp_path / "labels" / "demo" / "journal.jsonl", grades=[2, 1, 0])
     assert int(re.search(r"unparseable \(not judged\): (\d+)", p.stdout).group(1)) == 0 and len(lines) == 3
@@ -336,7 +339,6 @@ def test_smollm2_wiring_counts_what_it_cannot_parse(tmp_path):
     """The 135M SmolLM2 (one pair, ~10 s) rarely ends with a score: whatever it writes, an output without one is no
     judgement."""
     pool = _pool(tmp_path / "labels" / "demo" / "pools" / "s.tsv", DEMO, [("q025", "INV-120#header")])
-    cache = Path(os.environ.get("ABLATE_CACHE_DIR") or tmp_path / "cache")
     p = _cli(
         [
             "ablate.label",
@@ -347,7 +349,6 @@ def test_smollm2_wiring_counts_what_it_cannot_parse(tmp_path):
             "generator.model=smollm2-135m-instruct",
         ],
         tmp_path,
-        cache,
     )
     assert p.returncode == 0, p.stderr
     judged = len(journal.read(tmp_path / "labels" / "demo" / "journal.jsonl"))

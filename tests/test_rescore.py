@@ -26,14 +26,9 @@ REPO = Path(__file__).resolve().parents[1]
 SMOLLM2 = "smollm2-135m-instruct"
 
 
-def _cli(module: str, args: list[str], cwd: Path, cache: Path) -> subprocess.CompletedProcess:
-    env = {
-        **os.environ,
-        "HF_HUB_OFFLINE": "1",
-        "TRANSFORMERS_OFFLINE": "1",
-        "OMP_WAIT_POLICY": "PASSIVE",
-        "ABLATE_CACHE_DIR": str(cache),
-    }
+def _cli(module: str, args: list[str], cwd: Path) -> subprocess.CompletedProcess:
+    """``python -m <module>`` on the session's cache (tests/conftest.py): nothing here is about what it holds."""
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "OMP_WAIT_POLICY": "PASSIVE"}
     env.pop("MLFLOW_TRACKING_URI", None)
     return subprocess.run(
         [sys.executable, "-m", module, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=900
@@ -76,7 +71,6 @@ def tracked(tmp_path_factory) -> tuple[Path, str, Path]:
             "progress=false",
         ],
         tmp,
-        tmp / "cache",
     )
     assert p.returncode == 0, p.stderr[-3000:]
     t = Tracker(f"sqlite:///{store}")
@@ -89,7 +83,6 @@ def _rescore(store: Path, run_id: str, cwd: Path, *extra: str) -> subprocess.Com
         "ablate.evaluate",
         ["--from-run", run_id, "--tracking-uri", f"sqlite:///{store}", *extra],
         cwd,
-        cwd / "cache",
     )
 
 
