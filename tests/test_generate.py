@@ -499,14 +499,9 @@ def _cli(args: list[str], cwd: Path, cache: Path | None = None) -> subprocess.Co
     if cache is not None:
         env["ABLATE_CACHE_DIR"] = str(cache)
     env.pop("MLFLOW_TRACKING_URI", None)
-    return subprocess.run(
-        [sys.executable, "-m", "ablate", *args, "progress=false", "stats.bootstrap=200"],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
+    from inprocess import run_module  # in this process: tests/inprocess.py
+
+    return run_module("ablate", [*args, "progress=false", "stats.bootstrap=200"], cwd=cwd, env=env)
 
 
 def _artifacts(uri: str, run_id: str, path: str | None = None) -> set[str]:

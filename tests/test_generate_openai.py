@@ -10,7 +10,6 @@ import math
 import os
 import socket
 import subprocess
-import sys
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -232,14 +231,9 @@ def _cli(
     if cache is not None:
         env["ABLATE_CACHE_DIR"] = str(cache)
     env.pop("MLFLOW_TRACKING_URI", None)
-    return subprocess.run(
-        [sys.executable, "-m", "ablate", *args, "progress=false", "stats.bootstrap=50"],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    from inprocess import run_module  # in this process: tests/inprocess.py
+
+    return run_module("ablate", [*args, "progress=false", "stats.bootstrap=50"], cwd=cwd, env=env)
 
 
 def test_cli_a_server_that_echoes_the_key_leaks_it_nowhere(server, tmp_path, mlflow_uri):

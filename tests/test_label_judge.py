@@ -13,7 +13,6 @@ import json
 import os
 import re
 import subprocess
-import sys
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -71,18 +70,16 @@ def _fake(url: str) -> list[str]:
     return ["generator=openai", f"generator.base_url={url}/v1", "generator.model=fake-assessor"]
 
 
-def _cli(
-    args: list[str], cwd: Path, cache: Path | None = None, timeout: float = 900
-) -> subprocess.CompletedProcess:
+def _cli(args: list[str], cwd: Path, cache: Path | None = None) -> subprocess.CompletedProcess:
     """``python -m <args>``; ``cache``: a cold cache of the test's own (it counts what the assessor is asked), else
     the session's (tests/conftest.py)."""
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
     if cache is not None:
         env["ABLATE_CACHE_DIR"] = str(cache)
     env.pop("MLFLOW_TRACKING_URI", None)
-    return subprocess.run(
-        [sys.executable, "-m", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout
-    )
+    from inprocess import run_module  # in this process: tests/inprocess.py
+
+    return run_module(args[0], args[1:], cwd=cwd, env=env)
 
 
 def _pool(path: Path, corpus: Path, pairs: list[tuple[str, str]], overrides: tuple[str, ...] = ()) -> Path:
