@@ -25,8 +25,9 @@ def ablate(args: list[str], cwd: Path, env_extra: dict[str, str]) -> subprocess.
 
 @pytest.fixture(scope="module")
 def workdir(tmp_path_factory, mlflow_uri):
+    """A folder to run in, no environment of its own (the session's cache, tests/conftest.py), the store."""
     d = tmp_path_factory.mktemp("cli")
-    return d, {"ABLATE_CACHE_DIR": str(d / "cache")}, mlflow_uri
+    return d, {}, mlflow_uri
 
 
 def _runs(uri: str, experiment: str):
@@ -49,7 +50,8 @@ def _base(tiny_corpus, uri, exp):
 
 
 def test_single_run_logs_params_metrics_artifacts_and_warm_rerun_encodes_nothing(tiny_corpus, workdir):
-    cwd, env, uri = workdir
+    cwd, _, uri = workdir
+    env = {"ABLATE_CACHE_DIR": str(cwd / "cache")}  # its own: the first run must encode the corpus (cold)
     base = _base(tiny_corpus, uri, "cli-single")
     p = ablate([*base, "variant=C", "rrf.k=60"], cwd, env)
     assert p.returncode == 0, p.stderr

@@ -32,8 +32,12 @@ CELL = re.compile(
 )
 
 
-def ablate(args: list[str], cwd: Path, cache: Path) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "ABLATE_CACHE_DIR": str(cache)}
+def ablate(args: list[str], cwd: Path, cache: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """``python -m ablate *args`` on the session's cache (tests/conftest.py), or on ``cache``: a cold one where the
+    work whose console output is checked must happen (an index built, passages encoded)."""
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    if cache is not None:
+        env["ABLATE_CACHE_DIR"] = str(cache)
     env.pop("MLFLOW_TRACKING_URI", None)
     return subprocess.run(
         [sys.executable, "-m", "ablate", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=600
@@ -54,7 +58,8 @@ def _base(corpus: Path, uri: str, experiment: str) -> list[str]:
 
 @pytest.fixture(scope="module")
 def sweep(tmp_path_factory):
-    """A 2x2 BM25 sweep declared out of numeric order, on a store the sweep creates (MLflow's first-use lines)."""
+    """A 2x2 BM25 sweep declared out of numeric order, on a store the sweep creates (MLflow's first-use lines) and a
+    cache of its own: each cell builds its index, whose third-party progress must stay off the console (NOISE)."""
     d = tmp_path_factory.mktemp("console")
     corpus = write_corpus(d / "tiny", TINY_DOCS, TINY_QUERIES, TINY_QRELS, TINY_MANIFEST)
     uri = f"sqlite:///{d}/fresh/mlflow.db"
@@ -128,7 +133,7 @@ def test_the_counters_go_to_the_artifacts_and_with_v_to_the_console_and_a_second
     accounting = json.loads(Path(got).read_text())["accounting"]
     assert accounting["total"] == 4 and accounting["missing_from_run"] == 0
     assert kid.metrics["queries_total"] == 4.0 and "queries_unjudged_results" in kid.metrics
-    p = ablate([*args, "-v"], d, d / "cache")  # the same cells again: reused, and -v prints their counters
+    p = ablate([*args, "-v"], d)  # the same cells again: reused, and -v prints their counters
     assert p.returncode == 0, p.stderr
     counters = [line for line in p.stdout.splitlines() if line.startswith("queries (dev): total=4,")]
     assert len(counters) == 4, p.stdout
@@ -138,9 +143,7 @@ def test_the_counters_go_to_the_artifacts_and_with_v_to_the_console_and_a_second
 
 
 def test_an_ablation_is_listed_as_declared_not_by_variant_order(tmp_path, tiny_corpus, mlflow_uri):
-    p = ablate(
-        ["-m", *_base(tiny_corpus, mlflow_uri, "console-order"), "variant=oracle,A"], tmp_path, tmp_path
-    )
+    p = ablate(["-m", *_base(tiny_corpus, mlflow_uri, "console-order"), "variant=oracle,A"], tmp_path)
     assert p.returncode == 0, p.stderr
     cells = [CELL.match(line) for line in p.stdout.splitlines() if line.startswith("[")]
     assert all(cells) and [m.group(3) for m in cells if m] == ["oracle", "A"], p.stdout
@@ -155,7 +158,7 @@ def test_a_single_run_keeps_its_table_without_counters_and_warns_of_a_query_not_
     qrels = {**TINY_QRELS, "dev": [*TINY_QRELS["dev"], ("q6", "INV-120#p0", 1)]}
     corpus = write_corpus(tmp_path / "tiny", TINY_DOCS, queries, qrels, TINY_MANIFEST)
     uri = f"sqlite:///{tmp_path}/mlflow.db"
-    p = ablate([*_base(corpus, uri, "console-single"), "variant=A"], tmp_path, tmp_path / "cache")
+    p = ablate([*_base(corpus, uri, "console-single"), "variant=A"], tmp_path)
     assert p.returncode == 0, p.stderr
     assert "| A " in p.stdout and "queries (" not in p.stdout, p.stdout
     warnings = [line for line in p.stderr.splitlines() if line.startswith("warning:")]
@@ -165,6 +168,7 @@ def test_a_single_run_keeps_its_table_without_counters_and_warns_of_a_query_not_
         and "accounting.json" in warnings[0]
     ), p.stderr
     assert Tracker(uri).find_runs(None)[0].name == "A"
+    # a cold cache of its own: the passages must be encoded here for their progress line to show
     dense = ablate([*_base(corpus, uri, "console-single"), "variant=B"], tmp_path, tmp_path / "cache")
     assert dense.returncode == 0, dense.stderr
     assert "[encode passages]" in dense.stderr  # ablate's own progress stays

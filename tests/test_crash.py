@@ -23,7 +23,7 @@ CRASHING = "ablate.testing.crash.CrashingRetriever"
 def _run(
     args: list[str], cwd: Path, env_extra: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "ABLATE_CACHE_DIR": str(cwd / "cache")}
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}  # the session's cache (tests/conftest.py)
     for name in (
         "MLFLOW_TRACKING_URI",
         "ABLATE_INVOCATION",

@@ -122,7 +122,7 @@ def _args(corpus: Path, uri: str, exp: str, split: str = "test") -> list[str]:
 def _cli(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
     from test_cli import ablate
 
-    return ablate(args, cwd, {"ABLATE_CACHE_DIR": str(cwd.parent / "cache")})
+    return ablate(args, cwd, {})  # the session's cache (tests/conftest.py)
 
 
 def _experiment_runs(uri: str, exp: str):

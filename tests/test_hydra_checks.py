@@ -81,12 +81,7 @@ def test_a_composed_launcher_that_is_no_plugin_is_refused():
 def test_the_harmless_forms_run_through_the_real_entry_point(tiny_corpus, tmp_path, mlflow_uri):
     """hydra/job_logging=disabled, hydra/hydra_logging=none and hydra.verbose=[ablate] in one command: exit 0, the
     run FINISHED, no traceback."""
-    env = {
-        **os.environ,
-        "HF_HUB_OFFLINE": "1",
-        "TRANSFORMERS_OFFLINE": "1",
-        "ABLATE_CACHE_DIR": str(tmp_path / "c"),
-    }
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}  # the session's cache
     env.pop("MLFLOW_TRACKING_URI", None)
     args = [
         "corpus=beir",

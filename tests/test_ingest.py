@@ -355,12 +355,7 @@ def test_the_corpus_runs_and_a_new_ingest_keeps_labels_and_settings(ingested, tm
     )
     with open(out / "corpus.yaml", "a", encoding="utf-8") as fh:
         fh.write("identities:\n  finance: [finance]\n")  # qrels_unit: chunk is ingest's, under clause
-    env = {
-        **os.environ,
-        "HF_HUB_OFFLINE": "1",
-        "TRANSFORMERS_OFFLINE": "1",
-        "ABLATE_CACHE_DIR": str(tmp_path / "cache"),
-    }
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}  # the session's cache
     env.pop("MLFLOW_TRACKING_URI", None)
     args = ["corpus=beir", f"corpus.path={out}", "corpus.split=dev", "corpus.identity=finance", "variant=A",
             f"tracking.uri={mlflow_uri}", "tracking.experiment=ingest", "progress=false", "stats.bootstrap=50"]  # fmt: skip

@@ -18,11 +18,11 @@ from inprocess import run_module
 
 
 def _ablate(
-    args: list[str], cwd: Path, cache: Path, module: str = "ablate", run: bool = False
+    args: list[str], cwd: Path, module: str = "ablate", run: bool = False
 ) -> subprocess.CompletedProcess:
     """``python -m module *args``: a refusal before any run in this process (tests/inprocess.py), a ``run`` in a
-    process of its own."""
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "ABLATE_CACHE_DIR": str(cache)}
+    process of its own; on the session's cache (tests/conftest.py)."""
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
     env.pop("MLFLOW_TRACKING_URI", None)
     if not run:
         return run_module(module, args, cwd=cwd, env=env)
@@ -47,7 +47,7 @@ def test_a_split_of_questions_without_labels_is_refused_not_called_leak_free(tmp
     assert e.value.where == str(root / "qrels")
     assert "none of the 5 questions to split has a gold label" in str(e.value)
     assert "leakage cannot be checked" in str(e.value)
-    p = _ablate([str(root), "--no-embed"], tmp_path, tmp_path / "cache", module="ablate.split")
+    p = _ablate([str(root), "--no-embed"], tmp_path, module="ablate.split")
     assert p.returncode == 2 and "no leakage found" not in p.stdout, (p.stdout, p.stderr)
     assert p.stderr.startswith("error: ") and p.stderr.count("\n") == 1
     assert not (tmp_path / "outputs" / "splits").exists()
@@ -101,9 +101,9 @@ def test_as_of_and_an_integral_param_record_as_written_and_keep_one_identity(tmp
         "variant=C",
         "retrievers=[bm25,oracle]",
     ]
-    first = _ablate([*base, "rrf.k=60", "corpus.as_of=20260415"], tmp_path, tmp_path / "cache", run=True)
+    first = _ablate([*base, "rrf.k=60", "corpus.as_of=20260415"], tmp_path, run=True)
     assert first.returncode == 0, first.stderr
-    second = _ablate([*base, "rrf.k=60.0", "corpus.as_of=2026-04-15"], tmp_path, tmp_path / "cache", run=True)
+    second = _ablate([*base, "rrf.k=60.0", "corpus.as_of=2026-04-15"], tmp_path, run=True)
     assert second.returncode == 0, second.stderr
     t = Tracker(uri)
     runs = t.find_runs([t.experiment_id("as-written", create=False)])
@@ -159,7 +159,6 @@ def test_a_date_before_every_version_is_refused_before_anything_runs_on_the_demo
     p = _ablate(
         ["variant=A", "corpus.as_of=1900-01-01", f"tracking.uri=sqlite:///{tmp_path}/m.db", "progress=false"],
         tmp_path,
-        tmp_path / "cache",
     )
     assert p.returncode == 2, (p.stdout, p.stderr)
     assert p.stderr.startswith("error: corpus.as_of='1900-01-01' is not valid; no question of split 'dev'")

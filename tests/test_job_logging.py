@@ -21,8 +21,15 @@ from ablate.tracking import Tracker
 
 
 @pytest.fixture
-def job(tmp_path: Path, mlflow_uri: str, monkeypatch):
+def private_cache(tmp_path: Path, monkeypatch) -> Path:
+    """A cache of this test's own: a test counting the cache's hits and misses (the session's cache is shared)."""
     monkeypatch.setenv("ABLATE_CACHE_DIR", str(tmp_path / "cache"))
+    return tmp_path / "cache"
+
+
+@pytest.fixture
+def job(tmp_path: Path, mlflow_uri: str):
+    # the session's cache (tests/conftest.py) unless a test asks for private_cache first
     # tracking.reuse=false: each run_job here must run (these tests read what it computed and logged)
     overrides = ["corpus=demo", "variant=A", f"tracking.uri={mlflow_uri}", "tracking.experiment=job-logging",
                  "progress=false", "stats.bootstrap=200", "tracking.reuse=false"]  # fmt: skip
@@ -46,10 +53,10 @@ def test_logged_run_equals_the_emitters_output(job, mlflow_uri):
     assert {k: run.tags[k] for k in tags} == tags
 
 
-def test_cached_intervals_equal_fresh_ones_and_a_rerun_serves_them(job, mlflow_uri, tmp_path):
+def test_cached_intervals_equal_fresh_ones_and_a_rerun_serves_them(private_cache, job, mlflow_uri):
     t = Tracker(mlflow_uri)
     first = run_job(job, t, Session(), stream=io.StringIO())
-    cache = Cache(tmp_path / "cache")
+    cache = Cache(private_cache)
     fresh = metrics_for(first.result, bootstrap=200, seed=0)
     assert (
         metrics_for(first.result, bootstrap=200, seed=0, cache=cache) == fresh

@@ -10,6 +10,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -138,12 +139,7 @@ def _write_questions(corpus: Path, labels: Path) -> None:
 
 
 def _run(module: str, args: list[str], cwd: Path) -> subprocess.CompletedProcess:
-    env = {
-        **os.environ,
-        "HF_HUB_OFFLINE": "1",
-        "TRANSFORMERS_OFFLINE": "1",
-        "ABLATE_CACHE_DIR": str(cwd / "cache"),
-    }
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}  # the session's cache
     env.pop("MLFLOW_TRACKING_URI", None)
     return subprocess.run(
         [sys.executable, "-m", module, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=600
@@ -254,10 +250,19 @@ def test_a_new_users_first_hour(tmp_path: Path, mlflow_uri: str) -> None:
     assert "ablate.test_reuse" not in test[0].tags
 
 
+@pytest.fixture(scope="module")
+def ingested(tmp_path_factory) -> Path:
+    """The documents ingested once (step 0, its checks included); each test works on a copy of the corpus."""
+    tmp = tmp_path_factory.mktemp("ingested")
+    return _ingested_corpus(tmp, tmp)
+
+
 @pytest.mark.parametrize("name", ["test", "dev"])
-def test_one_labels_file_of_any_name_is_a_pilot(tmp_path: Path, mlflow_uri: str, name: str) -> None:
+def test_one_labels_file_of_any_name_is_a_pilot(
+    ingested: Path, tmp_path: Path, mlflow_uri: str, name: str
+) -> None:
     """The README's BEIR layout (qrels/test.tsv only) sweeps as a pilot too, whatever corpus.split says."""
-    corpus = _ingested_corpus(tmp_path, tmp_path)
+    corpus = Path(shutil.copytree(ingested, tmp_path / ingested.name))
     labels = corpus / "qrels" / f"{name}.tsv"
     labels.parent.mkdir()
     _write_questions(corpus, labels)

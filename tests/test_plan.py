@@ -173,7 +173,7 @@ def test_each_cell_s_stages_are_built_once_per_command(tmp_path, mlflow_uri):
     import subprocess
     import sys
 
-    env = {**os.environ, "ABLATE_CACHE_DIR": str(tmp_path / "cache")}
+    env = dict(os.environ)  # the session's cache (tests/conftest.py)
     args = ["-m", "variant=A,oracle", f"tracking.uri={mlflow_uri}", "tracking.reuse=false"]
     args += ["progress=false", "stats.bootstrap=10", "tracking.experiment=built-once"]
     p = subprocess.run(

@@ -31,8 +31,12 @@ REPO = Path(__file__).resolve().parents[1]
 DEMO = REPO / "corpora" / "demo"
 
 
-def _env(cache: Path) -> dict[str, str]:
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "ABLATE_CACHE_DIR": str(cache)}
+def _env(cache: Path | None = None) -> dict[str, str]:
+    """A command's environment: the session's cache (tests/conftest.py), or ``cache``, a cold one of the test's own
+    where the work must happen inside the run (a signal landing while it works) or the cache's files are read."""
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    if cache is not None:
+        env["ABLATE_CACHE_DIR"] = str(cache)
     env.pop("MLFLOW_TRACKING_URI", None)
     env.pop("ABLATE_INVOCATION", None)
     return env
@@ -68,7 +72,7 @@ SWEEPS = (["variant=A,C", "rrf.k=1,60"], ["variant=B,C", "rrf.k=1,60"])
 
 @pytest.mark.slow  # two 4-cell sweeps at once and the same two apart, 4 CLI processes (~25 s): make test-slow
 def test_two_sweeps_started_together_on_a_new_store_both_log_everything(tiny_corpus, tmp_path):
-    env = _env(tmp_path / "cache")
+    env = _env(tmp_path / "cache")  # cold and shared by both: they compute and write the same entries at once
     together = tmp_path / "together.db"
     procs = [
         subprocess.Popen(
@@ -162,6 +166,8 @@ def test_an_interrupted_sweep_ends_its_parent_and_the_running_job_failed(tmp_pat
     p = subprocess.Popen(
         [sys.executable, "-m", "ablate", *args],
         cwd=tmp_path,
+        # a cold cache: D encodes the demo and trains its reranker inside its run, so the signal lands while the
+        # first job works (on a warm cache it could finish first, and a FINISHED run fails the check below)
         env=_env(tmp_path / "cache"),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -283,7 +289,7 @@ def finished_sweep(tmp_path_factory) -> Path:
     p = subprocess.run(
         [sys.executable, "-m", "ablate", *SMALL_SWEEP, *_base(corpus, root / "m.db", "stop")],
         cwd=root,
-        env=_env(root / "cache"),
+        env=_env(),
         capture_output=True,
         text=True,
         timeout=900,
@@ -308,7 +314,7 @@ def test_an_interrupt_while_a_sweep_writes_its_report_ends_its_parent_failed(tmp
     corpus = write_corpus(tmp_path / "tiny", TINY_DOCS, TINY_QUERIES, TINY_QRELS, TINY_MANIFEST)
     store = tmp_path / "m.db"
     args = [*SMALL_SWEEP, *_base(corpus, store, "stop")]
-    stopped = _signal_at(args, tmp_path, _env(tmp_path / "cache"), "runs on split 'dev'", sig)
+    stopped = _signal_at(args, tmp_path, _env(), "runs on split 'dev'", sig)
     _stopped_cleanly(stopped, sig)
     (parent,) = _sweep_parents(store)
     assert parent.status == "FAILED" and parent.failure == REASONS[sig]
@@ -325,7 +331,7 @@ def test_an_interrupt_while_a_sweep_records_reused_cells_ends_its_parent_failed(
 ):
     store = _copy_of(finished_sweep, tmp_path)
     args = [*SMALL_SWEEP, *_base(finished_sweep / "tiny", store, "stop")]
-    stopped = _signal_at(args, tmp_path, _env(finished_sweep / "cache"), "(reused)", sig)
+    stopped = _signal_at(args, tmp_path, _env(), "(reused)", sig)
     _stopped_cleanly(stopped, sig)
     parents = _sweep_parents(store)
     assert [p.status for p in parents] == ["FINISHED", "FAILED"]  # the first sweep's, then this one's
@@ -352,7 +358,7 @@ def test_a_signal_while_a_sweep_starts_creates_nothing_finished(finished_sweep, 
     store = _copy_of(finished_sweep, tmp_path)
     before = {r.run_id for r in Tracker(f"sqlite:///{store}").find_runs(None)}
     args = [*SMALL_SWEEP, *_base(finished_sweep / "tiny", store, "stop")]
-    env = {**_env(finished_sweep / "cache"), "PYTHONUNBUFFERED": "1"}
+    env = {**_env(), "PYTHONUNBUFFERED": "1"}
     p = subprocess.Popen(
         [sys.executable, "-m", "ablate", *args], cwd=tmp_path, env=env, stderr=subprocess.PIPE, text=True
     )
@@ -397,7 +403,7 @@ def test_evaluate_reproduces_a_runs_own_figures_from_its_run_file(tiny_corpus, t
     p = subprocess.run(
         [sys.executable, "-m", "ablate", *_base(tiny_corpus, store, "eval"), "variant=C"],
         cwd=tmp_path,
-        env=_env(tmp_path / "cache"),
+        env=_env(),
         capture_output=True,
         text=True,
         timeout=600,
@@ -565,7 +571,7 @@ def test_an_interrupt_that_its_exception_does_not_carry_still_ends_the_command(t
     p = subprocess.run(
         [sys.executable, "-c", script],
         cwd=tmp_path,
-        env=_env(tmp_path / "cache"),
+        env=_env(),
         capture_output=True,
         text=True,
         timeout=120,
@@ -605,7 +611,7 @@ def test_an_interrupt_inside_an_mlflow_call_is_raised_when_the_call_returns(tmp_
     p = subprocess.run(
         [sys.executable, "-c", INSIDE_A_STORE_CALL, store],
         cwd=tmp_path,
-        env=_env(tmp_path / "cache"),
+        env=_env(),
         capture_output=True,
         text=True,
         timeout=120,
@@ -704,7 +710,7 @@ def test_a_tracking_server_lost_mid_sweep_costs_seconds_not_minutes(
         if how != signal.SIGSTOP:
             os.killpg(server.pid, how)
 
-    stopped = _act_at(args, tmp_path, _env(tmp_path / "cache"), "[sweep] running 3 of 3 cells", lose)
+    stopped = _act_at(args, tmp_path, _env(), "[sweep] running 3 of 3 cells", lose)
     assert stopped.code == 1, stopped.err
     assert "Traceback" not in stopped.err and "Retrying" not in stopped.err, stopped.err
     assert stopped.seconds < within, stopped.err

@@ -21,8 +21,11 @@ from inprocess import run_module  # python -m MODULE in this process: these comm
 register_resolvers()
 
 
-def _env(cache: Path) -> dict[str, str]:
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "ABLATE_CACHE_DIR": str(cache)}
+def _env(cache: Path | None = None) -> dict[str, str]:
+    """The command's environment: the session's cache (tests/conftest.py), or ``cache`` for a test that lists it."""
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    if cache is not None:
+        env["ABLATE_CACHE_DIR"] = str(cache)
     env.pop("MLFLOW_TRACKING_URI", None)
     return env
 
@@ -43,6 +46,7 @@ def test_a_corpus_name_that_walks_out_writes_nothing_outside(tmp_path):
     work = tmp_path / "w" / "a" / "b"
     work.mkdir(parents=True)
     before = _files(tmp_path)
+    # a cache of its own, inside the folder whose every file is listed: nothing may be written into it either
     p = run_module("ablate.split", [str(corpus), "--no-embed"], cwd=work, env=_env(tmp_path / "cache"))
     assert p.returncode == 2, (p.stdout, p.stderr)
     assert p.stderr.count("error:") == 1 and "Traceback" not in p.stderr
@@ -230,7 +234,7 @@ def test_a_nested_target_through_the_real_entry_point_is_refused_before_it_is_bu
             f"+rerank.train={{_target_:ablate.app.cli.logging.FileHandler,filename:{made}}}",
         ],
         cwd=tmp_path,
-        env=_env(tmp_path / "cache"),
+        env=_env(),
     )
     assert p.returncode == 2, (p.stdout, p.stderr)
     errors = [x for x in p.stderr.splitlines() if x.startswith("error:")]
@@ -252,7 +256,7 @@ def test_a_callback_must_be_one_of_ablates_own_and_is_never_built_otherwise(tmp_
             "+hydra.callbacks.x.filename=ablate.pwned",
         ],
         cwd=tmp_path,
-        env=_env(tmp_path / "cache"),
+        env=_env(),
     )
     assert p.returncode == 2, (p.stdout, p.stderr)
     errors = [x for x in p.stderr.splitlines() if x.startswith("error:")]
@@ -300,7 +304,7 @@ def test_nothing_nested_in_hydras_sweeper_or_launcher_is_built(tmp_path, part):
             f"+hydra.{part}.foo.filename=pwned-{part}",
         ],
         cwd=tmp_path,
-        env=_env(tmp_path / "cache"),
+        env=_env(),
     )
     assert p.returncode == 2, (p.stdout, p.stderr)
     errors = [x for x in p.stderr.splitlines() if x.startswith("error:")]

@@ -134,11 +134,11 @@ def test_same_seed_same_split_other_seeds_differ(corpus):
     assert others - {first.tsv()}
 
 
-def test_cosine_near_duplicates_land_together_with_the_shipped_encoder(corpus, tmp_path):
+def test_cosine_near_duplicates_land_together_with_the_shipped_encoder(corpus):
     from ablate.app.split import make_embedder
 
     snap = load_corpus(corpus)
-    emb = make_embedder(None, str(tmp_path / "cache"), False)
+    emb = make_embedder(None, None, False)  # the session's cache (tests/conftest.py)
     result = build_split(snap, SplitParams(threshold=0.9), emb)
     assert result.group["d1"] == result.group["d2"]
     rep = result.report
@@ -311,7 +311,6 @@ def test_runs_on_a_split_file_use_its_sides_and_a_test_run_marks_it(
     from ablate.runner.session import Session
     from ablate.tracking import Tracker
 
-    env = {"ABLATE_CACHE_DIR": str(tmp_path / "cache")}
     args = [str(corpus), "--no-embed", "--out", str(tmp_path / "mysplit")]
     assert run_cli(args, capsys)[0] == 0
     split = {
@@ -322,13 +321,12 @@ def test_runs_on_a_split_file_use_its_sides_and_a_test_run_marks_it(
                  f"tracking.uri={mlflow_uri}", "tracking.experiment=split-runs", "progress=false",
                  "stats.bootstrap=50"]  # fmt: skip
     p = ablate(
-        ["ablate", "corpus=beir", *overrides, "corpus.split=dev"], tmp_path, env
-    )  # the real entry point
+        ["ablate", "corpus=beir", *overrides, "corpus.split=dev"], tmp_path, {}
+    )  # the real entry point, on the session's cache (tests/conftest.py) as the run below
     assert p.returncode == 0, p.stderr
     monkeypatch.chdir(
         tmp_path
     )  # in-process for the test split: config -> job -> run, as the entry point does it
-    monkeypatch.setenv("ABLATE_CACHE_DIR", env["ABLATE_CACHE_DIR"])
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         cfg = compose(config_name="config", overrides=["corpus=beir", *overrides, "corpus.split=test"])
     job = job_from_config(cfg, str(tmp_path))
