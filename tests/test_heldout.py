@@ -3,6 +3,7 @@ is refused unless confirmed as the final run; the report marks test-tuned rows."
 
 from __future__ import annotations
 
+import os
 import subprocess
 from pathlib import Path
 
@@ -120,9 +121,12 @@ def _args(corpus: Path, uri: str, exp: str, split: str = "test") -> list[str]:
 
 
 def _cli(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
-    from test_cli import ablate
+    """``python -m ablate *args`` in ``cwd``, run in this process (tests/inprocess.py), on the session's cache."""
+    from inprocess import run_module
 
-    return ablate(args, cwd, {})  # the session's cache (tests/conftest.py)
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    env.pop("MLFLOW_TRACKING_URI", None)
+    return run_module("ablate", args, cwd=cwd, env=env)
 
 
 def _experiment_runs(uri: str, exp: str):

@@ -139,15 +139,11 @@ def make_docs(root: Path) -> Path:
 def ingest(
     *args: str, cwd: Path | None = None, env_extra: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess:
+    """``python -m ablate.ingest *args``, run in this process (tests/inprocess.py)."""
+    from inprocess import run_module
+
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", **(env_extra or {})}
-    return subprocess.run(
-        [sys.executable, "-m", "ablate.ingest", *args],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    return run_module("ablate.ingest", args, cwd=cwd or os.getcwd(), env=env)
 
 
 def records(out: Path) -> dict[str, dict]:

@@ -12,7 +12,6 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -141,9 +140,9 @@ def _write_questions(corpus: Path, labels: Path) -> None:
 def _run(module: str, args: list[str], cwd: Path) -> subprocess.CompletedProcess:
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}  # the session's cache
     env.pop("MLFLOW_TRACKING_URI", None)
-    return subprocess.run(
-        [sys.executable, "-m", module, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=600
-    )
+    from inprocess import run_module  # in this process: tests/inprocess.py
+
+    return run_module(module, args, cwd=cwd, env=env)
 
 
 def _children(uri: str, exp: str, sweep_parent: bool = True) -> list:
