@@ -98,6 +98,13 @@ def test_the_main_help_still_lists_the_config_keys():
     assert "variant" in text and "rrf.k" in text
 
 
+def fresh(code: str) -> str:
+    """What ``python -c code`` prints in a fresh interpreter (its exit code 0, else its stderr fails the test)."""
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout
+
+
 def test_a_run_still_imports_what_it_needs():
     """The other side of lazy imports: the evaluation package still exposes its names (PEP 562 loading)."""
     code = (
@@ -105,9 +112,7 @@ def test_a_run_still_imports_what_it_needs():
         "from ablate.evaluation import evaluate, EvalSettings, TIE_RULES; "
         "assert 'pandas' in sys.modules and TIE_RULES is io.TIE_RULES; print(evaluate.__module__)"
     )
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.strip() == "ablate.evaluation.retrieval"
+    assert fresh(code).strip() == "ablate.evaluation.retrieval"
 
 
 #: What a command imports on its way to work it does not do: the power and gate statistics (scipy.stats, statsmodels:
@@ -128,17 +133,14 @@ def test_a_run_or_a_label_command_does_not_import_the_statistics_it_does_not_com
         f"[importlib.import_module(m) for m in {list(WORK_MODULES)!r}]; "
         "print(json.dumps(sorted(m for m in sys.modules if m.startswith(('scipy.stats', 'statsmodels')))))"
     )
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr
-    assert json.loads(proc.stdout.strip().splitlines()[-1]) == []
+    assert json.loads(fresh(code).strip().splitlines()[-1]) == []
     # and they are there when asked for: the power of a plan, the verdict of a gate
     code = (
         "import sys; from ablate.evaluation.stats import t_power; from ablate.study.gate import cluster_interval; "
         "t_power([0.1, -0.2, 0.3, 0.0], 0.2, 30); cluster_interval([0.1, 0.2, 0.0], ['a', 'b', 'c'], 0.9); "
         "assert 'scipy.stats' in sys.modules and 'statsmodels.stats.power' in sys.modules"
     )
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr
+    fresh(code)
 
 
 #: What a refused setting must not import: the model, index and tracking libraries load only once every setting of
