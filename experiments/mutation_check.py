@@ -245,7 +245,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "[1.0 / (k + rank + 1) for rank in range(1, longest + 1)]",
         "rrf_scores ranks counted from 2",
     ),
-    # bootstrap (evaluation/stats/bootstrap.py)
+    # bootstrap and BCa (evaluation/stats/bootstrap.py, resampling.py)
     Mutant(
         "percentile-one-sided-alpha",
         S + "bootstrap.py",
@@ -255,14 +255,14 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "bca-no-ties",
-        S + "bootstrap.py",
+        S + "resampling.py",
         "np.count_nonzero(boot < theta) + 0.5 * np.count_nonzero(boot == theta)",
         "np.count_nonzero(boot < theta)",
         "BCa bias correction ignores ties",
     ),
     Mutant(
         "bca-acceleration-sign",
-        S + "bootstrap.py",
+        S + "resampling.py",
         "dev = jack.mean() - jack",
         "dev = jack - jack.mean()",
         "BCa's acceleration with the wrong sign",
@@ -274,7 +274,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "sums / n",
         "a resample's undefined cells counted as 0",
     ),
-    # paired tests (evaluation/stats/paired.py)
+    # paired tests (evaluation/stats/paired.py, resampling.py)
     Mutant(
         "bootstrap-p-no-plus-one",
         S + "paired.py",
@@ -291,23 +291,23 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "ties-strict",
-        S + "paired.py",
-        "np.abs(stat) >= obs - _TIE_RTOL * obs",
+        S + "resampling.py",
+        "np.abs(stat) >= obs - TIE_RTOL * obs",
         "np.abs(stat) > obs",
         "a tie with the observed statistic is not counted",
     ),
     Mutant(
         "never-exact",
-        S + "paired.py",
-        "exact = n < 62 and (1 << n) <= n_resamples",
+        S + "resampling.py",
+        "exact = g < EXACT_MAX_PAIRS and (1 << g) <= n_resamples",
         "exact = False",
         "the randomization test never enumerates",
     ),
     Mutant(
         "randomization-p-no-plus-one",
-        S + "paired.py",
-        "p = counts[j] / (1 << n) if exact else (counts[j] + 1) / (n_resamples + 1)",
-        "p = counts[j] / (1 << n) if exact else counts[j] / n_resamples",
+        S + "resampling.py",
+        "else float(counts[j] / (1 << g) if exact else (counts[j] + 1) / (n_resamples + 1))",
+        "else float(counts[j] / (1 << g) if exact else counts[j] / n_resamples)",
         "sampled randomization p without +1",
     ),
     Mutant(
@@ -372,8 +372,8 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "n-needed-floor",
         S + "power.py",
-        "math.ceil(float(np.asarray(n).item()) - 1e-9)",
-        "math.floor(float(np.asarray(n).item()))",
+        "math.ceil(float(np.asarray(n).item()) * deff - _CEIL_SLACK)",
+        "math.floor(float(np.asarray(n).item()) * deff)",
         "questions needed rounded down",
     ),
 )
@@ -451,6 +451,14 @@ def check(rev: str, names: list[str] | None, extra: list[str]) -> dict[str, obje
         root = Path(tmp) / "src-tree"
         _source(rev, root)
         tests = _tests(root, extra)
+        # every mutant's text is checked before an hour of tests runs, not when its turn comes
+        for m in chosen:
+            count = (root / "src" / "ablate" / m.path).read_text(encoding="utf-8").count(m.old)
+            if count != 1:
+                _refuse(
+                    f"error: mutant {m.name}: its text occurs {count} times in {m.path} at {rev}; "
+                    f"point it at the code's current text in MUTANTS ({__file__})"
+                )
         print(f"rev {sha.strip()[:12]}: {len(chosen)} mutants, tests: {' '.join(tests)}", flush=True)
         ok, by, seconds = _run(root, tests, Path(tmp) / "cache-clean")
         if not ok:
@@ -460,8 +468,6 @@ def check(rev: str, names: list[str] | None, extra: list[str]) -> dict[str, obje
         for i, m in enumerate(chosen, 1):
             path = root / "src" / "ablate" / m.path
             text = path.read_text(encoding="utf-8")
-            if text.count(m.old) != 1:
-                _refuse(f"error: mutant {m.name}: its text occurs {text.count(m.old)} times in {m.path}")
             path.write_text(text.replace(m.old, m.new), encoding="utf-8")
             try:
                 passed, by, seconds = _run(root, tests, Path(tmp) / f"cache-{m.name}")
