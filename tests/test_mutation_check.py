@@ -7,13 +7,15 @@ from __future__ import annotations
 import importlib.util
 import sys
 from pathlib import Path
+from types import ModuleType
+from typing import Any
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _tool():
+def _tool() -> ModuleType:
     spec = importlib.util.spec_from_file_location(
         "ablate_mutation_check", ROOT / "experiments" / "mutation_check.py"
     )
@@ -28,7 +30,7 @@ TOOL = _tool()
 
 
 @pytest.mark.parametrize("mutant", TOOL.MUTANTS, ids=lambda m: m.name)
-def test_every_mutant_text_occurs_once_in_the_source(mutant) -> None:
+def test_every_mutant_text_occurs_once_in_the_source(mutant: Any) -> None:
     text = (ROOT / "src" / "ablate" / mutant.path).read_text(encoding="utf-8")
     assert text.count(mutant.old) == 1, f"{mutant.name}: point it at the current text of {mutant.path}"
     assert mutant.new != mutant.old
