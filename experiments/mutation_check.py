@@ -51,6 +51,8 @@ TESTS = (
     "test_generation_scoring.py",
     "test_subquestions.py",
     "test_compute.py",
+    "test_gate.py",
+    "test_ppi.py",
 )
 #: A mutant whose tests run longer than this is counted killed (by the time limit), as a hang is seen.
 TIMEOUT_S = 900
@@ -375,6 +377,92 @@ MUTANTS: tuple[Mutant, ...] = (
         "math.ceil(float(np.asarray(n).item()) * deff - _CEIL_SLACK)",
         "math.floor(float(np.asarray(n).item()) * deff)",
         "questions needed rounded down",
+    ),
+    # the regression gate (study/gate.py)
+    Mutant(
+        "gate-interval-naive-df",
+        "study/gate.py",
+        "t = float(_scipy_stats().t.ppf(0.5 + level / 2, len(set(groups)) - 1))",
+        "t = float(_scipy_stats().t.ppf(0.5 + level / 2, len(groups) - 1))",
+        "the interval's t with n - 1 df, as if questions were independent",
+    ),
+    Mutant(
+        "gate-no-small-sample-factor",
+        "study/gate.py",
+        "var = sum(s * s for s in sums.values()) / (n * n) * g_count / (g_count - 1)",
+        "var = sum(s * s for s in sums.values()) / (n * n)",
+        "cluster-robust variance without statsmodels' G/(G-1) factor",
+    ),
+    Mutant(
+        "gate-tests-naive-df",
+        "study/gate.py",
+        "return len(set(self.g)) - 1",
+        "return len(self.g) - 1",
+        "the one-sided tests with n - 1 df",
+    ),
+    Mutant(
+        "gate-noninferior-no-margin",
+        "study/gate.py",
+        "t.sf((self.delta + margin) / self.se, self.df)",
+        "t.sf(self.delta / self.se, self.df)",
+        "non-inferiority tested against 0, not -margin",
+    ),
+    Mutant(
+        "gate-regression-wrong-tail",
+        "study/gate.py",
+        "t.cdf(self.delta / self.se, self.df)",
+        "t.sf(self.delta / self.se, self.df)",
+        "the regression test's p from the wrong tail",
+    ),
+    Mutant(
+        "gate-bound-two-sided",
+        "study/gate.py",
+        "self.delta + side * float(_scipy_stats().t.ppf(1 - level, self.df)) * self.se",
+        "self.delta + side * float(_scipy_stats().t.ppf(1 - level / 2, self.df)) * self.se",
+        "a one-sided bound at the two-sided level",
+    ),
+    Mutant(
+        "gate-holm-no-stop",
+        "study/gate.py",
+        "levels[i] = alpha / (m - k) if stopped is None else stopped",
+        "levels[i] = alpha / (m - k)",
+        "Holm's later hypotheses not held to the level it stopped at",
+    ),
+    Mutant(
+        "gate-holm-is-bonferroni",
+        "study/gate.py",
+        "levels[i] = alpha / (m - k) if stopped is None else stopped",
+        "levels[i] = alpha / m if stopped is None else stopped",
+        "the gate's Holm replaced by Bonferroni",
+    ),
+    Mutant(
+        "gate-icc-denominator",
+        "study/gate.py",
+        "denom = msb + (n0 - 1) * msw",
+        "denom = msb + n0 * msw",
+        "ICC's ANOVA estimator with the wrong denominator",
+    ),
+    # prediction-powered inference (evaluation/stats/ppi.py)
+    Mutant(
+        "ppi-untuned-lambda",
+        S + "ppi.py",
+        "lam = 0.0 if np.ptp(np.concatenate([yhat_, yhat_u])) == 0 else None",
+        "lam = 0.0 if np.ptp(np.concatenate([yhat_, yhat_u])) == 0 else 1.0",
+        "plain PPI (lambda 1) where PPI++ tunes lambda",
+    ),
+    Mutant(
+        "ppi-constant-assessor-untuned",
+        S + "ppi.py",
+        "lam = 0.0 if np.ptp(np.concatenate([yhat_, yhat_u])) == 0 else None",
+        "lam = None",
+        "a constant assessor left to ppi_py's 0/0 lambda",
+    ),
+    Mutant(
+        "ppi-all-checked-alpha",
+        S + "ppi.py",
+        "ppi.classical_mean_ci(y_, alpha=alpha)",
+        "ppi.classical_mean_ci(y_, alpha=2 * alpha)",
+        "every question checked: the interval at the wrong level",
     ),
 )
 
