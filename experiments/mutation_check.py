@@ -380,18 +380,18 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     # the regression gate (study/gate.py)
     Mutant(
-        "gate-interval-naive-df",
+        "gate-se-ignores-clusters",
         "study/gate.py",
-        "t = float(_scipy_stats().t.ppf(0.5 + level / 2, len(set(groups)) - 1))",
-        "t = float(_scipy_stats().t.ppf(0.5 + level / 2, len(groups) - 1))",
-        "the interval's t with n - 1 df, as if questions were independent",
+        'se = cluster_se(values, cluster_codes(g, values.size, "the gate"))',
+        "se = cluster_se(values, np.arange(values.size))",
+        "the gate's standard error as if every question were its own cluster",
     ),
     Mutant(
-        "gate-no-small-sample-factor",
-        "study/gate.py",
-        "var = sum(s * s for s in sums.values()) / (n * n) * g_count / (g_count - 1)",
-        "var = sum(s * s for s in sums.values()) / (n * n)",
-        "cluster-robust variance without statsmodels' G/(G-1) factor",
+        "cluster-se-no-small-sample-factor",
+        S + "cluster.py",
+        "return math.sqrt(g / (g - 1) * float((dev**2).sum())) / n",
+        "return math.sqrt(float((dev**2).sum())) / n",
+        "cluster-robust standard error without statsmodels' G/(G-1) factor",
     ),
     Mutant(
         "gate-tests-naive-df",

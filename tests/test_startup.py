@@ -136,8 +136,8 @@ def test_a_run_or_a_label_command_does_not_import_the_statistics_it_does_not_com
     assert json.loads(fresh(code).strip().splitlines()[-1]) == []
     # and they are there when asked for: the power of a plan, the verdict of a gate
     code = (
-        "import sys; from ablate.evaluation.stats import t_power; from ablate.study.gate import cluster_interval; "
-        "t_power([0.1, -0.2, 0.3, 0.0], 0.2, 30); cluster_interval([0.1, 0.2, 0.0], ['a', 'b', 'c'], 0.9); "
+        "import sys; from ablate.evaluation.stats import t_power; from ablate.study.gate import decide; "
+        "t_power([0.1, -0.2, 0.3, 0.0], 0.2, 30); decide({'a': 0.1, 'b': 0.2, 'c': 0.0}, {'a': 0.2, 'b': 0.2, 'c': 0.1}, margin=0.02); "
         "assert 'scipy.stats' in sys.modules and 'statsmodels.stats.power' in sys.modules"
     )
     fresh(code)

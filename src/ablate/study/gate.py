@@ -37,7 +37,10 @@ from dataclasses import asdict, dataclass, field
 from types import ModuleType
 from typing import Any
 
+import numpy as np
+
 from ablate.errors import AblateError
+from ablate.evaluation.stats.cluster import cluster_codes, cluster_se
 from ablate.evaluation.stats.holm import holm
 
 PASS, REGRESSION, INCONCLUSIVE = "pass", "regression", "inconclusive"
@@ -128,26 +131,6 @@ def _paired(baseline: Mapping[str, float], candidate: Mapping[str, float]) -> tu
     return qids, d
 
 
-def cluster_se(d: list[float], groups: list[str]) -> tuple[float, float]:
-    """(mean, cluster-robust standard error) of ``d``'s mean, statsmodels' small-sample factor included."""
-    n = len(d)
-    mean = sum(d) / n
-    sums: dict[str, float] = {}
-    for x, g in zip(d, groups, strict=True):
-        sums[g] = sums.get(g, 0.0) + (x - mean)
-    g_count = len(sums)
-    # statsmodels' small-sample factor for one regressor: G/(G-1) * (N-1)/(N-K), K = 1
-    var = sum(s * s for s in sums.values()) / (n * n) * g_count / (g_count - 1)
-    return mean, math.sqrt(var)
-
-
-def cluster_interval(d: list[float], groups: list[str], level: float) -> tuple[float, float, float, float]:
-    """(mean, low, high, standard error) of ``d``'s mean: the cluster-robust t interval at ``level`` with G − 1 df."""
-    mean, se = cluster_se(d, groups)
-    t = float(_scipy_stats().t.ppf(0.5 + level / 2, len(set(groups)) - 1))
-    return mean, mean - t * se, mean + t * se, se
-
-
 def icc_of(d: list[float], groups: list[str]) -> float:
     """The within-cluster correlation of ``d`` (one-way ANOVA estimator, unbalanced clusters), clipped at 0."""
     by: dict[str, list[float]] = {}
@@ -230,8 +213,9 @@ def _pair(
             f"{len(qids)} question(s) in {n_clusters} cluster: an interval needs at least 2 clusters. Fix: more "
             "questions from other evidence, or --cluster none if the questions are independent"
         )
-    delta, se = cluster_se(d, g)
-    return _Paired(qids, d, g, delta, se)
+    values = np.asarray(d, dtype=np.float64)
+    se = cluster_se(values, cluster_codes(g, values.size, "the gate"))
+    return _Paired(qids, d, g, float(values.mean()), se)
 
 
 def decide(
